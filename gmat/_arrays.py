@@ -1,0 +1,241 @@
+"""Array kinds, devices, dtypes and boundary validation: the one dispatch point of Roofline.
+
+Conventions
+-----------
+* Sparse matrices are CSC with **one column = one example** (BIDMach): ``S`` is
+  ``n_features x n_examples``.  On the CPU they are :class:`scipy.sparse.csc_matrix` /
+  ``csc_array``; on the GPU :class:`cupyx.scipy.sparse.csc_matrix`.
+* Dense matrices are numpy (CPU) or cupy (GPU) arrays.  Model matrices ``A`` (``k x n``) are
+  best stored in Fortran order so that one column (one feature) is contiguous; the primitives
+  accept any layout and copy only when they must.
+* float32 and float64 are the supported value dtypes; indices are int32 or int64.
+
+cupy is imported lazily: importing :mod:`roofline.gmat` never imports it.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import scipy.sparse as sp
+
+from roofline.kernels import check_csc_structure
+
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "as_dense",
+    "check_csc",
+    "device_of",
+    "gpu_available",
+    "get_array_module",
+    "is_sparse",
+    "to_device",
+]
+
+SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+# Validation results are remembered per sparse matrix object, keyed by the identity of its
+# arrays, so that a minibatch validated once (by a DataSource, or the first primitive call)
+# is not re-scanned on every call.  Mutating ``indices`` in place afterwards is not detected:
+# call ``check_csc(S, force=True)`` after such a mutation.
+_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def gpu_available() -> bool:
+    """True when cupy is installed and a CUDA device is usable."""
+    try:
+        import cupy
+    except Exception:
+        return False
+    try:
+        return bool(cupy.cuda.is_available())
+    except Exception:  # pragma: no cover - driver-dependent
+        return False
+
+
+def _is_cupy_array(x) -> bool:
+    mod = type(x).__module__
+    return mod.startswith("cupy") and not mod.startswith("cupyx.scipy.sparse")
+
+
+def _is_cupy_sparse(x) -> bool:
+    return type(x).__module__.startswith("cupyx.scipy.sparse")
+
+
+def is_sparse(x) -> bool:
+    """True for scipy.sparse and cupyx.scipy.sparse matrices/arrays."""
+    return sp.issparse(x) or _is_cupy_sparse(x)
+
+
+def device_of(x) -> str:
+    """``"gpu"`` for cupy arrays and cupyx sparse matrices, ``"cpu"`` otherwise."""
+    return "gpu" if (_is_cupy_array(x) or _is_cupy_sparse(x)) else "cpu"
+
+
+def get_array_module(x):
+    """The array module (numpy or cupy) that operates on ``x``."""
+    if device_of(x) == "gpu":
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_device(x, device: str = "cpu"):
+    """Move a dense or sparse matrix to ``device`` (``"cpu"`` or ``"gpu"``), copying only if needed.
+
+    Parameters
+    ----------
+    x : ndarray, scipy.sparse matrix, cupy array or cupyx sparse matrix
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    The same kind of object on the requested device (CSC stays CSC).
+    """
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if device_of(x) == device:
+        return x
+    if device == "cpu":
+        return x.get()
+    if not gpu_available():
+        raise RuntimeError(
+            "device='gpu' requested but no CUDA device is usable "
+            "(install roofline[gpu] on a machine with an NVIDIA GPU)"
+        )
+    import cupy
+
+    if sp.issparse(x):
+        import cupyx.scipy.sparse as csp
+
+        return csp.csc_matrix(sp.csc_matrix(x))
+    return cupy.asarray(x)
+
+
+def _check_value_dtype(dtype, name: str) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"{name} has dtype {dtype}; Roofline supports float32 and float64 "
+            f"(convert with {name}.astype(np.float32))"
+        )
+    return dtype
+
+
+def as_dense(A, name: str = "A", ndim=(1, 2)):
+    """Validate a dense operand: an array of a supported float dtype and dimension.
+
+    Does not copy and does not check finiteness (a pass over a large model per call would cost
+    more than the primitive); learners check their inputs at their own boundary.
+    """
+    if is_sparse(A):
+        raise TypeError(f"{name} must be a dense array, got a sparse matrix ({type(A).__name__})")
+    if not (isinstance(A, np.ndarray) or _is_cupy_array(A)):
+        raise TypeError(f"{name} must be a numpy or cupy array, got {type(A).__name__}")
+    if A.ndim not in ndim:
+        raise ValueError(f"{name} must have ndim in {ndim}, got shape {A.shape}")
+    _check_value_dtype(A.dtype, name)
+    return A
+
+
+def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool = False):
+    """Validate a CSC operand and return it (never copied).
+
+    Checks the format (CSC), value dtype (float32/float64), index dtype (int32/int64),
+    ``indptr`` monotonicity and length, row indices in range and strictly increasing within each
+    column (sorted, no duplicates) and, unless ``allow_nonfinite``, finite values.  The result is
+    remembered on the matrix object, so a second call costs nothing.
+
+    Parameters
+    ----------
+    S : scipy.sparse CSC matrix or array (cupyx CSC on the GPU)
+    name : str
+        Argument name used in error messages.
+    allow_nonfinite : bool
+        Accept NaN/inf values.
+    force : bool
+        Re-check even if ``S`` was validated before (after an in-place mutation).
+
+    Raises
+    ------
+    TypeError
+        Not a CSC matrix, or unsupported value/index dtype.
+    ValueError
+        Malformed structure, out-of-range or unsorted indices, non-finite values.
+    """
+    if not is_sparse(S):
+        raise TypeError(f"{name} must be a sparse CSC matrix, got {type(S).__name__}")
+    if S.format != "csc":
+        raise TypeError(
+            f"{name} must be in CSC format (one column = one example), got {S.format.upper()}; "
+            f"convert with {name}.tocsc()"
+        )
+    _check_value_dtype(S.dtype, name)
+    for arr, what in ((S.indices, "indices"), (S.indptr, "indptr")):
+        if np.dtype(arr.dtype) not in _INDEX_DTYPES:
+            raise TypeError(f"{name}.{what} has dtype {arr.dtype}; expected int32 or int64")
+    key = (id(S.indptr), id(S.indices), id(S.data), S.shape, allow_nonfinite)
+    if not force:
+        try:
+            if _checked.get(S) == key:
+                return S
+        except TypeError:  # pragma: no cover - object not weak-referenceable
+            pass
+    n_rows, n_cols = S.shape
+    if S.indptr.shape != (n_cols + 1,):
+        raise ValueError(f"{name}.indptr has length {S.indptr.shape[0]}, expected {n_cols + 1}")
+    nnz = int(S.indptr[-1])
+    if int(S.indptr[0]) != 0 or S.indices.shape[0] < nnz or S.data.shape[0] < nnz:
+        raise ValueError(
+            f"{name} is malformed: indptr[0]={int(S.indptr[0])}, indptr[-1]={nnz}, "
+            f"len(indices)={S.indices.shape[0]}, len(data)={S.data.shape[0]}"
+        )
+    if device_of(S) == "gpu":  # pragma: no cover - needs a GPU
+        _check_csc_gpu(S, name, allow_nonfinite)
+    else:
+        code, col, pos = check_csc_structure(
+            S.indptr, S.indices, S.data, n_rows, not allow_nonfinite
+        )
+        if code == 1:
+            raise ValueError(f"{name}.indptr is not non-decreasing at column {col}")
+        if code == 2:
+            raise ValueError(
+                f"{name}.indices[{pos}] = {int(S.indices[pos])} is out of range "
+                f"[0, {n_rows}) (column {col})"
+            )
+        if code == 3:
+            raise ValueError(
+                f"{name} has unsorted or duplicate row indices in column {col} (at position "
+                f"{pos}); call {name}.sum_duplicates() or {name}.sort_indices() first"
+            )
+        if code == 4:
+            raise ValueError(
+                f"{name} has a non-finite value {S.data[pos]} at position {pos} (column {col})"
+            )
+    try:
+        _checked[S] = key
+    except TypeError:  # pragma: no cover
+        pass
+    return S
+
+
+def _check_csc_gpu(S, name, allow_nonfinite):  # pragma: no cover - needs a GPU
+    import cupy
+
+    indptr, indices, data = S.indptr, S.indices, S.data[: int(S.indptr[-1])]
+    if bool((cupy.diff(indptr) < 0).any()):
+        raise ValueError(f"{name}.indptr is not non-decreasing")
+    nnz = int(indptr[-1])
+    idx = indices[:nnz]
+    if nnz and (int(idx.min()) < 0 or int(idx.max()) >= S.shape[0]):
+        raise ValueError(f"{name}.indices out of range [0, {S.shape[0]})")
+    if nnz > 1:
+        col_of = cupy.repeat(cupy.arange(S.shape[1]), cupy.diff(indptr).astype(cupy.int64))
+        bad = (cupy.diff(idx) <= 0) & (col_of[1:] == col_of[:-1])
+        if bool(bad.any()):
+            raise ValueError(f"{name} has unsorted or duplicate row indices")
+    if not allow_nonfinite and not bool(cupy.isfinite(data).all()):
+        raise ValueError(f"{name} has non-finite values")

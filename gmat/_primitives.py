@@ -1,0 +1,233 @@
+"""The rooflined sparse primitives ``A*S``, ``A*S^T`` and ``SDDMM`` (BIDMach names and semantics).
+
+``S`` is always ``n_features x n_examples`` CSC.  Dense operands may be 2-D (``k x n``) or, for
+``k = 1``, 1-D; the result has the same dimensionality.  Dense results are returned in Fortran
+order (one column contiguous), the layout the kernels read fastest; pass ``out=`` (Fortran
+order) or ``cache=`` to reuse buffers across minibatches.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from roofline import kernels
+
+from ._arrays import as_dense, check_csc, device_of, get_array_module
+from ._cache import BufferCache, default_cache
+
+__all__ = ["mult_as", "mult_ast", "sddmm"]
+
+logger = logging.getLogger(__name__)
+
+_CHUNKS_PER_THREAD = 8
+
+
+def _transposed_c(A, name):
+    """``A.T`` as a C-contiguous ``(n, k)`` array, copying only when ``A`` is not F-ordered."""
+    if A.ndim == 1:
+        return A.reshape(-1, 1) if A.flags.c_contiguous else np.ascontiguousarray(A)[:, None]
+    if not A.flags.f_contiguous:
+        logger.debug("%s of shape %s is not Fortran-ordered: copying it", name, A.shape)
+        A = np.asfortranarray(A)
+    return A.T
+
+
+def _same_dtype(*pairs):
+    (n0, x0), *rest = pairs
+    for n, x in rest:
+        if x.dtype != x0.dtype:
+            raise TypeError(
+                f"{n} has dtype {x.dtype} but {n0} has dtype {x0.dtype}; convert one of them "
+                f"(e.g. {n}.astype({n0}.dtype)) so both match"
+            )
+
+
+def _output(out, shape, dtype, cache, tag, name="out", like=None):
+    """Validate or create a Fortran-ordered output buffer."""
+    if out is not None:
+        if out.shape != shape:
+            raise ValueError(f"{name} has shape {out.shape}, expected {shape}")
+        if out.dtype != dtype:
+            raise TypeError(f"{name} has dtype {out.dtype}, expected {dtype}")
+        if not out.flags.f_contiguous:
+            raise ValueError(f"{name} must be Fortran-contiguous (allocate with order='F')")
+        if device_of(out) != device_of(like):
+            raise ValueError(f"{name} is on {device_of(out)}, operands on {device_of(like)}")
+        return out
+    if cache is None or cache is False:
+        xp = np if like is None else get_array_module(like)
+        return xp.empty(shape, dtype=dtype, order="F")
+    if cache is True:
+        cache = default_cache()
+    if not isinstance(cache, BufferCache):
+        raise TypeError(f"cache must be a BufferCache, True or None, got {type(cache).__name__}")
+    return cache.empty(shape, dtype, tag=tag, order="F", like=like)
+
+
+def _threads():
+    return kernels.default_threads()
+
+
+def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
+    """Dense times sparse: ``C = A * S``.
+
+    Parameters
+    ----------
+    A : array, shape (k, n) or (n,)
+        Dense operand (Fortran order avoids a copy when ``k > 1``).
+    S : CSC matrix, shape (n, m)
+        Sparse operand, one column per example.
+    out : array, shape (k, m) or (m,), optional
+        Fortran-ordered output buffer.
+    cache : BufferCache or True, optional
+        Take the output from this cache (``True``: the default cache) under ``tag``.
+    tag : hashable
+        Cache tag.
+
+    Returns
+    -------
+    C : array, shape (k, m) or (m,)
+        ``C[:, j] = sum_i A[:, i] * S[i, j]``.
+    """
+    A = as_dense(A, "A")
+    check_csc(S, "S")
+    _same_dtype(("A", A), ("S", S))
+    n, m = S.shape
+    if A.shape[-1] != n:
+        raise ValueError(f"A has {A.shape[-1]} columns but S has {n} rows (A * S needs them equal)")
+    if device_of(A) != device_of(S):
+        raise ValueError(f"A is on {device_of(A)} but S is on {device_of(S)}")
+    shape = (m,) if A.ndim == 1 else (A.shape[0], m)
+    out = _output(out, shape, A.dtype, cache, tag, like=A)
+    k = 1 if A.ndim == 1 else A.shape[0]
+    if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
+        res = (S.T @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
+        out[...] = res.reshape(shape)
+        return out
+    if k == 0 or m == 0:
+        out[...] = 0
+        return out
+    outT = out.reshape(m, 1) if out.ndim == 1 else out.T
+    bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
+    kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, outT, bounds)
+    return out
+
+
+def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
+    """Dense times transposed sparse: ``C = A * S^T`` (the GLM gradient).
+
+    Parameters
+    ----------
+    A : array, shape (k, m) or (m,)
+        Dense operand, one column per example (Fortran order avoids a copy when ``k > 1``).
+    S : CSC matrix, shape (n, m)
+    out : array, shape (k, n) or (n,), optional
+        Fortran-ordered output buffer (overwritten, not accumulated into).
+    cache, tag
+        As in :func:`mult_as`.
+
+    Returns
+    -------
+    C : array, shape (k, n) or (n,)
+        ``C[:, i] = sum_j A[:, j] * S[i, j]``.
+    """
+    A = as_dense(A, "A")
+    check_csc(S, "S")
+    _same_dtype(("A", A), ("S", S))
+    n, m = S.shape
+    if A.shape[-1] != m:
+        raise ValueError(
+            f"A has {A.shape[-1]} columns but S has {m} columns (A * S^T needs them equal)"
+        )
+    if device_of(A) != device_of(S):
+        raise ValueError(f"A is on {device_of(A)} but S is on {device_of(S)}")
+    shape = (n,) if A.ndim == 1 else (A.shape[0], n)
+    out = _output(out, shape, A.dtype, cache, tag, like=A)
+    k = 1 if A.ndim == 1 else A.shape[0]
+    if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
+        res = (S @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
+        out[...] = res.reshape(shape)
+        return out
+    if k == 0 or n == 0:
+        out[...] = 0
+        return out
+    outT = out.reshape(n, 1) if out.ndim == 1 else out.T
+    slabs = kernels.row_slabs(S.indices, int(S.indptr[-1]), n, min(n, _threads()))
+    kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, outT, slabs)
+    return out
+
+
+def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
+    """Sampled dense-dense product: ``(A^T B)`` at the nonzeros of ``S``.
+
+    Parameters
+    ----------
+    S : CSC matrix, shape (n, m)
+        The sampling pattern (and, with ``scale=True``, the scale).
+    A : array, shape (k, n) or (n,)
+    B : array, shape (k, m) or (m,)
+    out : array, shape (nnz,), optional
+        Output values, in the order of ``S.data``.
+    scale : bool
+        Multiply each dot product by the value of ``S`` at that position (BIDMach's ``DDS``).
+    cache, tag
+        As in :func:`mult_as` (applies to the values array).
+
+    Returns
+    -------
+    C : CSC matrix with ``S``'s pattern
+        ``C[i, j] = dot(A[:, i], B[:, j]) * (S[i, j] if scale else 1)`` for each nonzero
+        ``(i, j)`` of ``S``.  The structure arrays are shared with ``S`` (not copied).
+    """
+    A = as_dense(A, "A")
+    B = as_dense(B, "B")
+    check_csc(S, "S")
+    _same_dtype(("A", A), ("B", B), ("S", S))
+    n, m = S.shape
+    if A.shape[-1] != n:
+        raise ValueError(f"A has {A.shape[-1]} columns but S has {n} rows")
+    if B.shape[-1] != m:
+        raise ValueError(f"B has {B.shape[-1]} columns but S has {m} columns")
+    ka = 1 if A.ndim == 1 else A.shape[0]
+    kb = 1 if B.ndim == 1 else B.shape[0]
+    if ka != kb:
+        raise ValueError(f"A has {ka} rows but B has {kb} rows (SDDMM needs them equal)")
+    if not (device_of(A) == device_of(B) == device_of(S)):
+        raise ValueError("S, A and B must be on the same device")
+    nnz = int(S.indptr[-1])
+    if out is not None:
+        if out.shape != (nnz,):
+            raise ValueError(f"out has shape {out.shape}, expected ({nnz},)")
+        if out.dtype != A.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {A.dtype}")
+    else:
+        out = _output(None, (nnz,), A.dtype, cache, tag, like=A)
+    if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
+        import cupy
+
+        rows = S.indices[:nnz]
+        cols = cupy.repeat(cupy.arange(m), cupy.diff(S.indptr).astype(cupy.int64))
+        A2 = A.reshape(1, -1) if A.ndim == 1 else A
+        B2 = B.reshape(1, -1) if B.ndim == 1 else B
+        vals = (A2[:, rows] * B2[:, cols]).sum(axis=0)
+        out[...] = vals * S.data[:nnz] if scale else vals
+    elif ka == 0:
+        out[...] = 0
+    elif nnz:
+        bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
+        kernels.csc_sddmm(
+            _transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr, S.indices, S.data,
+            out, bounds, bool(scale),
+        )
+    return _with_pattern(S, out)
+
+
+def _with_pattern(S, values):
+    """A CSC matrix of ``S``'s kind and pattern holding ``values`` (structure shared)."""
+    cls = type(S)
+    # Same shape, same index arrays: no copies.
+    C = cls((values, S.indices[: values.shape[0]], S.indptr), shape=S.shape, copy=False)
+    C.has_sorted_indices = True
+    return C

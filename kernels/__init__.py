@@ -1,0 +1,24 @@
+"""Compute kernels behind :mod:`roofline.gmat`: numba CPU kernels over raw arrays.
+
+Learners never call these directly; they go through ``roofline.gmat``.
+"""
+
+from ._csc import (
+    check_csc_structure,
+    csc_mult,
+    csc_mult_t,
+    csc_sddmm,
+    default_threads,
+    nnz_chunks,
+    row_slabs,
+)
+
+__all__ = [
+    "check_csc_structure",
+    "csc_mult",
+    "csc_mult_t",
+    "csc_sddmm",
+    "default_threads",
+    "nnz_chunks",
+    "row_slabs",
+]
