@@ -15,6 +15,7 @@ from ._arrays import (
     get_array_module,
     gpu_available,
     is_sparse,
+    slice_columns,
     to_device,
 )
 from ._cache import BufferCache, default_cache
@@ -33,5 +34,6 @@ __all__ = [
     "mult_as",
     "mult_ast",
     "sddmm",
+    "slice_columns",
     "to_device",
 ]

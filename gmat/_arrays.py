@@ -15,8 +15,6 @@ cupy is imported lazily: importing :mod:`roofline.gmat` never imports it.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -30,17 +28,22 @@ __all__ = [
     "gpu_available",
     "get_array_module",
     "is_sparse",
+    "slice_columns",
     "to_device",
 ]
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
-# Validation results are remembered per sparse matrix object, keyed by the identity of its
-# arrays, so that a minibatch validated once (by a DataSource, or the first primitive call)
-# is not re-scanned on every call.  Mutating ``indices`` in place afterwards is not detected:
-# call ``check_csc(S, force=True)`` after such a mutation.
-_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Validation results are remembered on the sparse matrix object itself (an attribute holding
+# the identity of its arrays), so that a minibatch validated once (by a DataSource, or the
+# first primitive call) is not re-scanned on every call.  Replacing ``S.indices`` is detected;
+# mutating it in place is not: call ``check_csc(S, force=True)`` after such a mutation.
+_CHECKED_ATTR = "_roofline_checked"
+
+
+def _check_key(S, allow_nonfinite):
+    return (id(S.indptr), id(S.indices), id(S.data), S.shape, allow_nonfinite)
 
 
 def gpu_available() -> bool:
@@ -177,13 +180,9 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     for arr, what in ((S.indices, "indices"), (S.indptr, "indptr")):
         if np.dtype(arr.dtype) not in _INDEX_DTYPES:
             raise TypeError(f"{name}.{what} has dtype {arr.dtype}; expected int32 or int64")
-    key = (id(S.indptr), id(S.indices), id(S.data), S.shape, allow_nonfinite)
-    if not force:
-        try:
-            if _checked.get(S) == key:
-                return S
-        except TypeError:  # pragma: no cover - object not weak-referenceable
-            pass
+    key = _check_key(S, allow_nonfinite)
+    if not force and getattr(S, _CHECKED_ATTR, None) in (key, _check_key(S, False)):
+        return S
     n_rows, n_cols = S.shape
     if S.indptr.shape != (n_cols + 1,):
         raise ValueError(f"{name}.indptr has length {S.indptr.shape[0]}, expected {n_cols + 1}")
@@ -215,10 +214,7 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
             raise ValueError(
                 f"{name} has a non-finite value {S.data[pos]} at position {pos} (column {col})"
             )
-    try:
-        _checked[S] = key
-    except TypeError:  # pragma: no cover
-        pass
+    setattr(S, _CHECKED_ATTR, key)
     return S
 
 
@@ -239,3 +235,36 @@ def _check_csc_gpu(S, name, allow_nonfinite):  # pragma: no cover - needs a GPU
             raise ValueError(f"{name} has unsorted or duplicate row indices")
     if not allow_nonfinite and not bool(cupy.isfinite(data).all()):
         raise ValueError(f"{name} has non-finite values")
+
+
+def slice_columns(S, start: int, stop: int, name: str = "S"):
+    """Columns ``start:stop`` of a CSC matrix without copying values or indices.
+
+    The result's ``indices``/``data`` are views into ``S``'s arrays (only the small ``indptr`` is
+    rebased into a new array), and a slice of a validated matrix is itself marked validated, so
+    minibatches cut from a checked matrix are never re-scanned by the primitives.
+
+    Parameters
+    ----------
+    S : CSC matrix, shape (n, m)
+    start, stop : int
+        Column range, ``0 <= start <= stop <= m``.
+
+    Returns
+    -------
+    CSC matrix of the same class as ``S``, shape ``(n, stop - start)``.
+    """
+    check_csc(S, name)
+    m = S.shape[1]
+    start, stop = int(start), int(stop)
+    if not 0 <= start <= stop <= m:
+        raise ValueError(f"column range {start}:{stop} is outside [0, {m}] of {name}")
+    lo, hi = int(S.indptr[start]), int(S.indptr[stop])
+    indptr = S.indptr[start : stop + 1] - S.indptr[start]
+    cls = type(S)
+    C = cls((S.shape[0], stop - start), dtype=S.dtype)
+    # scipy's constructor copies its inputs; assign the views directly instead.
+    C.data, C.indices, C.indptr = S.data[lo:hi], S.indices[lo:hi], indptr.astype(S.indices.dtype)
+    C.has_sorted_indices = True
+    setattr(C, _CHECKED_ATTR, _check_key(C, getattr(S, _CHECKED_ATTR)[4]))
+    return C

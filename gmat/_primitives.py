@@ -228,6 +228,7 @@ def _with_pattern(S, values):
     """A CSC matrix of ``S``'s kind and pattern holding ``values`` (structure shared)."""
     cls = type(S)
     # Same shape, same index arrays: no copies.
-    C = cls((values, S.indices[: values.shape[0]], S.indptr), shape=S.shape, copy=False)
+    C = cls(S.shape, dtype=values.dtype)
+    C.data, C.indices, C.indptr = values, S.indices[: values.shape[0]], S.indptr
     C.has_sorted_indices = True
     return C
