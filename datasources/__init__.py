@@ -1,5 +1,15 @@
 """DataSources: iterators over minibatches in gmat layout (one column = one example)."""
 
-from ._base import DataSource, DataSourceOptions, MatSource, Minibatch
+from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
+from ._svmlight import SVMLightOptions, SVMLightSource, load_svmlight
 
-__all__ = ["DataSource", "DataSourceOptions", "MatSource", "Minibatch"]
+__all__ = [
+    "DataSource",
+    "DataSourceOptions",
+    "MatSource",
+    "MatSourceOptions",
+    "Minibatch",
+    "SVMLightOptions",
+    "SVMLightSource",
+    "load_svmlight",
+]

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
+import scipy.sparse as sp
 from roofline import gmat
 
-__all__ = ["DataSource", "DataSourceOptions", "MatSource", "Minibatch"]
+__all__ = ["DataSource", "DataSourceOptions", "MatSource", "MatSourceOptions", "Minibatch"]
 
 
 @dataclass
@@ -107,6 +107,170 @@ class DataSource:
     @property
     def batch_size(self) -> int:
         return self.opts.batch_size
+
+    # -- composition: each returns a new source wrapping this one (see ``_stages.py``) --------
+
+    def heldout(self, every: int = 11, *, part: str = "train") -> DataSource:
+        """Keep (``part="train"``) or take only (``part="test"``) every ``every``-th minibatch.
+
+        BIDMach's ``evalStep``: minibatch ``i`` of a pass is held out when
+        ``i % every == every - 1``.  See :class:`HeldOut`.
+        """
+        from ._stages import HeldOut
+
+        return HeldOut(self, every=every, part=part)
+
+    def shuffle(self, buffer_size: int, *, seed) -> DataSource:
+        """Shuffle examples through a buffer of ``buffer_size`` examples (see :class:`Shuffle`)."""
+        from ._stages import Shuffle
+
+        return Shuffle(self, buffer_size=buffer_size, seed=seed)
+
+    def to_device(self, device: str = "gpu") -> DataSource:
+        """Move every minibatch to ``device`` (see :class:`ToDevice`)."""
+        from ._stages import ToDevice
+
+        return ToDevice(self, device=device)
+
+    def prefetch(self, depth: int = 2) -> DataSource:
+        """Produce minibatches on a background thread, ``depth`` ahead (see :class:`Prefetch`)."""
+        from ._prefetch import Prefetch
+
+        return Prefetch(self, depth=depth)
+
+
+# -- CSC block helpers (no validation: callers build valid structures) -------------------------
+
+
+def _index_dtype(n_rows: int, nnz: int) -> np.dtype:
+    """int32 when both the row count and the nnz fit, else int64 (gmat convention)."""
+    lim = np.iinfo(np.int32).max
+    return np.dtype(np.int32) if (n_rows <= lim and nnz <= lim) else np.dtype(np.int64)
+
+
+def _csc(data, indices, indptr, shape, cls=sp.csc_matrix):
+    """A CSC matrix over the given arrays, without scipy's copies, casts or format checks.
+
+    The caller guarantees a valid structure (sorted unique row indices in range, matching
+    index dtypes); this is the zero-copy constructor used by streaming sources.
+    """
+    X = cls((int(shape[0]), int(shape[1])), dtype=data.dtype)
+    X.data, X.indices, X.indptr = data, indices, indptr
+    X.has_sorted_indices = True
+    return X
+
+
+def _slice_cols(X, start: int, stop: int):
+    """Columns ``start:stop`` of a CSC or dense block; sparse data/indices are views."""
+    if not gmat.is_sparse(X):
+        return X[:, start:stop]
+    lo, hi = int(X.indptr[start]), int(X.indptr[stop])
+    indptr = X.indptr[start : stop + 1] - X.indptr[start]
+    return _csc(X.data[lo:hi], X.indices[lo:hi], indptr, (X.shape[0], stop - start), type(X))
+
+
+def _hstack(blocks):
+    """Concatenate CSC (or dense) blocks along the example axis."""
+    if len(blocks) == 1:
+        return blocks[0]
+    if not gmat.is_sparse(blocks[0]):
+        return np.concatenate(blocks, axis=1)
+    n_rows = blocks[0].shape[0]
+    nnz = sum(int(b.indptr[-1]) for b in blocks)
+    m = sum(b.shape[1] for b in blocks)
+    idt = _index_dtype(n_rows, nnz)
+    data = np.empty(nnz, dtype=blocks[0].dtype)
+    indices = np.empty(nnz, dtype=idt)
+    indptr = np.empty(m + 1, dtype=idt)
+    indptr[0] = 0
+    p = j = 0
+    for b in blocks:
+        k, mb = int(b.indptr[-1]), b.shape[1]
+        data[p : p + k] = b.data[:k]
+        indices[p : p + k] = b.indices[:k]
+        indptr[j + 1 : j + mb + 1] = b.indptr[1:] + p
+        p += k
+        j += mb
+    return _csc(data, indices, indptr, (n_rows, m), type(blocks[0]))
+
+
+def _take_cols(X, cols):
+    """Columns ``cols`` (an index array) of a CSC or dense block, as a new block."""
+    if not gmat.is_sparse(X):
+        return X[:, cols]
+    cols = np.asarray(cols, dtype=np.int64)
+    starts = X.indptr[cols].astype(np.int64)
+    lens = X.indptr[cols + 1].astype(np.int64) - starts
+    nnz = int(lens.sum())
+    idt = _index_dtype(X.shape[0], nnz)
+    indptr = np.zeros(len(cols) + 1, dtype=idt)
+    np.cumsum(lens, out=indptr[1:])
+    # gather positions: for each output nonzero, its source position
+    src = np.repeat(starts - indptr[:-1], lens) + np.arange(nnz, dtype=np.int64)
+    return _csc(X.data[src], X.indices[src].astype(idt, copy=False), indptr,
+                (X.shape[0], len(cols)), type(X))
+
+
+def _cat_opt(parts):
+    """Concatenate optional per-example arrays (labels, weights) along their last axis."""
+    if any(p is None for p in parts):
+        if all(p is None for p in parts):
+            return None
+        raise ValueError("some blocks carry labels/weights and others do not")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def _sl(a, start, stop):
+    return None if a is None else a[..., start:stop]
+
+
+class _Rebatcher:
+    """Cut a stream of example blocks (any sizes) into minibatches of exactly ``batch_size``.
+
+    Blocks are pushed in order; full minibatches are zero-copy slices of a block except the
+    ones that straddle two blocks (those are concatenated).  ``finish`` yields the final
+    partial minibatch unless ``drop_last``.
+    """
+
+    def __init__(self, batch_size: int, drop_last: bool = False):
+        self.bs = int(batch_size)
+        self.drop_last = drop_last
+        self.pending = []  # list of (X, y, w)
+        self.n_pending = 0
+        self.start = 0
+
+    def _emit(self, X, y, w):
+        mb = Minibatch(X, y, w, self.start)
+        self.start += X.shape[1]
+        return mb
+
+    def push(self, X, y=None, w=None):
+        m = X.shape[1]
+        pos = 0
+        if self.n_pending:
+            need = self.bs - self.n_pending
+            if m < need:
+                self.pending.append((X, y, w))
+                self.n_pending += m
+                return
+            self.pending.append((_slice_cols(X, 0, need), _sl(y, 0, need), _sl(w, 0, need)))
+            Xs, ys, ws = zip(*self.pending, strict=False)
+            self.pending, self.n_pending = [], 0
+            yield self._emit(_hstack(list(Xs)), _cat_opt(ys), _cat_opt(ws))
+            pos = need
+        while m - pos >= self.bs:
+            stop = pos + self.bs
+            yield self._emit(_slice_cols(X, pos, stop), _sl(y, pos, stop), _sl(w, pos, stop))
+            pos = stop
+        if pos < m:
+            self.pending.append((_slice_cols(X, pos, m), _sl(y, pos, m), _sl(w, pos, m)))
+            self.n_pending += m - pos
+
+    def finish(self):
+        if self.n_pending and not self.drop_last:
+            Xs, ys, ws = zip(*self.pending, strict=False)
+            yield self._emit(_hstack(list(Xs)), _cat_opt(ys), _cat_opt(ws))
+        self.pending, self.n_pending = [], 0
 
 
 @dataclass

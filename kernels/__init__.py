@@ -22,3 +22,7 @@ __all__ = [
     "nnz_chunks",
     "row_slabs",
 ]
+
+from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
+
+__all__ += ["find_line_starts", "svmlight_parse"]

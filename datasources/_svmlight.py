@@ -1,0 +1,394 @@
+"""SVMLightSource: stream svmlight / libsvm text (plain or gzip, local or remote) as CSC blocks."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from roofline.kernels import find_line_starts, svmlight_parse
+
+from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
+from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
+
+__all__ = ["SVMLightSource", "SVMLightOptions", "load_svmlight"]
+
+logger = logging.getLogger(__name__)
+
+_MESSAGES = {
+    1: "the label is not a number",
+    2: "a feature index is not an integer",
+    3: "invalid feature index (0 in one-based data, or negative)",
+    4: "feature indices are not strictly increasing (they must be sorted and unique)",
+    5: "feature index out of range",
+    6: "a feature value is not a number",
+    7: "a feature has no ':' (expected index:value)",
+    8: "bytes that are not valid UTF-8 / not ASCII",
+    9: "non-finite value (inf, nan or overflow)",
+    10: "missing label (the line starts with a feature)",
+}
+_MAX_LOGGED = 10
+
+
+def _check_on_error(on_error):
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return on_error
+
+
+@dataclass
+class SVMLightOptions(DataSourceOptions):
+    """Options of :class:`SVMLightSource` (see its parameters)."""
+
+    n_features: int | None = None
+    zero_based: bool | str = "auto"
+    dtype: str = "float32"
+    on_error: str = "raise"
+    n_threads: int = 2
+    chunk_bytes: int = DEFAULT_CHUNK
+    compression: str | None = "infer"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.n_features is not None and (
+            not isinstance(self.n_features, (int, np.integer)) or self.n_features < 0
+        ):
+            raise ValueError(
+                f"n_features must be a non-negative integer or None, got {self.n_features!r}"
+            )
+        if self.zero_based not in (True, False, "auto"):
+            raise ValueError(f"zero_based must be True, False or 'auto', got {self.zero_based!r}")
+        if np.dtype(self.dtype) not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        self.dtype = np.dtype(self.dtype).name
+        _check_on_error(self.on_error)
+        if not isinstance(self.n_threads, (int, np.integer)) or self.n_threads < 1:
+            raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
+        if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
+            raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
+
+
+class _ParseState:
+    """Per-pass bookkeeping: line numbers, skipped lines, qid count."""
+
+    def __init__(self):
+        self.line = 0  # lines consumed before the current chunk
+        self.n_skipped = 0
+        self.n_qid = 0
+        self.n_rows = 0
+        self.min_idx = -1
+        self.max_idx = -1
+
+
+class SVMLightSource(DataSource):
+    """Minibatches streamed from svmlight / libsvm files, parsed by a numba kernel.
+
+    The file is read in chunks of ``chunk_bytes`` (decompressed), each chunk is cut at newlines
+    into ``n_threads`` ranges parsed in parallel (the kernel releases the GIL), and the parsed
+    CSC blocks are cut into minibatches of ``batch_size`` examples.  Memory is bounded by a few
+    chunks whatever the file size.
+
+    Parameters
+    ----------
+    paths : str, path-like, or list of them
+        Local paths or fsspec URLs (``http://``, ``hdfs://``, ``memory://``...), plain or gzip
+        (detected from the magic bytes).  Several files are read in order as one stream.
+    n_features : int, optional
+        Number of features (rows of X).  When ``None`` (or with ``zero_based="auto"``) the
+        files are scanned once at construction (a full parse) to find the largest index, the
+        index base and the number of examples; give both to stream in a single pass.
+    zero_based : bool or "auto"
+        Index base.  ``"auto"`` is scikit-learn's rule: one-based unless an index 0 occurs.
+    dtype : {"float32", "float64"}
+        Dtype of X values and labels.
+    on_error : {"raise", "skip"}
+        ``"raise"``: a malformed line raises ``ValueError`` naming the file and line.
+        ``"skip"``: malformed lines are skipped, logged (the first few, with line numbers) and
+        counted; the count is logged at the end of each pass and kept in ``n_skipped``.
+    n_threads : int
+        Parser threads.
+    chunk_bytes : int
+        Bytes parsed per step.
+    compression : {"infer", "gzip", None}
+    batch_size, drop_last
+        See :class:`DataSourceOptions`.
+
+    Notes
+    -----
+    ``qid:`` tokens are ignored (with an INFO log line giving their count).  Explicit zeros
+    (``3:0``) are stored, as scikit-learn does.  Values are parsed exactly like ``strtod``
+    (correctly rounded), then cast to ``dtype``.  inf/nan values are rejected.
+    """
+
+    def __init__(
+        self,
+        paths,
+        *,
+        n_features=None,
+        zero_based="auto",
+        dtype="float32",
+        batch_size=10_000,
+        drop_last=False,
+        on_error="raise",
+        n_threads=2,
+        chunk_bytes=DEFAULT_CHUNK,
+        compression="infer",
+    ):
+        self.opts = SVMLightOptions(
+            batch_size=batch_size,
+            drop_last=drop_last,
+            n_features=n_features,
+            zero_based=zero_based,
+            dtype=dtype,
+            on_error=on_error,
+            n_threads=n_threads,
+            chunk_bytes=chunk_bytes,
+            compression=compression,
+        )
+        if isinstance(paths, (list, tuple)):
+            self.paths = list(paths)
+        else:
+            self.paths = [paths]
+        if not self.paths:
+            raise ValueError("paths is empty: give at least one svmlight file")
+        self.n_skipped = 0
+        self._pool = None
+        self._parallel_min = 1 << 16  # bytes; smaller ranges are parsed on one thread
+        self.n_examples = None
+        if n_features is None or zero_based == "auto":
+            self._scan()
+        else:
+            self.n_features = int(n_features)
+            self._zero_based = bool(zero_based)
+
+    # -- scanning -----------------------------------------------------------------------------
+
+    def _scan(self):
+        """One parse of all files: example count, index range, index base."""
+        o = self.opts
+        n_rows, lo, hi = 0, -1, -1
+        for path in self.paths:
+            st = _ParseState()
+            for _ in self._parse_file(path, True, -1, st, log=False):
+                pass
+            n_rows += st.n_rows
+            if st.max_idx >= 0:
+                lo = st.min_idx if lo < 0 else min(lo, st.min_idx)
+                hi = max(hi, st.max_idx)
+        if o.zero_based == "auto":
+            self._zero_based = hi >= 0 and lo == 0
+        else:
+            self._zero_based = bool(o.zero_based)
+        base = 0 if self._zero_based else 1
+        if not self._zero_based and lo == 0:
+            where = display_name(self.paths[0]) if len(self.paths) == 1 else "the input files"
+            raise ValueError(f"{where}: zero_based=False but feature index 0 occurs")
+        n_f = max(hi - base + 1, 0)
+        if o.n_features is None:
+            self.n_features = n_f
+        else:
+            if o.n_features < n_f:
+                raise ValueError(
+                    f"n_features={o.n_features} but the input contains feature index {hi} "
+                    f"({n_f} features with {'zero' if self._zero_based else 'one'}-based indices)"
+                )
+            self.n_features = int(o.n_features)
+        self.n_examples = n_rows
+
+    # -- parsing ------------------------------------------------------------------------------
+
+    def _executor(self):
+        if self.opts.n_threads > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(self.opts.n_threads, thread_name_prefix="svmlight")
+        return self._pool
+
+    def _parse_range(self, arr, lo, hi, zero_based, n_features, skip):
+        """Parse ``arr[lo:hi]`` (whole lines), in parallel; return per-part results in order."""
+        nt = self.opts.n_threads
+        if nt > 1 and hi - lo > self._parallel_min:
+            bounds = find_line_starts(arr, lo, hi, nt)
+            pool = self._executor()
+            futs = [
+                pool.submit(svmlight_parse, arr, bounds[k], bounds[k + 1], zero_based,
+                            n_features, skip)
+                for k in range(nt)
+            ]
+            return [f.result() for f in futs]
+        return [svmlight_parse(arr, lo, hi, zero_based, n_features, skip)]
+
+    def _fail(self, path, line, code, byte, n_features, base):
+        msg = _MESSAGES.get(int(code), f"parse error {code}")
+        if code == 5:
+            msg += f" (n_features={n_features}, {'zero' if base == 0 else 'one'}-based)"
+        return ValueError(f"{display_name(path)}, line {line}: {msg} (at byte {byte} of the line)")
+
+    def _parse_file(self, path, zero_based, n_features, st, log=True):
+        """Yield ``(labels, indptr, indices, data)`` blocks of one file (one per chunk)."""
+        skip = self.opts.on_error == "skip"
+        base = 0 if zero_based else 1
+        pending = b""
+        chunks = iter_chunks(path, self.opts.chunk_bytes, self.opts.compression)
+        final = False
+        while not final:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                chunk, final = b"", True
+            except TruncatedInputError as exc:
+                raise ValueError(
+                    f"{exc} (at line {st.line + 1}, after {st.n_rows} complete examples)"
+                ) from exc
+            buf = pending + chunk if pending else chunk
+            if final:
+                cut = len(buf)
+            else:
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    pending = buf
+                    continue
+            pending = buf[cut:]
+            if cut == 0:
+                continue
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            parts = self._parse_range(arr, 0, cut, zero_based, n_features, skip)
+            yield self._combine(path, arr, parts, st, n_features, base, log)
+
+    def _combine(self, path, arr, parts, st, n_features, base, log):
+        line0 = st.line
+        out_l, out_p, out_i, out_d = [], [], [], []
+        nnz_off = 0
+        for labels, indptr, indices, data, slow, info, skipped in parts:
+            if len(slow):
+                self._slow_values(path, arr, slow, labels, data, st.line)
+            if info[0] != 0:
+                raise self._fail(path, line0 + int(info[1]) + 1, info[0], info[2],
+                                 n_features, base)
+            for ln, code, byte in skipped:
+                if log and st.n_skipped < _MAX_LOGGED:
+                    logger.warning("skipped: %s", self._fail(path, line0 + int(ln) + 1, code,
+                                                             byte, n_features, base))
+                st.n_skipped += 1
+            st.n_qid += int(info[4])
+            if info[6] >= 0:
+                st.min_idx = int(info[5]) if st.min_idx < 0 else min(st.min_idx, int(info[5]))
+                st.max_idx = max(st.max_idx, int(info[6]))
+            line0 += int(info[3])
+            out_l.append(labels)
+            out_p.append(indptr[1:] + nnz_off)
+            out_i.append(indices)
+            out_d.append(data)
+            nnz_off += len(data)
+        st.line = line0
+        labels = np.concatenate(out_l) if len(out_l) > 1 else out_l[0]
+        st.n_rows += len(labels)
+        indptr = np.concatenate([np.zeros(1, np.int64)] + out_p)
+        indices = np.concatenate(out_i) if len(out_i) > 1 else out_i[0]
+        data = np.concatenate(out_d) if len(out_d) > 1 else out_d[0]
+        return labels, indptr, indices, data
+
+    def _slow_values(self, path, arr, slow, labels, data, line0):
+        for s, e, t in slow:
+            v = float(arr[s:e].tobytes())
+            if not np.isfinite(v):
+                # only numbers within a hair of the float64 maximum get here
+                line = line0 + int(np.count_nonzero(arr[:s] == 10)) + 1
+                raise ValueError(
+                    f"{display_name(path)}, line {line}: non-finite value (overflow) "
+                    f"{arr[s:e].tobytes().decode()!r}"
+                )
+            if t >= 0:
+                data[t] = v
+            else:
+                labels[-t - 1] = v
+
+    # -- DataSource -----------------------------------------------------------------------------
+
+    def _blocks(self):
+        """Yield ``(X, y)`` CSC blocks (one per parsed chunk) of one pass."""
+        dt = np.dtype(self.opts.dtype)
+        n_f = self.n_features
+        total_skipped = 0
+        for path in self.paths:
+            st = _ParseState()
+            for labels, indptr, indices, data in self._parse_file(
+                path, self._zero_based, n_f, st
+            ):
+                nnz = len(data)
+                if dt == np.float32:
+                    _check_f32(path, data, labels, st.n_rows - len(labels))
+                idt = _index_dtype(n_f, nnz)
+                X = _csc(
+                    data.astype(dt, copy=False),
+                    indices.astype(idt, copy=False),
+                    indptr.astype(idt, copy=False),
+                    (n_f, len(labels)),
+                )
+                yield X, labels.astype(dt, copy=False)
+            if st.n_qid:
+                logger.info("%s: ignored qid on %d lines", display_name(path), st.n_qid)
+            if st.n_skipped:
+                logger.warning(
+                    "%s: skipped %d malformed lines (on_error='skip')",
+                    display_name(path),
+                    st.n_skipped,
+                )
+            total_skipped += st.n_skipped
+        self.n_skipped = total_skipped
+
+    def _batches(self):
+        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
+        for X, y in self._blocks():
+            yield from rb.push(X, y)
+        yield from rb.finish()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __repr__(self) -> str:
+        files = display_name(self.paths[0]) + (f" +{len(self.paths) - 1}" if len(self.paths) > 1
+                                               else "")
+        return (
+            f"SVMLightSource({files}, {self.n_features} features, "
+            f"{self.n_examples if self.n_examples is not None else '?'} examples, "
+            f"batch_size={self.opts.batch_size})"
+        )
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_f32(path, data, labels, row0):
+    """float32 output: a value beyond the float32 range would become inf silently."""
+    for arr, what in ((data, "feature value"), (labels, "label")):
+        if len(arr) and np.abs(arr).max() > _F32_MAX:
+            pos = int(np.argmax(np.abs(arr) > _F32_MAX))
+            raise ValueError(
+                f"{display_name(path)}: {what} {arr[pos]!r} (example {row0} or later) overflows "
+                "float32; use dtype='float64'"
+            )
+
+
+def load_svmlight(path, **kwargs):
+    """Read a whole svmlight file into memory: ``(X, y)`` with X ``n_features x n_examples`` CSC.
+
+    A convenience over :class:`SVMLightSource` (same parameters, except ``batch_size``);
+    useful to build a :class:`MatSource` or for comparisons.
+    """
+    from ._base import _hstack
+
+    src = SVMLightSource(path, **kwargs)
+    try:
+        blocks = list(src._blocks())
+    finally:
+        src.close()
+    if not blocks:
+        dt = np.dtype(src.opts.dtype)
+        return (
+            _csc(np.zeros(0, dt), np.zeros(0, np.int32), np.zeros(1, np.int32),
+                 (src.n_features, 0)),
+            np.zeros(0, dt),
+        )
+    return _hstack([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
