@@ -1,6 +1,17 @@
 """DataSources: iterators over minibatches in gmat layout (one column = one example)."""
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
+from ._prefetch import Prefetch, PrefetchOptions
+from ._stages import (
+    HeldOut,
+    HeldOutOptions,
+    Shuffle,
+    ShuffleOptions,
+    Stage,
+    ToDevice,
+    ToDeviceOptions,
+    split_heldout,
+)
 from ._svmlight import SVMLightOptions, SVMLightSource, load_svmlight
 
 __all__ = [
@@ -9,6 +20,16 @@ __all__ = [
     "MatSource",
     "MatSourceOptions",
     "Minibatch",
+    "HeldOut",
+    "HeldOutOptions",
+    "Prefetch",
+    "PrefetchOptions",
+    "Shuffle",
+    "ShuffleOptions",
+    "Stage",
+    "ToDevice",
+    "ToDeviceOptions",
+    "split_heldout",
     "SVMLightOptions",
     "SVMLightSource",
     "load_svmlight",
