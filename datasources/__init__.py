@@ -1,6 +1,7 @@
 """DataSources: iterators over minibatches in gmat layout (one column = one example)."""
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
+from ._files import FileSource, FileSourceOptions, ShardWriter, read_shard, write_shards
 from ._prefetch import Prefetch, PrefetchOptions
 from ._stages import (
     HeldOut,
@@ -20,6 +21,11 @@ __all__ = [
     "MatSource",
     "MatSourceOptions",
     "Minibatch",
+    "FileSource",
+    "FileSourceOptions",
+    "ShardWriter",
+    "read_shard",
+    "write_shards",
     "HeldOut",
     "HeldOutOptions",
     "Prefetch",

@@ -1,0 +1,524 @@
+"""FileSource: minibatches from a sequence of CSC shard files (npz or HDF5), plus the writer.
+
+A shard holds a block of examples as CSC arrays (``data``, ``indices``, ``indptr``, ``shape``)
+and optional per-example ``y`` (``(n,)`` or ``(k, n)``) and ``w``.  Shards are named by a
+pattern with an ``{i}`` field (``"part-{i:05d}.npz"``) and may be striped over several
+directories (disks): shard ``i`` lives in ``dirs[i % len(dirs)]`` (BIDMach's FileSource
+with its file-name functions).  Directories may be fsspec URLs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+from roofline import gmat
+
+from ._base import DataSource, DataSourceOptions, _csc, _Rebatcher
+from ._io import display_name, is_url, open_binary
+
+__all__ = ["FileSource", "FileSourceOptions", "ShardWriter", "write_shards", "read_shard"]
+
+logger = logging.getLogger(__name__)
+
+_FORMATS = ("npz", "h5")
+
+
+def _format_of(pattern: str, fmt) -> str:
+    if fmt is not None:
+        if fmt not in _FORMATS:
+            raise ValueError(f"format must be one of {_FORMATS}, got {fmt!r}")
+        return fmt
+    low = pattern.lower()
+    if low.endswith(".npz"):
+        return "npz"
+    if low.endswith((".h5", ".hdf5")):
+        return "h5"
+    raise ValueError(
+        f"cannot infer the shard format from pattern {pattern!r}: end it with .npz, .h5 or "
+        ".hdf5, or pass format='npz'/'h5'"
+    )
+
+
+def _check_pattern(pattern):
+    if not isinstance(pattern, str) or "{i" not in pattern:
+        raise ValueError(f"pattern must be a string with an {{i}} field, got {pattern!r}")
+    try:
+        pattern.format(i=0)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid format string: {exc}") from exc
+
+
+def _join(d, name):
+    if d is None:
+        return name
+    if is_url(d):
+        return d.rstrip("/") + "/" + name
+    return os.path.join(os.fspath(d), name)
+
+
+def _shard_path(pattern, dirs, i):
+    name = pattern.format(i=i)
+    if not dirs:
+        return name
+    return _join(dirs[i % len(dirs)], name)
+
+
+def _exists(path) -> bool:
+    if is_url(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(path)
+        return fs.exists(p)
+    return os.path.exists(path)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def _read_npz(f, name):
+    with np.load(f, allow_pickle=False) as z:
+        keys = set(z.files)
+        missing = {"data", "indices", "indptr", "shape"} - keys
+        if missing:
+            raise ValueError(f"shard {name}: missing arrays {sorted(missing)} (has {sorted(keys)})")
+        out = {k: z[k] for k in ("data", "indices", "indptr", "shape")}
+        out["y"] = z["y"] if "y" in keys else None
+        out["w"] = z["w"] if "w" in keys else None
+    return out
+
+
+def _read_h5(f, name):
+    import h5py
+
+    with h5py.File(f, "r") as h:
+        missing = {"data", "indices", "indptr"} - set(h.keys())
+        if missing or "shape" not in h.attrs:
+            raise ValueError(
+                f"shard {name}: missing datasets {sorted(missing)} or the 'shape' attribute"
+            )
+        out = {k: h[k][()] for k in ("data", "indices", "indptr")}
+        out["shape"] = np.asarray(h.attrs["shape"])
+        out["y"] = h["y"][()] if "y" in h else None
+        out["w"] = h["w"][()] if "w" in h else None
+    return out
+
+
+def read_shard(path, fmt=None, *, n_features=None, validate=True):
+    """Read one shard: ``(X, y, w)`` with X a CSC matrix ``n_features x n``.
+
+    Raises ``ValueError`` naming the shard when its arrays disagree in shape or dtype (or, with
+    ``validate``, when the CSC structure is invalid: unsorted or out-of-range indices,
+    non-finite values).
+    """
+    name = display_name(path)
+    fmt = _format_of(name, fmt)
+    try:
+        if is_url(path):
+            with open_binary(path) as f:
+                a = _read_npz(f, name) if fmt == "npz" else _read_h5(f, name)
+        else:
+            a = _read_npz(path, name) if fmt == "npz" else _read_h5(path, name)
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
+    except ValueError as exc:
+        if str(exc).startswith(f"shard {name}"):
+            raise
+        raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
+    shape = a["shape"]
+    if shape.shape != (2,) or shape.dtype.kind not in "iu":
+        raise ValueError(f"shard {name}: 'shape' must be 2 integers, got {shape!r}")
+    n_rows, n_cols = int(shape[0]), int(shape[1])
+    data, indices, indptr, y, w = a["data"], a["indices"], a["indptr"], a["y"], a["w"]
+    if n_features is not None and n_rows != n_features:
+        raise ValueError(
+            f"shard {name}: has {n_rows} features (rows) but the first shard has {n_features}"
+        )
+    if indptr.ndim != 1 or indptr.shape[0] != n_cols + 1:
+        raise ValueError(
+            f"shard {name}: indptr has shape {indptr.shape}, expected ({n_cols + 1},) for "
+            f"{n_cols} examples"
+        )
+    nnz = int(indptr[-1]) if len(indptr) else 0
+    if data.shape != (nnz,) or indices.shape != (nnz,):
+        raise ValueError(
+            f"shard {name}: data {data.shape} and indices {indices.shape} must both have "
+            f"indptr[-1] = {nnz} entries"
+        )
+    if data.dtype not in gmat.SUPPORTED_DTYPES:
+        raise ValueError(f"shard {name}: data has dtype {data.dtype}, expected float32/float64")
+    if indices.dtype.kind != "i" or indptr.dtype.kind != "i":
+        raise ValueError(f"shard {name}: indices/indptr must be signed integers")
+    if indices.dtype != indptr.dtype:
+        big = np.promote_types(indices.dtype, indptr.dtype)
+        indices, indptr = indices.astype(big), indptr.astype(big)
+    for arr, what in ((y, "y"), (w, "w")):
+        if arr is not None and (arr.ndim == 0 or arr.shape[-1] != n_cols):
+            raise ValueError(
+                f"shard {name}: {what} has shape {arr.shape} but the shard has {n_cols} "
+                "examples (last axis must match)"
+            )
+    if w is not None and w.ndim != 1:
+        raise ValueError(f"shard {name}: w must be 1-D, got shape {w.shape}")
+    X = _csc(data, indices, indptr, (n_rows, n_cols))
+    if validate:
+        try:
+            gmat.check_csc(X, "X")
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"shard {name}: {exc}") from exc
+    return X, y, w
+
+
+def _shard_header(path, fmt):
+    """``(n_features, n_examples)`` of a shard without reading its arrays."""
+    name = display_name(path)
+    try:
+        f = open_binary(path) if is_url(path) else path
+        try:
+            if fmt == "npz":
+                with np.load(f, allow_pickle=False) as z:
+                    if "shape" not in z.files:
+                        raise ValueError(f"shard {name}: no 'shape' array")
+                    s = z["shape"]
+            else:
+                import h5py
+
+                with h5py.File(f, "r") as h:
+                    if "shape" not in h.attrs:
+                        raise ValueError(f"shard {name}: no 'shape' attribute")
+                    s = np.asarray(h.attrs["shape"])
+        finally:
+            if f is not path:
+                f.close()
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
+    if np.shape(s) != (2,):
+        raise ValueError(f"shard {name}: 'shape' must be 2 integers, got {s!r}")
+    return int(s[0]), int(s[1])
+
+
+@dataclass
+class FileSourceOptions(DataSourceOptions):
+    """Options of :class:`FileSource` (see its parameters)."""
+
+    pattern: str = ""
+    dirs: list = field(default_factory=list)
+    n_shards: int | None = None
+    format: str | None = None
+    order: str = "sequential"
+    seed: int | None = None
+    n_readers: int = 2
+    lookahead: int = 2
+    validate: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_pattern(self.pattern)
+        if self.order not in ("sequential", "random"):
+            raise ValueError(f"order must be 'sequential' or 'random', got {self.order!r}")
+        if self.order == "random" and (
+            not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool)
+        ):
+            raise ValueError(f"order='random' needs an integer seed, got seed={self.seed!r}")
+        for k in ("n_readers", "lookahead"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        if self.n_shards is not None and (
+            not isinstance(self.n_shards, (int, np.integer)) or self.n_shards < 1
+        ):
+            raise ValueError(f"n_shards must be a positive integer, got {self.n_shards!r}")
+
+
+class FileSource(DataSource):
+    """Minibatches streamed from CSC shard files (npz or HDF5), read ahead in parallel.
+
+    Parameters
+    ----------
+    pattern : str
+        Shard file name with an ``{i}`` field, e.g. ``"part-{i:05d}.npz"``; a full path (or
+        URL) when ``dirs`` is not given.
+    dirs : list of str, optional
+        Striping: shard ``i`` is ``dirs[i % len(dirs)] / pattern.format(i=i)``.
+    n_shards : int, optional
+        Number of shards; by default shards ``0, 1, ...`` are taken while they exist.
+    format : {"npz", "h5"}, optional
+        Inferred from the pattern's suffix.
+    order : {"sequential", "random"}
+        Shard order within a pass; ``"random"`` permutes the shards each pass with
+        ``default_rng([seed, pass])``.
+    seed : int, optional
+        Required with ``order="random"``.
+    n_readers : int
+        Threads reading shards in parallel.
+    lookahead : int
+        Shards read ahead of the one being consumed (BIDMach's ``lookahead``).
+    validate : bool
+        Full CSC check of every shard (sorted in-range indices, finite values).
+    batch_size, drop_last
+        See :class:`DataSourceOptions`.  Minibatches run across shard boundaries.
+
+    Notes
+    -----
+    ``n_features`` and ``n_examples`` come from the shard headers at construction; a shard
+    whose arrays disagree (with each other or with the first shard's feature count) raises
+    ``ValueError`` naming the shard.
+    """
+
+    def __init__(
+        self,
+        pattern,
+        *,
+        dirs=None,
+        n_shards=None,
+        format=None,
+        order="sequential",
+        seed=None,
+        n_readers=2,
+        lookahead=2,
+        validate=True,
+        batch_size=10_000,
+        drop_last=False,
+    ):
+        if isinstance(dirs, (str, os.PathLike)):
+            dirs = [dirs]
+        self.opts = FileSourceOptions(
+            batch_size=batch_size,
+            drop_last=drop_last,
+            pattern=pattern,
+            dirs=[os.fspath(d) if not isinstance(d, str) else d for d in (dirs or [])],
+            n_shards=n_shards,
+            format=format,
+            order=order,
+            seed=seed,
+            n_readers=n_readers,
+            lookahead=lookahead,
+            validate=validate,
+        )
+        self.format = _format_of(pattern, format)
+        o = self.opts
+        if o.n_shards is None:
+            paths = []
+            while _exists(_shard_path(pattern, o.dirs, len(paths))):
+                paths.append(_shard_path(pattern, o.dirs, len(paths)))
+            if not paths:
+                raise ValueError(
+                    f"no shard found: {_shard_path(pattern, o.dirs, 0)} does not exist"
+                )
+        else:
+            paths = [_shard_path(pattern, o.dirs, i) for i in range(o.n_shards)]
+            for p in paths:
+                if not _exists(p):
+                    raise ValueError(f"shard {display_name(p)} does not exist "
+                                     f"(n_shards={o.n_shards})")
+        self.paths = paths
+        heads = [_shard_header(p, self.format) for p in paths]
+        self.shard_sizes = np.array([h[1] for h in heads], dtype=np.int64)
+        self.n_features = heads[0][0]
+        for p, (nf, _) in zip(paths, heads, strict=True):
+            if nf != self.n_features:
+                raise ValueError(
+                    f"shard {display_name(p)}: has {nf} features (rows) but shard "
+                    f"{display_name(paths[0])} has {self.n_features}"
+                )
+        self.n_examples = int(self.shard_sizes.sum())
+        self._pass = 0
+        self._pool = None
+
+    def reset(self) -> None:
+        self._pass += 1
+
+    def shard_order(self, pass_index: int | None = None) -> np.ndarray:
+        """Shard indices in reading order for a pass (the current one by default)."""
+        p = self._pass if pass_index is None else pass_index
+        n = len(self.paths)
+        if self.opts.order == "random":
+            return np.random.default_rng([int(self.opts.seed), p]).permutation(n)
+        return np.arange(n)
+
+    def _read(self, i):
+        return read_shard(self.paths[i], self.format, n_features=self.n_features,
+                          validate=self.opts.validate)
+
+    def _blocks(self):
+        o = self.opts
+        order = self.shard_order()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(o.n_readers, thread_name_prefix="filesource")
+        ahead = max(o.lookahead, o.n_readers)
+        futs = {}
+        try:
+            for k in range(len(order)):
+                for kk in range(k, min(k + ahead + 1, len(order))):
+                    if kk not in futs:
+                        futs[kk] = self._pool.submit(self._read, int(order[kk]))
+                yield futs.pop(k).result()
+        finally:
+            for f in futs.values():
+                f.cancel()
+
+    def _batches(self):
+        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
+        for X, y, w in self._blocks():
+            yield from rb.push(X, y, w)
+        yield from rb.finish()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __repr__(self) -> str:
+        return (
+            f"FileSource({self.opts.pattern!r}, {len(self.paths)} {self.format} shards over "
+            f"{max(1, len(self.opts.dirs))} dirs, {self.n_features} features x "
+            f"{self.n_examples} examples, batch_size={self.opts.batch_size})"
+        )
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def _makedirs(d):
+    if d is None:
+        return
+    if is_url(d):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(d)
+        fs.makedirs(p, exist_ok=True)
+    else:
+        os.makedirs(d, exist_ok=True)
+
+
+class ShardWriter:
+    """Write examples into shards of ``examples_per_shard`` examples (the last may be smaller).
+
+    Use as a context manager; :meth:`write` appends a CSC block (features x examples) with
+    optional ``y``/``w``; ``close`` flushes the last shard.  ``paths`` lists what was written.
+
+    Parameters
+    ----------
+    pattern : str
+        File name with an ``{i}`` field (suffix ``.npz``, ``.h5`` or ``.hdf5``).
+    dirs : list of str, optional
+        Stripe shards over these directories (created if needed).
+    examples_per_shard : int
+    format : {"npz", "h5"}, optional
+    compress : bool
+        Compressed npz / gzip HDF5 datasets (smaller, slower to read).
+    """
+
+    def __init__(self, pattern, *, dirs=None, examples_per_shard=100_000, format=None,
+                 compress=False):
+        _check_pattern(pattern)
+        if isinstance(dirs, (str, os.PathLike)):
+            dirs = [dirs]
+        self.pattern = pattern
+        self.dirs = [d if isinstance(d, str) else os.fspath(d) for d in (dirs or [])]
+        if not isinstance(examples_per_shard, (int, np.integer)) or examples_per_shard < 1:
+            raise ValueError(
+                f"examples_per_shard must be a positive integer, got {examples_per_shard!r}"
+            )
+        self.format = _format_of(pattern, format)
+        self.compress = bool(compress)
+        self._rb = _Rebatcher(examples_per_shard)
+        self.paths = []
+        self.n_features = None
+        for d in self.dirs:
+            _makedirs(d)
+        if not self.dirs:
+            parent = posixpath.dirname(pattern) if is_url(pattern) else os.path.dirname(pattern)
+            if parent:
+                _makedirs(parent)
+
+    def write(self, X, y=None, w=None):
+        """Append examples (columns of the CSC matrix ``X``)."""
+        gmat.check_csc(X, "X")
+        if self.n_features is None:
+            self.n_features = X.shape[0]
+        elif X.shape[0] != self.n_features:
+            raise ValueError(f"X has {X.shape[0]} features, earlier blocks had {self.n_features}")
+        for arr, name in ((y, "y"), (w, "w")):
+            if arr is not None and arr.shape[-1] != X.shape[1]:
+                raise ValueError(f"{name} has {arr.shape[-1]} entries, X has {X.shape[1]} columns")
+        for mb in self._rb.push(X, None if y is None else np.asarray(y),
+                                None if w is None else np.asarray(w)):
+            self._write_shard(mb)
+
+    def _write_shard(self, mb):
+        i = len(self.paths)
+        path = _shard_path(self.pattern, self.dirs, i)
+        X = mb.X
+        nnz = int(X.indptr[-1])
+        arrays = {
+            "data": np.ascontiguousarray(X.data[:nnz]),
+            "indices": np.ascontiguousarray(X.indices[:nnz]),
+            "indptr": np.ascontiguousarray(X.indptr),
+            "shape": np.array(X.shape, dtype=np.int64),
+        }
+        if mb.y is not None:
+            arrays["y"] = np.ascontiguousarray(mb.y)
+        if mb.w is not None:
+            arrays["w"] = np.ascontiguousarray(mb.w)
+        if is_url(path):
+            import fsspec
+
+            with fsspec.open(path, "wb") as f:
+                self._dump(f, arrays)
+        else:
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as f:
+                self._dump(f, arrays)
+            os.replace(tmp, path)  # never leave a half-written shard under the final name
+        self.paths.append(path)
+        logger.debug("wrote shard %s (%d examples)", path, X.shape[1])
+
+    def _dump(self, f, arrays):
+        if self.format == "npz":
+            (np.savez_compressed if self.compress else np.savez)(f, **arrays)
+            return
+        import h5py
+
+        with h5py.File(f, "w") as h:
+            for k, v in arrays.items():
+                if k == "shape":
+                    h.attrs["shape"] = v
+                else:
+                    h.create_dataset(k, data=v, compression="gzip" if self.compress else None)
+
+    def close(self):
+        for mb in self._rb.finish():
+            self._write_shard(mb)
+        return self.paths
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+
+
+def write_shards(source, pattern, *, dirs=None, examples_per_shard=100_000, format=None,
+                 compress=False):
+    """Convert any DataSource (svmlight, Criteo, in-memory...) into shard files.
+
+    Returns the list of shard paths (read them back with ``FileSource(pattern, dirs=dirs)``).
+    """
+    if not isinstance(source, DataSource):
+        raise TypeError(
+            f"source must be a DataSource (wrap arrays in MatSource), got {type(source).__name__}"
+        )
+    with ShardWriter(pattern, dirs=dirs, examples_per_shard=examples_per_shard, format=format,
+                     compress=compress) as wr:
+        for mb in source:
+            X = mb.X if gmat.is_sparse(mb.X) else None
+            if X is None:
+                raise TypeError("write_shards writes CSC shards; the source yields dense X")
+            wr.write(X, mb.y, mb.w)
+    return wr.paths
