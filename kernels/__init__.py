@@ -26,3 +26,7 @@ __all__ = [
 from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
 
 __all__ += ["find_line_starts", "svmlight_parse"]
+
+from ._glm import adagrad_glm_update, glm_touched_transpose  # noqa: E402  (fused GLM, issue 5)
+
+__all__ += ["adagrad_glm_update", "glm_touched_transpose"]

@@ -1,0 +1,406 @@
+"""The :class:`Learner`: drives passes of a DataSource through a model, mixins and an optimizer.
+
+BIDMach's shape (``Learner(datasource, model, mixins, updater, opts)``) in Python::
+
+    learner = Learner(MatSource(X, y, batch_size=10_000), GLM(loss="logistic"),
+                      ADAGrad(lr=0.2), mixins=[L2Regularizer(1e-6)],
+                      heldout=MatSource(Xv, yv), n_passes=2, eval_every=50)
+    result = learner.train()
+    learner.evaluate(test_source)
+
+Held-out evaluation (BIDMach's cross-validated loss) comes from either
+
+* a separate held-out DataSource (``heldout=``), evaluated every ``eval_every`` training
+  minibatches and at the end of each pass, or
+* ``holdout_every=N``: every N-th minibatch of the training source (positions ``N-1, 2N-1, ...``
+  of each pass) is held out.  Those minibatches are *never* given to the optimizer (one generator,
+  :meth:`Learner.training_batches`, decides for every optimizer); they are evaluated with the
+  current model when they arrive and their mean loss is recorded every ``eval_every`` steps.
+
+The trace (one row per evaluation) records the training and held-out loss, examples/s and the
+primitives' gflop/s; ``early_stopping`` stops after ``patience`` evaluations without improvement.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from roofline import gmat
+from tqdm.auto import tqdm
+
+from ._checkpoint import load_checkpoint, save_checkpoint
+from ._options import Options, option
+
+__all__ = ["Learner", "LearnerOptions", "TrainResult"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LearnerOptions(Options):
+    """Options of :class:`Learner` (BIDMach ``Learner.Opts``)."""
+
+    n_passes: int = option(1, "passes over the training source (minibatch optimizers)", low=1)
+    eval_every: int = option(0, "record the held-out loss every N training minibatches "
+                                "(0: at the end of each pass only)", low=0)
+    holdout_every: int = option(0, "hold out every N-th minibatch of the training source "
+                                   "(0: none; needs N >= 2)", low=0)
+    heldout_batches: int = option(0, "minibatches of the held-out source per evaluation "
+                                     "(0: all)", low=0)
+    early_stopping: bool = option(False, "stop when the held-out loss stops improving")
+    patience: int = option(3, "evaluations without improvement before stopping", low=1)
+    min_delta: float = option(0.0, "improvement smaller than this does not count", low=0.0)
+    progress: bool = option(True, "show a tqdm bar (only on a terminal)")
+    checkpoint: str | None = option(None, "checkpoint file written at pass ends", kind=str)
+    checkpoint_every: int = option(1, "passes between checkpoints", low=1)
+
+    def _check(self, prefix):
+        if self.holdout_every == 1:
+            raise ValueError(f"{prefix}option 'holdout_every' must be 0 or >= 2 (1 would hold "
+                             f"out every minibatch)")
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Learner.train` returns.
+
+    Attributes
+    ----------
+    trace : list of dict
+        One row per evaluation (see :class:`Learner`).
+    n_passes, n_steps, n_examples : int
+        Passes started, optimizer steps (minibatches or L-BFGS iterations), examples trained on.
+    seconds : float
+    examples_per_s : float
+    stopped_early : bool
+    best_heldout_loss : float
+    """
+
+    trace: list = field(default_factory=list)
+    n_passes: int = 0
+    n_steps: int = 0
+    n_examples: int = 0
+    seconds: float = 0.0
+    examples_per_s: float = 0.0
+    stopped_early: bool = False
+    best_heldout_loss: float = math.nan
+
+
+class Learner:
+    """Train a model on a DataSource with an optimizer and mixins.
+
+    Parameters
+    ----------
+    datasource : DataSource
+        Training minibatches (examples are columns).
+    model : Model
+        Initialised from ``datasource.n_features`` on the first :meth:`train` if needed.
+    optimizer : Optimizer
+    mixins : sequence of Mixin
+    heldout : DataSource, optional
+        Held-out source for the online held-out loss.
+    opts : LearnerOptions, optional
+    cache : gmat.BufferCache, optional
+        Buffers of the steady-state loop (a new cache by default).
+    **kwargs
+        Override fields of ``opts``.
+    """
+
+    def __init__(self, datasource, model, optimizer, mixins=(), heldout=None, opts=None,
+                 cache=None, **kwargs):
+        base = (opts or LearnerOptions()).to_dict()
+        base.update(kwargs)
+        self.opts = LearnerOptions.from_dict(base, "Learner")
+        self.datasource = datasource
+        self.model = model
+        self.optimizer = optimizer
+        self.mixins = list(mixins)
+        self.heldout = heldout
+        self.cache = cache if cache is not None else gmat.BufferCache()
+        self.trace: list[dict] = []
+        self._ready = False
+        self._examples = 0
+        self._steps = 0
+        self._pass = 0
+        self._pbar = None
+
+    # -- setup --------------------------------------------------------------------------------
+    def _setup(self):
+        n = int(self.datasource.n_features)
+        if not self.model.initialized:
+            self.model.init(n)
+        elif self.model.n_features != n:
+            raise ValueError(
+                f"the model has {self.model.n_features} features but the datasource has {n}"
+            )
+        if not self._ready:
+            self.optimizer.init(self.model, self.cache)
+            for m in self.mixins:
+                m.init(self)
+            self._ready = True
+
+    def _is_heldout(self, i: int) -> bool:
+        h = self.opts.holdout_every
+        return h > 0 and i % h == h - 1
+
+    def training_batches(self):
+        """One pass over the training minibatches (held-out minibatches excluded)."""
+        for i, batch in enumerate(self.datasource):
+            if not self._is_heldout(i):
+                yield batch
+
+    def heldout_batches(self):
+        """One pass over the held-out minibatches: the held-out source, or the held-out
+        positions of the training source."""
+        if self.heldout is not None:
+            for i, batch in enumerate(self.heldout):
+                if self.opts.heldout_batches and i >= self.opts.heldout_batches:
+                    break
+                yield batch
+        elif self.opts.holdout_every:
+            for i, batch in enumerate(self.datasource):
+                if self._is_heldout(i):
+                    yield batch
+
+    @property
+    def has_heldout(self) -> bool:
+        return self.heldout is not None or self.opts.holdout_every > 0
+
+    def _count_examples(self, batch):
+        self._examples += batch.n_examples
+        if self._pbar is not None:
+            self._pbar.update(batch.n_examples)
+
+    # -- training -----------------------------------------------------------------------------
+    def train(self) -> TrainResult:
+        """Run the optimizer (``n_passes`` passes, or L-BFGS until convergence).
+
+        Returns
+        -------
+        TrainResult
+        """
+        self._setup()
+        o = self.opts
+        self._t0 = time.perf_counter()
+        self._examples = 0
+        self._steps = 0
+        self._best = math.inf
+        self._bad = 0
+        self._stop = False
+        self._step_time = 0.0
+        self._flops = 0
+        self._win = [0.0, 0.0]  # training loss, weight since last record
+        self._ho = [0.0, 0.0]  # held-out loss, weight since last record (holdout_every)
+        n_ex = getattr(self.datasource, "n_examples", None)
+        total = n_ex * o.n_passes if (n_ex and not self.optimizer.batch) else None
+        disable = None if o.progress else True
+        self._pbar = tqdm(total=total, unit="ex", unit_scale=True, disable=disable,
+                          desc=f"{type(self.optimizer).__name__}")
+        passes = 0
+        try:
+            if self.optimizer.batch:
+                self.optimizer.run(self)
+                passes = getattr(self.optimizer, "n_passes", 0)
+            else:
+                for p in range(o.n_passes):
+                    self._pass = p
+                    passes += 1
+                    self._run_pass()
+                    # a pass cut short by early stopping was recorded when it stopped
+                    rec = self.trace[-1] if self._stop else self._record(force_heldout=True)
+                    info = {"pass": p, **rec}
+                    for m in self.mixins:
+                        m.on_pass_end(self, info)
+                    if o.checkpoint and (p + 1) % o.checkpoint_every == 0:
+                        self.save_checkpoint(o.checkpoint, extra={"pass": p + 1})
+                    if self._stop:
+                        break
+        finally:
+            self._pbar.close()
+            self._pbar = None
+        dt = time.perf_counter() - self._t0
+        best = min((r["heldout_loss"] for r in self.trace
+                    if not math.isnan(r["heldout_loss"])), default=math.nan)
+        return TrainResult(
+            trace=list(self.trace), n_passes=passes, n_steps=self._steps,
+            n_examples=self._examples, seconds=dt,
+            examples_per_s=self._examples / dt if dt > 0 else math.nan,
+            stopped_early=self._stop, best_heldout_loss=best,
+        )
+
+    def _run_pass(self):
+        o = self.opts
+        for i, batch in enumerate(self.datasource):
+            if self._is_heldout(i):
+                ls, ws = self.model.loss(batch, self.cache)
+                self._ho[0] += ls
+                self._ho[1] += ws
+                continue
+            ts = time.perf_counter()
+            ls, ws = self.optimizer.step(self.model, batch, self.mixins, self.cache)
+            self._step_time += time.perf_counter() - ts
+            self._flops += self.model.flops_per_step(batch)
+            self._steps += 1
+            self._win[0] += ls
+            self._win[1] += ws
+            self._count_examples(batch)
+            if self.mixins:
+                info = {"loss_sum": ls, "weight_sum": ws, "n_examples": batch.n_examples}
+                for m in self.mixins:
+                    m.on_step(self, info)
+            if o.eval_every and self._steps % o.eval_every == 0:
+                self._record()
+                if self._stop:
+                    return
+
+    def _after_batch_iteration(self, iteration: int, objective: float) -> bool:
+        """Called by batch optimizers after each iteration; returns True to stop."""
+        self._steps = iteration
+        rec = self._record(force_heldout=True, objective=objective)
+        info = {"pass": iteration - 1, **rec}
+        for m in self.mixins:
+            m.on_pass_end(self, info)
+        if self.opts.checkpoint and iteration % self.opts.checkpoint_every == 0:
+            self.save_checkpoint(self.opts.checkpoint, extra={"iteration": iteration})
+        return self._stop
+
+    def _record(self, force_heldout=False, objective=None) -> dict:
+        """Append one row to the trace (held-out loss, throughput) and check early stopping."""
+        heldout = math.nan
+        if self.heldout is not None or (self.optimizer.batch and self.opts.holdout_every):
+            if force_heldout or self.heldout is not None:
+                heldout = self._evaluate_batches(self.heldout_batches())["loss"]
+        elif self.opts.holdout_every and self._ho[1] > 0:
+            heldout = self._ho[0] / self._ho[1]
+            self._ho = [0.0, 0.0]
+        now = time.perf_counter() - self._t0
+        train = self._win[0] / self._win[1] if self._win[1] else math.nan
+        if objective is not None:
+            train = objective
+        self._win = [0.0, 0.0]
+        rec = {
+            "pass": self._pass,
+            "step": self._steps,
+            "examples": self._examples,
+            "seconds": now,
+            "train_loss": train,
+            "heldout_loss": heldout,
+            "examples_per_s": self._examples / now if now > 0 else math.nan,
+            "gflops": self._flops / self._step_time / 1e9 if self._step_time > 0 else math.nan,
+        }
+        self.trace.append(rec)
+        if self._pbar is not None and not self._pbar.disable:
+            self._pbar.set_postfix(heldout=f"{heldout:.4f}", gflops=f"{rec['gflops']:.2f}",
+                                   refresh=False)
+        logger.info("step %d: train %.5f heldout %.5f, %.0f ex/s", self._steps, train, heldout,
+                    rec["examples_per_s"])
+        for m in self.mixins:
+            m.on_eval(self, rec)
+        if self.opts.early_stopping and not math.isnan(heldout):
+            if heldout < self._best - self.opts.min_delta:
+                self._best, self._bad = heldout, 0
+            else:
+                self._bad += 1
+                if self._bad >= self.opts.patience:
+                    logger.info("early stopping at step %d (held-out loss %.5f, best %.5f)",
+                                self._steps, heldout, self._best)
+                    self._stop = True
+        return rec
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def _evaluate_batches(self, batches) -> dict:
+        loss, weight, n = 0.0, 0.0, 0
+        for batch in batches:
+            ls, ws = self.model.loss(batch, self.cache)
+            loss += ls
+            weight += ws
+            n += batch.n_examples
+        return {"loss": loss / weight if weight else math.nan, "weight": weight, "n_examples": n}
+
+    def evaluate(self, datasource=None) -> dict:
+        """Mean loss of the model on ``datasource`` (default: the held-out minibatches).
+
+        Returns
+        -------
+        dict
+            ``loss`` (weighted mean loss), ``objective`` (loss plus the mixins' penalties),
+            ``weight``, ``n_examples``.
+        """
+        self._check_model()
+        batches = self.heldout_batches() if datasource is None else iter(datasource)
+        out = self._evaluate_batches(batches)
+        out["objective"] = out["loss"] + sum(m.penalty(self.model) for m in self.mixins)
+        return out
+
+    def objective(self) -> float:
+        """Training objective (mean loss over the training minibatches plus penalties)."""
+        self._check_model()
+        return self._evaluate_batches(self.training_batches())["loss"] + sum(
+            m.penalty(self.model) for m in self.mixins)
+
+    def predict(self, datasource=None):
+        """Predictions (probabilities for logistic models) for every example of ``datasource``.
+
+        Returns
+        -------
+        array, shape (k, m), or (m,) for a single-output model
+        """
+        self._check_model()
+        ds = self.datasource if datasource is None else datasource
+        parts = [self.model.predict(b.X) for b in ds]
+        if not parts:
+            k = self.model.n_outputs
+            return np.empty((0,) if k == 1 else (k, 0), dtype=self.model.dtype)
+        return np.concatenate(parts, axis=-1)
+
+    def _check_model(self):
+        if not self.model.initialized:
+            raise RuntimeError("the model is not initialised: train() the learner first")
+
+    # -- checkpoints and traces ---------------------------------------------------------------
+    def save_checkpoint(self, path, extra: dict | None = None) -> None:
+        """Atomically write the model and the optimizer state to ``path``."""
+        save_checkpoint(path, self.model, self.optimizer,
+                        extra={"steps": getattr(self, "_steps", 0), **(extra or {})})
+
+    def load_checkpoint(self, path) -> dict:
+        """Restore the model parameters and optimizer state from ``path``; returns its meta."""
+        ck = load_checkpoint(path)
+        if ck.meta["model_opts"] != self.model.opts.to_dict():
+            raise ValueError(
+                f"{path}: checkpoint model options {ck.meta['model_opts']} differ from this "
+                f"learner's {self.model.opts.to_dict()}"
+            )
+        p = ck.model.parameters()
+        self.model.set_parameters(p["coef"], p["intercept"])
+        self._setup()
+        if ck.optimizer_state:
+            if ck.meta["optimizer_class"] != type(self.optimizer).__name__:
+                raise ValueError(f"{path}: saved by {ck.meta['optimizer_class']}, not "
+                                 f"{type(self.optimizer).__name__}")
+            self.optimizer.set_state(ck.optimizer_state)
+        return ck.meta
+
+    def write_trace(self, path) -> None:
+        """Write the trace as CSV (``.csv``) or JSON (any other extension)."""
+        path = os.fspath(path)
+        if path.endswith(".csv"):
+            with open(path, "w", newline="") as f:
+                if self.trace:
+                    wr = csv.DictWriter(f, fieldnames=list(self.trace[0]))
+                    wr.writeheader()
+                    wr.writerows(self.trace)
+        else:
+            with open(path, "w") as f:
+                json.dump(self.trace, f, indent=1, default=float)
+
+    def __repr__(self):
+        return (f"Learner({self.datasource!r}, {self.model!r}, {self.optimizer!r}, "
+                f"mixins={self.mixins!r})")

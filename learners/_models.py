@@ -1,0 +1,367 @@
+"""Models: the :class:`Model` interface and generalised linear models (:class:`GLM`).
+
+A GLM holds a dense ``k x n`` coefficient matrix ``coef`` (Fortran order, one feature column
+contiguous) and an intercept of length ``k``; ``k > 1`` trains ``k`` outputs at once
+(multi-label), which is where ``A*S`` with ``k > 1`` earns its keep.
+
+Objective (mean loss plus regularisation), for a DataSource with examples ``x_j`` (columns),
+labels ``y_j`` (length ``k``) and weights ``w_j`` (1 when absent)::
+
+    F(W, b) = (1 / sum_j w_j) * sum_j w_j * sum_r l(y_rj, eta_rj)   [+ mixin terms]
+    eta_j   = W x_j + b
+
+with, per output (labels ``y`` in {0, 1} for the classifiers, ``s = 2y - 1``)::
+
+    linear          l = (eta - y)^2 / 2
+    logistic        l = log(1 + exp(eta)) - y * eta
+    hinge           l = max(0, 1 - s * eta)
+    squared_hinge   l = max(0, 1 - s * eta)^2
+
+The regularisers are mixins (``L2Regularizer``: ``lambda/2 ||W||_F^2``, ``L1Regularizer``:
+``lambda ||W||_1``); the intercept is never regularised.  The conversion to scikit-learn's
+conventions lives in one place, :mod:`roofline.learners._estimators`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from roofline import gmat
+from scipy.special import expit
+
+from ._options import Options, option
+
+__all__ = ["GLM", "GLMOptions", "LOSSES", "Model"]
+
+logger = logging.getLogger(__name__)
+
+LOSSES = ("linear", "logistic", "hinge", "squared_hinge")
+
+
+class Model:
+    """Base class of models: parameters plus the per-minibatch gradient.
+
+    Subclasses implement :meth:`init`, :meth:`gradient`, :meth:`loss`, :meth:`predict` and
+    :meth:`parameters` (name -> array, the arrays optimizers update in place).
+    """
+
+    opts: Options
+
+    def init(self, n_features: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def initialized(self) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parameters(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def gradient(self, batch, cache):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def loss(self, batch, cache) -> tuple[float, float]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def predict(self, X, cache=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass
+class GLMOptions(Options):
+    """Options of :class:`GLM` (BIDMach ``GLM.Opts``)."""
+
+    loss: str = option("logistic", "loss (link) of every output", choices=LOSSES)
+    n_outputs: int = option(1, "k: outputs trained at once (rows of the k x n model)", low=1)
+    fit_intercept: bool = option(True, "learn an (unregularised) intercept per output")
+    dtype: str = option("float32", "value dtype of the model", choices=("float32", "float64"))
+    init_scale: float = option(0.0, "initial coefficients ~ N(0, init_scale^2)", low=0.0)
+    seed: int = option(0, "seed of the initialisation RNG", low=0)
+
+
+class GLM(Model):
+    """Generalised linear model with ``k`` outputs sharing one loss.
+
+    Parameters
+    ----------
+    opts : GLMOptions, optional
+    **kwargs
+        Override fields of ``opts`` (``GLM(loss="linear", n_outputs=3)``).
+
+    Attributes
+    ----------
+    coef : ndarray, shape (k, n_features), Fortran order
+    intercept : ndarray, shape (k,)
+    """
+
+    def __init__(self, opts: GLMOptions | None = None, **kwargs):
+        base = (opts or GLMOptions()).to_dict()
+        base.update(kwargs)
+        self.opts = GLMOptions.from_dict(base, "GLM")
+        self.coef = None
+        self.intercept = None
+
+    # -- parameters ---------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.opts.dtype)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.opts.n_outputs
+
+    @property
+    def n_features(self) -> int | None:
+        return None if self.coef is None else int(self.coef.shape[1])
+
+    @property
+    def initialized(self) -> bool:
+        return self.coef is not None
+
+    def init(self, n_features: int) -> None:
+        """Allocate ``coef`` (zeros, or ``N(0, init_scale^2)``) and a zero intercept."""
+        k, dt = self.opts.n_outputs, self.dtype
+        if self.opts.init_scale > 0:
+            rng = np.random.default_rng(self.opts.seed)
+            self.coef = np.asfortranarray(
+                rng.normal(0.0, self.opts.init_scale, (k, n_features)).astype(dt)
+            )
+        else:
+            self.coef = np.zeros((k, n_features), dtype=dt, order="F")
+        self.intercept = np.zeros(k, dtype=dt)
+
+    def set_parameters(self, coef, intercept=None) -> None:
+        """Set the model from arrays (copied into Fortran-ordered arrays of the model dtype)."""
+        coef = np.asarray(coef, dtype=self.dtype)
+        if coef.ndim == 1:
+            coef = coef.reshape(1, -1)
+        if coef.shape[0] != self.opts.n_outputs:
+            raise ValueError(
+                f"coef has {coef.shape[0]} rows but the model has n_outputs="
+                f"{self.opts.n_outputs}"
+            )
+        self.coef = np.array(coef, order="F", copy=True)
+        k = coef.shape[0]
+        self.intercept = (
+            np.zeros(k, self.dtype) if intercept is None
+            else np.array(np.broadcast_to(np.asarray(intercept, self.dtype), (k,)))
+        )
+
+    def parameters(self) -> dict:
+        return {"coef": self.coef, "intercept": self.intercept}
+
+    def _check_ready(self, X):
+        if self.coef is None:
+            raise RuntimeError("the model is not initialised: call init(n_features) or train it")
+        if X.shape[0] != self.coef.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[0]} features (rows) but the model has {self.coef.shape[1]}"
+            )
+        if X.dtype != self.dtype:
+            raise TypeError(
+                f"X has dtype {X.dtype} but the model has dtype {self.dtype}; convert the data "
+                f"or set GLM(dtype='{X.dtype}')"
+            )
+
+    # -- forward ------------------------------------------------------------------------------
+    def linear(self, X, cache=None, tag="glm.eta"):
+        """``eta = W X + b``, shape ``(k, m)`` (Fortran order)."""
+        self._check_ready(X)
+        k, m = self.coef.shape[0], X.shape[1]
+        if gmat.is_sparse(X):
+            eta = gmat.mult_as(self.coef, X, cache=cache, tag=tag)
+        else:
+            gmat.as_dense(X, "X", ndim=(2,))
+            xp = gmat.get_array_module(X)
+            eta = (
+                cache.empty((k, m), self.dtype, tag=tag, order="F", like=X)
+                if cache is not None else xp.empty((k, m), self.dtype, order="F")
+            )
+            xp.matmul(self.coef, X, out=eta)
+        if self.opts.fit_intercept:
+            if k <= 64:  # row by row: broadcasting into the F-ordered eta would buffer
+                for r in range(k):
+                    eta[r] += self.intercept[r]
+            else:
+                eta += self.intercept[:, None]
+        return eta
+
+    def predict(self, X, cache=None):
+        """Mean prediction: probabilities for ``logistic``, ``eta`` otherwise.
+
+        Returns an array of shape ``(k, m)``, or ``(m,)`` when ``k == 1`` (a new array).
+        """
+        eta = self.linear(X, cache=None)
+        if self.opts.loss == "logistic":
+            expit(eta, out=eta)
+        return eta[0].copy() if eta.shape[0] == 1 else eta
+
+    def decision_function(self, X):
+        """``eta = W X + b`` as a new array, ``(k, m)`` or ``(m,)`` when ``k == 1``."""
+        eta = self.linear(X, cache=None)
+        return eta[0].copy() if eta.shape[0] == 1 else eta
+
+    # -- loss and gradient --------------------------------------------------------------------
+    def _labels(self, y, m):
+        k = self.opts.n_outputs
+        if y is None:
+            raise ValueError("the minibatch has no labels (y is None)")
+        if y.ndim == 1:
+            if k != 1:
+                raise ValueError(f"y is 1-D but the model has n_outputs={k}; y must be ({k}, m)")
+            y = y.reshape(1, -1)
+        if y.shape != (k, m):
+            raise ValueError(f"y has shape {y.shape}, expected ({k}, {m}) (one column per example)")
+        return y
+
+    def check_labels(self, y) -> None:
+        """Raise ``ValueError`` for labels the loss cannot take (NaN; outside [0, 1] for
+        logistic; anything but {0, 1} (or {-1, 1}) for the hinge losses)."""
+        if y.size == 0:
+            return
+        lo, hi = float(y.min()), float(y.max())
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError("y contains NaN or infinite labels")
+        loss = self.opts.loss
+        if loss == "logistic" and (lo < 0 or hi > 1):
+            raise ValueError(
+                f"logistic loss needs labels in [0, 1], got values in [{lo}, {hi}]"
+            )
+        if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
+            raise ValueError(f"{loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
+                             f"values in [{lo}, {hi}]")
+
+    def loss_deriv(self, eta, y, w, cache=None, D=None):
+        """Per-example losses and derivatives ``dl/deta`` (weighted, not normalised).
+
+        Parameters
+        ----------
+        eta : array (k, m)
+            Overwritten only when ``D`` is ``eta`` itself.
+        y : array (k, m) or (m,)
+        w : array (m,) or None
+        cache : BufferCache, optional
+        D : array (k, m), optional
+            Output buffer of the derivatives (taken from ``cache`` when omitted).
+
+        Returns
+        -------
+        loss_sum : float
+            ``sum_j w_j sum_r l(y_rj, eta_rj)``.
+        weight_sum : float
+            ``sum_j w_j`` (``m`` without weights).
+        D : array (k, m), Fortran order
+            ``w_j * dl/deta_rj``.
+        """
+        k, m = eta.shape
+        y = self._labels(y, m)
+        dt = eta.dtype
+
+        def buf(tag, dtype=dt):
+            if cache is None:
+                return np.empty((k, m), dtype=dtype, order="F")
+            return cache.empty((k, m), dtype, tag=tag, order="F", like=eta)
+
+        if k > 1 and not (y.flags.f_contiguous and y.dtype == dt):
+            # one strided copy into the layout of eta; mixed layouts would make every
+            # elementwise operation below buffer
+            yb = buf("glm.y")
+            np.copyto(yb, y)
+            y = yb
+        self.check_labels(y)
+
+        if D is None:
+            D = buf("glm.deriv")
+        t = buf("glm.loss")
+        loss = self.opts.loss
+        if loss == "linear":
+            np.subtract(eta, y, out=D)
+            np.multiply(D, D, out=t)
+            t *= 0.5
+        elif loss == "logistic":
+            np.logaddexp(0, eta, out=t)
+            np.multiply(y, eta, out=D)
+            t -= D
+            expit(eta, out=D)
+            D -= y
+        else:
+            mask = buf("glm.mask", np.bool_)
+            np.greater(y, 0, out=mask)  # s = 2 * [y > 0] - 1
+            np.multiply(mask, 2, out=D)
+            D -= 1
+            np.multiply(D, eta, out=t)  # s * eta
+            np.subtract(1, t, out=t)  # 1 - s * eta
+            np.maximum(t, 0, out=t)
+            if loss == "hinge":
+                np.greater(t, 0, out=mask)
+                np.negative(D, out=D)
+                D *= mask
+            else:
+                D *= t
+                D *= -2
+                t *= t
+        if w is None:
+            loss_sum = float(t.sum())
+            weight_sum = float(m)
+        else:
+            if w.shape != (m,):
+                raise ValueError(f"w has shape {w.shape}, expected ({m},)")
+            t *= w
+            loss_sum = float(t.sum())
+            weight_sum = float(w.sum())
+            D *= w
+        return loss_sum, weight_sum, D
+
+    def loss(self, batch, cache=None):
+        """``(loss_sum, weight_sum)`` of a minibatch (see :meth:`loss_deriv`)."""
+        eta = self.linear(batch.X, cache=cache, tag="glm.eval_eta")
+        loss_sum, weight_sum, _ = self.loss_deriv(eta, batch.y, batch.w, cache, D=None)
+        return loss_sum, weight_sum
+
+    def gradient(self, batch, cache=None):
+        """Loss and *summed* gradient of a minibatch.
+
+        Returns
+        -------
+        loss_sum, weight_sum : float
+        G : array (k, n), Fortran order
+            ``sum_j w_j dl/deta_j x_j^T`` (the primitive ``A*S^T``), not normalised.
+        g0 : array (k,)
+            The intercept gradient (zeros when ``fit_intercept`` is off).
+        D : array (k, m)
+            The weighted derivatives (``w_j dl/deta_j``).
+        """
+        X = batch.X
+        eta = self.linear(X, cache=cache)
+        loss_sum, weight_sum, D = self.loss_deriv(eta, batch.y, batch.w, cache)
+        k, n = self.coef.shape
+        if gmat.is_sparse(X):
+            G = gmat.mult_ast(D, X, cache=cache, tag="glm.grad")
+        else:
+            xp = gmat.get_array_module(X)
+            G = (
+                cache.empty((k, n), self.dtype, tag="glm.grad", order="F", like=X)
+                if cache is not None else xp.empty((k, n), self.dtype, order="F")
+            )
+            xp.matmul(D, X.T, out=G)
+        g0 = (
+            cache.empty((k,), self.dtype, tag="glm.g0", like=X)
+            if cache is not None else np.empty(k, self.dtype)
+        )
+        if self.opts.fit_intercept:
+            np.sum(D, axis=1, out=g0)
+        else:
+            g0.fill(0)
+        return loss_sum, weight_sum, G, g0, D
+
+    def flops_per_step(self, batch) -> int:
+        """Multiply-add flops of the step's primitives (``A*S`` and ``A*S^T``): ``4 nnz k``."""
+        nnz = batch.X.nnz if gmat.is_sparse(batch.X) else batch.X.size
+        return 4 * int(nnz) * self.opts.n_outputs
+
+    def __repr__(self) -> str:
+        c = self.coef
+        shape = "uninitialised" if c is None else f"{c.shape[0]}x{c.shape[1]}"
+        return f"GLM(loss={self.opts.loss!r}, {shape}, dtype={self.opts.dtype})"

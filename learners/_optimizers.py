@@ -1,0 +1,313 @@
+"""Optimizers (BIDMach ``Updater``): SGD with step schedules, ADAGrad (fused with the gradient on
+sparse minibatches) and batch L-BFGS over full passes.
+
+Minibatch optimizers implement :meth:`Optimizer.step`: gradient from the model (through the
+gmat primitives), smooth mixin terms, the update, then the mixins' proximal steps.  The gradient
+of a minibatch is its weighted *mean* (``G / sum_j w_j``), so step sizes do not depend on the
+batch size.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from roofline import gmat
+
+from ._fused import FusedWorkspace, adagrad_glm_step
+from ._options import Options, option
+
+__all__ = [
+    "ADAGrad",
+    "ADAGradOptions",
+    "LBFGS",
+    "LBFGSOptions",
+    "Optimizer",
+    "SGD",
+    "SGDOptions",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def _buffer(cache, shape, dtype, tag, like):
+    if cache is None:
+        return np.empty(shape, dtype=dtype, order="F")
+    return cache.empty(shape, dtype, tag=tag, order="F", like=like)
+
+
+class Optimizer:
+    """Base class.  ``batch = True`` for optimizers that drive whole passes themselves."""
+
+    batch = False
+    opts: Options
+
+    def __init__(self, opts=None, **kwargs):
+        cls = self.options_class
+        base = (opts or cls()).to_dict()
+        base.update(kwargs)
+        self.opts = cls.from_dict(base, type(self).__name__)
+        self.t = 0
+
+    options_class = Options
+
+    def init(self, model, cache=None) -> None:
+        """Allocate state for ``model`` (called by the learner before training)."""
+        self.t = 0
+
+    def state(self) -> dict:
+        """Arrays and scalars to checkpoint (``t`` and accumulators)."""
+        return {"t": np.int64(self.t)}
+
+    def set_state(self, state: dict) -> None:
+        self.t = int(state["t"])
+
+    # -- minibatch step -----------------------------------------------------------------------
+    def step(self, model, batch, mixins=(), cache=None):
+        """One update from one minibatch; returns ``(loss_sum, weight_sum)`` before the step."""
+        loss_sum, weight_sum, G, g0, _ = model.gradient(batch, cache)
+        if weight_sum > 0:
+            inv = 1.0 / weight_sum
+            G *= inv
+            g0 *= inv
+        for m in mixins:
+            m.add_gradient(model, G, g0)
+        step = self.apply(model, G, g0, cache)
+        for m in mixins:
+            m.prox(model, step)
+        self.t += 1
+        return loss_sum, weight_sum
+
+    def apply(self, model, G, g0, cache):  # pragma: no cover - abstract
+        """Apply the update from the mean gradient; return the step size(s) for prox."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.opts!r})"
+
+
+def _lr_at(opts, t: int) -> float:
+    if opts.schedule == "constant" or opts.texp == 0:
+        return opts.lr
+    return opts.lr * (1.0 + t / opts.t0) ** (-opts.texp)
+
+
+@dataclass
+class SGDOptions(Options):
+    """Options of :class:`SGD` (step ``lr_t = lr * (1 + t / t0)^-texp`` with ``invscaling``)."""
+
+    lr: float = option(0.1, "learning rate", low=0.0, low_open=True)
+    schedule: str = option("invscaling", "step schedule", choices=("constant", "invscaling"))
+    texp: float = option(0.5, "decay exponent of the invscaling schedule", low=0.0)
+    t0: float = option(10.0, "decay time scale (minibatches) of invscaling", low=0.0,
+                       low_open=True)
+
+
+class SGD(Optimizer):
+    """Minibatch stochastic gradient descent: ``W -= lr_t * mean gradient``."""
+
+    options_class = SGDOptions
+
+    def apply(self, model, G, g0, cache):
+        lr = _lr_at(self.opts, self.t)
+        G *= lr
+        model.coef -= G
+        if model.opts.fit_intercept:
+            model.intercept -= lr * g0
+        return lr
+
+
+@dataclass
+class ADAGradOptions(Options):
+    """Options of :class:`ADAGrad` (BIDMach ``ADAGrad.Opts``)."""
+
+    lr: float = option(0.1, "learning rate", low=0.0, low_open=True)
+    epsilon: float = option(1e-8, "added to sqrt(sumsq) in the denominator", low=0.0)
+    initsumsq: float = option(1e-8, "initial value of the squared-gradient sums", low=0.0)
+    schedule: str = option("constant", "extra decay on top of ADAGrad's",
+                           choices=("constant", "invscaling"))
+    texp: float = option(0.5, "decay exponent of the invscaling schedule", low=0.0)
+    t0: float = option(10.0, "decay time scale (minibatches) of invscaling", low=0.0,
+                       low_open=True)
+    fused: bool = option(True, "fuse gradient and update on sparse minibatches (touched "
+                               "columns only)")
+
+
+class ADAGrad(Optimizer):
+    """ADAGrad: per-coordinate steps ``lr / (sqrt(sum g^2) + epsilon)``.
+
+    With ``fused=True`` and a sparse minibatch, the gradient ``A*S^T`` and the update run in one
+    kernel over the touched feature columns (the gradient matrix is never built).  The
+    regularisers are then applied *lazily*, on the touched columns only (as BIDMach and VW do):
+    without regularisation the fused step equals the unfused one exactly (the untouched columns
+    have a zero gradient and an unchanged accumulator); with L1/L2 they differ by design on
+    untouched columns.  Mixins other than :class:`L1Regularizer`/:class:`L2Regularizer` that add
+    gradient terms make the step fall back to the unfused path.
+    """
+
+    options_class = ADAGradOptions
+
+    def init(self, model, cache=None) -> None:
+        super().init(model, cache)
+        self.sumsq = np.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
+        self.sumsq0 = np.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
+        self.workspace = FusedWorkspace()
+
+    def state(self) -> dict:
+        return {**super().state(), "sumsq": self.sumsq, "sumsq0": self.sumsq0}
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        self.sumsq = np.array(state["sumsq"], order="F")
+        self.sumsq0 = np.array(state["sumsq0"])
+
+    def _step_intercept(self, model, g0, lr):
+        if model.opts.fit_intercept:
+            self.sumsq0 += g0 * g0
+            model.intercept -= lr * g0 / (np.sqrt(self.sumsq0) + self.opts.epsilon)
+
+    def apply(self, model, G, g0, cache):
+        lr = _lr_at(self.opts, self.t)
+        tmp = _buffer(cache, G.shape, G.dtype, "adagrad.tmp", G)
+        np.multiply(G, G, out=tmp)
+        self.sumsq += tmp
+        np.sqrt(self.sumsq, out=tmp)
+        tmp += self.opts.epsilon
+        np.divide(lr, tmp, out=tmp)  # per-coordinate step
+        G *= tmp
+        model.coef -= G
+        self._step_intercept(model, g0, lr)
+        return tmp
+
+    def can_fuse(self, model, batch, mixins) -> bool:
+        return (
+            self.opts.fused
+            and gmat.is_sparse(batch.X)
+            and gmat.device_of(batch.X) == "cpu"
+            and all(m.fusable for m in mixins)
+        )
+
+    def step(self, model, batch, mixins=(), cache=None):
+        if not self.can_fuse(model, batch, mixins):
+            return super().step(model, batch, mixins, cache)
+        X = batch.X
+        eta = model.linear(X, cache=cache)
+        loss_sum, weight_sum, D = model.loss_deriv(eta, batch.y, batch.w, cache)
+        if weight_sum > 0:
+            D *= 1.0 / weight_sum
+        lr = _lr_at(self.opts, self.t)
+        if model.opts.fit_intercept:
+            g0 = cache.empty((D.shape[0],), D.dtype, tag="adagrad.g0", like=D) if cache \
+                else np.empty(D.shape[0], D.dtype)
+            np.sum(D, axis=1, out=g0)
+            self._step_intercept(model, g0, lr)
+        l1 = float(sum(m.l1 for m in mixins))
+        l2 = float(sum(m.l2 for m in mixins))
+        adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
+                         l2=l2, l1=l1, workspace=self.workspace)
+        self.t += 1
+        return loss_sum, weight_sum
+
+
+@dataclass
+class LBFGSOptions(Options):
+    """Options of :class:`LBFGS` (scipy's L-BFGS-B over full passes)."""
+
+    max_iter: int = option(100, "maximum L-BFGS iterations", low=1)
+    max_passes: int = option(0, "maximum function evaluations = passes (0: 2 * max_iter + 20)",
+                             low=0)
+    tol: float = option(1e-6, "projected-gradient tolerance (scipy gtol)", low=0.0)
+    ftol: float = option(1e-12, "relative objective decrease tolerance", low=0.0)
+    memory: int = option(10, "number of stored correction pairs", low=1)
+
+
+class LBFGS(Optimizer):
+    """Batch L-BFGS: each objective/gradient evaluation is one full pass over the training
+    minibatches (the gradient of each minibatch through ``A*S^T``), plus the mixins' terms.
+
+    Non-smooth mixins (L1) are refused: use SGD/ADAGrad (proximal steps) or a CD solver.
+    """
+
+    batch = True
+    options_class = LBFGSOptions
+
+    def init(self, model, cache=None) -> None:
+        super().init(model, cache)
+        self.n_passes = 0
+        self.result = None
+
+    def objective(self, learner, with_grad=True):
+        """Objective (and gradient as ``(G, g0)``) of the current model over one training pass."""
+        model, cache = learner.model, learner.cache
+        k, n = model.coef.shape
+        Gs = np.zeros((k, n), dtype=np.float64, order="F") if with_grad else None
+        g0s = np.zeros(k, dtype=np.float64)
+        loss, weight = 0.0, 0.0
+        for batch in learner.training_batches():
+            if with_grad:
+                ls, ws, G, g0, _ = model.gradient(batch, cache)
+                Gs += G
+                g0s += g0
+            else:
+                ls, ws = model.loss(batch, cache)
+            loss += ls
+            weight += ws
+            learner._count_examples(batch)
+        self.n_passes += 1
+        if weight <= 0:
+            raise ValueError("the training data has no examples (or zero total weight)")
+        f = loss / weight + sum(m.penalty(model) for m in learner.mixins)
+        if not with_grad:
+            return f
+        Gs /= weight
+        g0s /= weight
+        for m in learner.mixins:
+            m.add_gradient(model, Gs, g0s)
+        return f, Gs, g0s
+
+    def run(self, learner) -> None:
+        """Minimise the objective with scipy's L-BFGS-B; one pass per evaluation."""
+        from scipy.optimize import minimize
+
+        bad = [m for m in learner.mixins if not m.smooth]
+        if bad:
+            raise ValueError(
+                f"the L-BFGS optimizer needs a smooth objective but {bad[0]!r} is non-smooth "
+                f"(L1): use SGD/ADAGrad (proximal steps) or a coordinate-descent solver"
+            )
+        model = learner.model
+        k, n = model.coef.shape
+        fit_b = model.opts.fit_intercept
+
+        def unpack(x):
+            model.coef[...] = x[: k * n].reshape(k, n, order="F")
+            if fit_b:
+                model.intercept[...] = x[k * n:]
+
+        def fun(x):
+            unpack(x)
+            f, G, g0 = self.objective(learner)
+            grad = np.concatenate([G.ravel(order="F"), g0]) if fit_b else G.ravel(order="F")
+            return f, grad
+
+        x0 = model.coef.astype(np.float64).ravel(order="F")
+        if fit_b:
+            x0 = np.concatenate([x0, model.intercept.astype(np.float64)])
+
+        def callback(intermediate_result):
+            unpack(intermediate_result.x)
+            self.t += 1
+            if learner._after_batch_iteration(self.t, float(intermediate_result.fun)):
+                raise StopIteration
+
+        max_fun = self.opts.max_passes or (2 * self.opts.max_iter + 20)
+        res = minimize(
+            fun, x0, jac=True, method="L-BFGS-B", callback=callback,
+            options=dict(maxiter=self.opts.max_iter, maxfun=max_fun, gtol=self.opts.tol,
+                         ftol=self.opts.ftol, maxcor=self.opts.memory),
+        )
+        unpack(res.x)
+        self.result = res
+        if not res.success and res.status != 99:
+            logger.info("L-BFGS stopped: %s", res.message)
