@@ -30,3 +30,39 @@ __all__ += ["find_line_starts", "svmlight_parse"]
 from ._glm import adagrad_glm_update, glm_touched_transpose  # noqa: E402  (fused GLM, issue 5)
 
 __all__ += ["adagrad_glm_update", "glm_touched_transpose"]
+
+from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)
+    cd_block_apply,
+    cd_block_stats,
+    cd_block_steps,
+    cd_col_sqnorms,
+    cd_conj_sum,
+    cd_dual_epoch,
+    cd_dual_tpa,
+    cd_grad,
+    cd_greedy_pure_blocks,
+    cd_intercept_step,
+    cd_loss_sum,
+    cd_matvec,
+    cd_matvec_t,
+    cd_primal_epoch,
+    cd_primal_tpa,
+)
+
+__all__ += [
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+    "cd_conj_sum",
+    "cd_dual_epoch",
+    "cd_dual_tpa",
+    "cd_grad",
+    "cd_greedy_pure_blocks",
+    "cd_intercept_step",
+    "cd_loss_sum",
+    "cd_matvec",
+    "cd_matvec_t",
+    "cd_primal_epoch",
+    "cd_primal_tpa",
+]

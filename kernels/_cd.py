@@ -1,0 +1,507 @@
+"""numba kernels for coordinate descent on generalized linear models.
+
+Conventions shared by every kernel here (the solvers in ``roofline.learners`` build on them):
+
+* A coordinate is one column of a CSC structure ``(indptr, indices, data)``.  For the *primal*
+  (coordinates = features) that structure is ``X^T`` stored feature-major, whose column ``j``
+  lists the examples in which feature ``j`` occurs; for the *dual* (coordinates = examples) it
+  is the project layout ``X`` itself (``n_features x n_examples`` CSC).
+* Losses are coded ``0`` squared ``l(z) = (z - y)^2 / 2``, ``1`` logistic
+  ``l(z) = log(1 + exp(-y z))`` with ``y in {-1, 1}``, ``2`` hinge ``l(z) = max(0, 1 - y z)``.
+* Everything is written in *sums*, not means: the solvers minimise
+  ``sum_i l(z_i) + lam_n * R(w)`` with ``lam_n = n * lambda`` and ``R = ||w||^2 / 2`` (``l1=False``)
+  or ``||w||_1`` (``l1=True``).
+* ``sigma`` is CoCoA's subproblem scaling ``sigma'`` (1 for a single solver): a worker sees the
+  margins of the other workers frozen and its own changes amplified ``sigma`` times, which makes
+  the sum of the workers' local objectives an upper bound of the global one.  The kernels then
+  update both the *effective* shared vector (``+= sigma * delta * x``) and, when ``track`` is set,
+  the worker's own raw change ``d`` (``+= delta * x``) that is sent to the other workers.
+* ``damp`` multiplies every coordinate step (TPA-SCD's adaptive damping; 1 = plain steps).
+
+Accumulations are in float64 whatever the data dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = [
+    "cd_conj_sum",
+    "cd_dual_epoch",
+    "cd_dual_tpa",
+    "cd_grad",
+    "cd_greedy_pure_blocks",
+    "cd_intercept_step",
+    "cd_loss_sum",
+    "cd_matvec",
+    "cd_matvec_t",
+    "cd_primal_epoch",
+    "cd_primal_tpa",
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+]
+
+SQUARED, LOGISTIC, HINGE = 0, 1, 2
+_EPS = 1e-300
+
+_FLAGS = dict(cache=True, nogil=True)
+
+
+@njit(inline="always")
+def _sigmoid(t):
+    if t >= 0:
+        return 1.0 / (1.0 + math.exp(-t))
+    e = math.exp(t)
+    return e / (1.0 + e)
+
+
+@njit(inline="always")
+def _log1pexp(t):
+    if t > 0:
+        return t + math.log1p(math.exp(-t))
+    return math.log1p(math.exp(t))
+
+
+@njit(inline="always")
+def _loss(z, y, loss):
+    if loss == SQUARED:
+        r = z - y
+        return 0.5 * r * r
+    if loss == LOGISTIC:
+        return _log1pexp(-y * z)
+    m = 1.0 - y * z
+    return m if m > 0.0 else 0.0
+
+
+@njit(inline="always")
+def _dloss(z, y, loss):
+    """First and second derivative of the loss at ``z`` (hinge: a subgradient and 0)."""
+    if loss == SQUARED:
+        return z - y, 1.0
+    if loss == LOGISTIC:
+        s = _sigmoid(-y * z)
+        return -y * s, s * (1.0 - s)
+    return (-y if y * z < 1.0 else 0.0), 0.0
+
+
+@njit(inline="always")
+def _neg_conj(a, y, loss):
+    """``-l*(-a)``: the dual objective's per-example term (``-inf`` outside its domain)."""
+    if loss == SQUARED:
+        return a * y - 0.5 * a * a
+    b = a * y
+    if loss == LOGISTIC:
+        if b < 0.0 or b > 1.0:
+            return -np.inf
+        h = 0.0
+        if b > 0.0:
+            h -= b * math.log(b)
+        if b < 1.0:
+            h -= (1.0 - b) * math.log(1.0 - b)
+        return h
+    if b < -1e-12 or b > 1.0 + 1e-12:
+        return -np.inf
+    return b
+
+
+# ---------------------------------------------------------------------------------------------
+# whole-vector helpers
+
+
+@njit(**_FLAGS)
+def cd_loss_sum(z, y, loss):
+    """``sum_i l(z_i; y_i)``."""
+    acc = 0.0
+    for i in range(z.shape[0]):
+        acc += _loss(z[i], y[i], loss)
+    return acc
+
+
+@njit(**_FLAGS)
+def cd_conj_sum(alpha, y, loss):
+    """``sum_i -l*(-alpha_i; y_i)`` (``-inf`` if some ``alpha_i`` is infeasible)."""
+    acc = 0.0
+    for i in range(alpha.shape[0]):
+        acc += _neg_conj(alpha[i], y[i], loss)
+    return acc
+
+
+@njit(**_FLAGS)
+def cd_grad(z, y, loss, out):
+    """``out_i = -l'(z_i)`` (the dual point the primal iterate maps to); returns
+    ``(sum_i l'(z_i), sum_i l''(z_i))``."""
+    g = 0.0
+    h = 0.0
+    for i in range(z.shape[0]):
+        d1, d2 = _dloss(z[i], y[i], loss)
+        out[i] = -d1
+        g += d1
+        h += d2
+    return g, h
+
+
+@njit(parallel=True, **_FLAGS)
+def cd_matvec(indptr, indices, data, x, out, offset):
+    """``out[j] = offset + sum_p data[p] * x[indices[p]]`` over the nonzeros of column ``j``
+    (``X^T w`` for the project layout), float64 accumulation, parallel over columns."""
+    m = indptr.shape[0] - 1
+    for j in prange(m):
+        acc = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            acc += data[p] * x[indices[p]]
+        out[j] = acc + offset
+    return out
+
+
+@njit(**_FLAGS)
+def cd_matvec_t(indptr, indices, data, a, out):
+    """``out[i] += sum_j data * a[j]`` over the nonzeros ``(i, j)``: ``X alpha`` (accumulates)."""
+    m = indptr.shape[0] - 1
+    for j in range(m):
+        aj = a[j]
+        if aj == 0.0:
+            continue
+        for p in range(indptr[j], indptr[j + 1]):
+            out[indices[p]] += data[p] * aj
+    return out
+
+
+@njit(**_FLAGS)
+def cd_col_sqnorms(indptr, data, out):
+    """``out[j] = sum_p data[p]^2`` over column ``j``."""
+    for j in range(indptr.shape[0] - 1):
+        acc = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            x = np.float64(data[p])
+            acc += x * x
+        out[j] = acc
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# primal coordinate steps (coordinates = features)
+
+
+@njit(inline="always")
+def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, damp, colsq,
+                  track):
+    lo = indptr[j]
+    hi = indptr[j + 1]
+    if lo == hi:
+        # an empty feature: only the regulariser acts, its optimum is 0
+        w[j] = w[j] * (1.0 - damp)
+        return
+    g = 0.0
+    h = 0.0
+    if loss == SQUARED:
+        for p in range(lo, hi):
+            g += data[p] * (z[indices[p]] - y[indices[p]])
+        h = colsq[j]
+    else:
+        for p in range(lo, hi):
+            i = indices[p]
+            d1, d2 = _dloss(z[i], y[i], loss)
+            x = np.float64(data[p])
+            g += x * d1
+            h += x * x * d2
+    h *= sigma
+    wj = w[j]
+    if l1:
+        if h <= 0.0:
+            return
+        t = h * wj - g
+        if t > lam_n:
+            new = (t - lam_n) / h
+        elif t < -lam_n:
+            new = (t + lam_n) / h
+        else:
+            new = 0.0
+        delta = new - wj
+    else:
+        delta = -(g + lam_n * wj) / (h + lam_n)
+    delta *= damp
+    if delta == 0.0:
+        return
+    w[j] = wj + delta
+    sd = sigma * delta
+    for p in range(lo, hi):
+        z[indices[p]] += sd * data[p]
+    if track:
+        for p in range(lo, hi):
+            d[indices[p]] += delta * data[p]
+
+
+@njit(**_FLAGS)
+def cd_primal_epoch(indptr, indices, data, y, w, z, d, coords, loss, l1, lam_n, sigma, damp,
+                    colsq, track):
+    """One sequential pass of primal coordinate descent over ``coords`` (in that order).
+
+    Each step minimises (squared loss: exactly; logistic: one Newton step, as Snap ML does) the
+    objective in ``w[j]`` with the others fixed, using the margins ``z = X^T w`` (+ intercept),
+    and keeps ``z`` in sync at the cost of the nnz of the column.  ``colsq`` holds the column
+    squared norms (used by the squared loss).
+    """
+    for t in range(coords.shape[0]):
+        _primal_coord(coords[t], indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma,
+                      damp, colsq, track)
+
+
+@njit(parallel=True, **_FLAGS)
+def cd_primal_tpa(indptr, indices, data, y, w, Z, coords, bounds, loss, l1, lam_n, damp,
+                  colsq, dummy):
+    """TPA-SCD sub-epoch on CPU threads: thread ``t`` updates the disjoint coordinates
+    ``coords[bounds[t]:bounds[t+1]]`` with no synchronisation.
+
+    ``Z`` has one row (Hogwild: every thread reads and writes the one shared margin vector, with
+    unsynchronised adds) or one row per thread (replicas: each thread works against its own
+    copy, merged by the caller).  ``dummy`` is a length-0 float64 array.
+    """
+    n_threads = bounds.shape[0] - 1
+    shared = Z.shape[0] == 1
+    for t in prange(n_threads):
+        row = np.int64(0) if shared else np.int64(t)
+        z = Z[row]
+        for k in range(bounds[t], bounds[t + 1]):
+            _primal_coord(coords[k], indptr, indices, data, y, w, z, dummy, loss, l1, lam_n,
+                          1.0, damp, colsq, False)
+
+
+@njit(**_FLAGS)
+def cd_intercept_step(y, z, d, b, loss, sigma, damp, track):
+    """One Newton step (exact for the squared loss) on an unregularised intercept ``b``;
+    updates ``z`` (``+= sigma * delta``) and ``d``; returns the new ``b``."""
+    n = z.shape[0]
+    g = 0.0
+    h = 0.0
+    for i in range(n):
+        d1, d2 = _dloss(z[i], y[i], loss)
+        g += d1
+        h += d2
+    h *= sigma
+    if h <= 0.0:
+        return b
+    delta = -damp * g / h
+    for i in range(n):
+        z[i] += sigma * delta
+    if track:
+        for i in range(n):
+            d[i] += delta
+    return b + delta
+
+
+# ---------------------------------------------------------------------------------------------
+# dual coordinate steps (coordinates = examples, SDCA)
+
+
+@njit(inline="always")
+def _logistic_dual_beta(beta, ym, q):
+    """Maximise ``H(b) - (b - beta) * ym - q (b - beta)^2 / 2`` over ``b in (0, 1)``
+    (``H`` the binary entropy): safeguarded Newton on ``t = logit(b)``."""
+    if q <= 0.0:
+        return _sigmoid(-ym)
+    # root of g(t) = -t - ym - q (sigmoid(t) - beta), decreasing in t, lies in [lo, hi]
+    lo = -ym - q * (1.0 - beta)
+    hi = -ym + q * beta
+    if beta > 0.0 and beta < 1.0:
+        t = math.log(beta) - math.log1p(-beta)
+        if t < lo or t > hi:
+            t = 0.5 * (lo + hi)
+    else:
+        t = 0.5 * (lo + hi)
+    for _ in range(30):
+        s = _sigmoid(t)
+        g = -t - ym - q * (s - beta)
+        if g > 0.0:
+            lo = t
+        else:
+            hi = t
+        dg = -1.0 - q * s * (1.0 - s)
+        tn = t - g / dg
+        if tn <= lo or tn >= hi:
+            tn = 0.5 * (lo + hi)
+        if abs(tn - t) <= 1e-12 * (1.0 + abs(t)):
+            t = tn
+            break
+        t = tn
+    return _sigmoid(t)
+
+
+@njit(inline="always")
+def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp, colsq,
+                icpt, track):
+    lo = indptr[i]
+    hi = indptr[i + 1]
+    nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
+    acc = 0.0
+    for p in range(lo, hi):
+        acc += data[p] * v[indices[p]]
+    if icpt != 0.0:
+        acc += icpt * v[nf]
+    m = acc / lam_n  # the margin x_i^T w, w = v / lam_n
+    q = sigma * (colsq[i] + icpt * icpt) / lam_n
+    a = alpha[i]
+    yi = y[i]
+    if loss == SQUARED:
+        delta = (yi - m - a) / (1.0 + q)
+    elif loss == HINGE:
+        beta = a * yi
+        if q > 0.0:
+            nb = beta + (1.0 - yi * m) / q
+        else:
+            nb = 1.0 if yi * m < 1.0 else 0.0
+        if nb < 0.0:
+            nb = 0.0
+        elif nb > 1.0:
+            nb = 1.0
+        delta = yi * (nb - beta)
+    else:
+        beta = a * yi
+        nb = _logistic_dual_beta(beta, yi * m, q)
+        delta = yi * (nb - beta)
+    delta *= damp
+    if delta == 0.0:
+        return
+    alpha[i] = a + delta
+    sd = sigma * delta
+    for p in range(lo, hi):
+        v[indices[p]] += sd * data[p]
+    if icpt != 0.0:
+        v[nf] += sd * icpt
+    if track:
+        for p in range(lo, hi):
+            d[indices[p]] += delta * data[p]
+        if icpt != 0.0:
+            d[nf] += delta * icpt
+
+
+@njit(**_FLAGS)
+def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
+                  colsq, icpt, track):
+    """One sequential SDCA pass over the examples ``coords``.
+
+    ``v = X alpha`` (length ``n_features``, plus one trailing entry for the constant feature
+    ``icpt`` when ``icpt != 0``); the primal point is ``w = v / lam_n``.  Each step maximises the
+    dual in ``alpha[i]`` exactly (squared, hinge: closed form; logistic: safeguarded Newton to
+    convergence in the log-odds).
+    """
+    for t in range(coords.shape[0]):
+        _dual_coord(coords[t], indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
+                    colsq, icpt, track)
+
+
+@njit(parallel=True, **_FLAGS)
+def cd_dual_tpa(indptr, indices, data, y, alpha, V, coords, bounds, loss, lam_n, damp, colsq,
+                icpt, dummy):
+    """TPA-SCD sub-epoch for the dual: thread ``t`` updates examples
+    ``coords[bounds[t]:bounds[t+1]]``; ``V`` is one shared row (Hogwild) or one row per thread
+    (replicas), as in :func:`cd_primal_tpa`."""
+    n_threads = bounds.shape[0] - 1
+    shared = V.shape[0] == 1
+    for t in prange(n_threads):
+        row = np.int64(0) if shared else np.int64(t)
+        v = V[row]
+        for k in range(bounds[t], bounds[t + 1]):
+            _dual_coord(coords[k], indptr, indices, data, y, alpha, v, dummy, loss, lam_n, 1.0,
+                        damp, colsq, icpt, False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Google SCD: pure blocks
+
+
+@njit(**_FLAGS)
+def cd_block_stats(indptr, indices, data, y, z, feats, loss, g, h):
+    """Sufficient statistics of the features ``feats`` over one example shard:
+    ``g[k] = sum x l'(z)``, ``h[k] = sum x^2 l''(z)`` for feature ``feats[k]`` (accumulated)."""
+    for k in range(feats.shape[0]):
+        j = feats[k]
+        gs = 0.0
+        hs = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            d1, d2 = _dloss(z[i], y[i], loss)
+            x = np.float64(data[p])
+            gs += x * d1
+            hs += x * x * d2
+        g[k] += gs
+        h[k] += hs
+
+
+@njit(**_FLAGS)
+def cd_block_steps(w, feats, g, h, l1, lam_n, delta):
+    """Newton steps (L1: the proximal Newton step) for all features of a pure block from their
+    summed statistics: ``delta[k]`` for feature ``feats[k]``; ``w`` is updated in place."""
+    for k in range(feats.shape[0]):
+        j = feats[k]
+        hk = h[k]
+        wj = w[j]
+        if l1:
+            if hk <= 0.0:
+                delta[k] = 0.0
+                continue
+            t = hk * wj - g[k]
+            if t > lam_n:
+                new = (t - lam_n) / hk
+            elif t < -lam_n:
+                new = (t + lam_n) / hk
+            else:
+                new = 0.0
+            delta[k] = new - wj
+        else:
+            delta[k] = -(g[k] + lam_n * wj) / (hk + lam_n)
+        w[j] = wj + delta[k]
+
+
+@njit(**_FLAGS)
+def cd_block_apply(indptr, indices, data, z, feats, delta):
+    """Apply a block's steps to one shard's margins: ``z += sum_k delta[k] * x_{feats[k]}``."""
+    for k in range(feats.shape[0]):
+        dk = delta[k]
+        if dk == 0.0:
+            continue
+        j = feats[k]
+        for p in range(indptr[j], indptr[j + 1]):
+            z[indices[p]] += dk * data[p]
+
+
+@njit(**_FLAGS)
+def cd_greedy_pure_blocks(indptr, indices, n_examples, order, words):
+    """Greedy pure-block assignment of features (feature-major CSC ``indptr``/``indices``):
+    in ``order``, each feature joins the lowest block not yet used by any of its examples
+    (one bit per block and example, ``64 * words`` blocks at most).
+
+    Returns ``(blocks, n_blocks)``; ``n_blocks = -1`` when ``64 * words`` blocks do not suffice.
+    """
+    d = indptr.shape[0] - 1
+    used = np.zeros((n_examples, words), dtype=np.uint64)
+    blocks = np.zeros(d, dtype=np.int64)
+    n_blocks = 0
+    one = np.uint64(1)
+    for t in range(order.shape[0]):
+        j = order[t]
+        found = -1
+        for wd in range(words):
+            acc = np.uint64(0)
+            for p in range(indptr[j], indptr[j + 1]):
+                acc |= used[indices[p], wd]
+            if acc != ~np.uint64(0):
+                bit = 0
+                while (acc >> np.uint64(bit)) & one:
+                    bit += 1
+                found = wd * 64 + bit
+                break
+        if found < 0:
+            return blocks, -1
+        wd = found // 64
+        mask = one << np.uint64(found % 64)
+        for p in range(indptr[j], indptr[j + 1]):
+            used[indices[p], wd] |= mask
+        blocks[j] = found
+        if found + 1 > n_blocks:
+            n_blocks = found + 1
+    return blocks, n_blocks

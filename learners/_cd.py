@@ -1,0 +1,714 @@
+"""Coordinate-descent solvers for generalized linear models (Snap ML / SDCA / Google SCD family).
+
+The objective (written once; every solver here minimises exactly this)
+----------------------------------------------------------------------
+With ``X`` of shape ``(n_features, n_examples)`` (one column = one example, the project layout),
+``n = n_examples``, margins ``z_i = x_i^T w + b``::
+
+    P(w, b) = (1/n) * sum_i loss(z_i, y_i) + alpha * R(w)
+
+    R(w) = ||w||^2 / 2      (penalty="l2")
+    R(w) = ||w||_1          (penalty="l1")
+
+    loss="squared"   loss(z, y) = (z - y)^2 / 2
+    loss="logistic"  loss(z, y) = log(1 + exp(-y z)),   y in {-1, +1}   ({0, 1} accepted)
+    loss="hinge"     loss(z, y) = max(0, 1 - y z),       y in {-1, +1}   ({0, 1} accepted)
+
+The intercept ``b`` is *not* regularised in the primal solvers (it is its own coordinate, as in
+scikit-learn's Ridge, Lasso and LogisticRegression).  The dual solvers (SDCA) cannot keep an
+unregularised intercept; there, as in liblinear and snapml, ``fit_intercept`` appends a constant
+feature of value ``intercept_scaling`` whose weight *is* regularised.
+
+Conversions to peers' conventions live in one place, :func:`alpha_from_peer` /
+:func:`alpha_to_peer`:
+
+* scikit-learn ``Ridge(alpha=a)`` (``||y - Xw||^2 + a ||w||^2``): ``alpha = a / n``;
+* scikit-learn ``Lasso(alpha=a)`` (``||y - Xw||^2 / (2n) + a ||w||_1``): ``alpha = a``;
+* scikit-learn ``LogisticRegression(C=c)``, ``LinearSVC(C=c)``
+  (``c * sum loss + ||w||^2 / 2``): ``alpha = 1 / (c n)``;
+* snapml ``regularizer=r`` (``sum loss + r ||w||^2 / 2``, i.e. liblinear with ``C = 1/r``):
+  ``alpha = r / n``.
+
+Stopping certificate: the duality gap ``G = P(w, b) - D(a) >= P(w, b) - P*``.  A primal solver
+maps its iterate to the dual point ``a_i = -loss'(z_i)`` (rescaled into the dual's feasible set
+for the l1 penalty); with an intercept, ``G`` is the gap of the problem with ``b`` held fixed,
+plus the second-order estimate ``g_b^2 / (2 h_b)`` of what moving ``b`` would still gain.  A
+solver stops when ``G <= tol * |P|``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from roofline import gmat
+from roofline import kernels as _k
+
+__all__ = [
+    "CDResult",
+    "alpha_from_peer",
+    "alpha_to_peer",
+    "fit_glm_cd",
+]
+
+logger = logging.getLogger(__name__)
+
+LOSSES = {
+    "squared": 0,
+    "least_squares": 0,
+    "logistic": 1,
+    "log": 1,
+    "log_loss": 1,
+    "hinge": 2,
+}
+_LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
+SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
+
+# ---------------------------------------------------------------------------------------------
+# conversions (the one place where peers' conventions are translated)
+
+_PEERS = {
+    # peer: (function value -> alpha, alpha -> value); n = number of examples
+    "ridge": (lambda a, n: a / n, lambda al, n: al * n),
+    "lasso": (lambda a, n: a, lambda al, n: al),
+    "C": (lambda c, n: 1.0 / (c * n), lambda al, n: 1.0 / (al * n)),
+    "snapml": (lambda r, n: r / n, lambda al, n: al * n),
+}
+
+
+def alpha_from_peer(peer: str, value: float, n_examples: int) -> float:
+    """Our ``alpha`` for a peer's regularisation parameter on ``n_examples`` examples.
+
+    Parameters
+    ----------
+    peer : {"ridge", "lasso", "C", "snapml"}
+        ``"ridge"``: scikit-learn ``Ridge(alpha=value)``; ``"lasso"``: ``Lasso(alpha=value)``;
+        ``"C"``: ``LogisticRegression(C=value)`` / ``LinearSVC(C=value)`` / liblinear;
+        ``"snapml"``: snapml's ``regularizer=value``.
+    value : float
+    n_examples : int
+    """
+    if peer not in _PEERS:
+        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
+    if not value > 0:
+        raise ValueError(f"value must be positive, got {value!r}")
+    return float(_PEERS[peer][0](float(value), int(n_examples)))
+
+
+def alpha_to_peer(peer: str, alpha: float, n_examples: int) -> float:
+    """Inverse of :func:`alpha_from_peer`."""
+    if peer not in _PEERS:
+        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    return float(_PEERS[peer][1](float(alpha), int(n_examples)))
+
+
+# ---------------------------------------------------------------------------------------------
+# result
+
+
+@dataclass
+class CDResult:
+    """What a coordinate-descent solver returns.
+
+    Attributes
+    ----------
+    coef : ndarray, shape (n_features,)
+    intercept : float
+    n_iter : int
+        Epochs (passes over the data) for ``scd``/``tpa-scd``/``pure-block``; communication
+        rounds for ``cocoa``/``hcocoa``.
+    objective : ndarray
+        ``P(w, b)`` at every check (every ``check_every`` iterations).
+    gap_history : ndarray
+        Duality gap at every check.
+    times : ndarray
+        Cumulative solver seconds at every check, *excluding* the time spent computing the
+        checks themselves (reported separately in ``check_time``).
+    gap : float
+        The last duality gap.
+    converged : bool
+        ``gap <= tol * |objective|`` was reached.
+    time : float
+        Wall seconds of the whole call (including checks and setup).
+    dual_coef : ndarray or None
+        The dual variables (one per example) for the dual solvers.
+    """
+
+    coef: np.ndarray
+    intercept: float
+    n_iter: int
+    objective: np.ndarray
+    gap_history: np.ndarray
+    times: np.ndarray
+    gap: float
+    converged: bool
+    time: float
+    check_time: float = 0.0
+    dual_coef: np.ndarray | None = None
+    solver: str = "scd"
+    loss: str = "squared"
+    penalty: str = "l2"
+    alpha: float = 0.0
+    dual: bool = False
+    info: dict = field(default_factory=dict)
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / max(abs(float(self.objective[-1])), 1e-300)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_labels(y, loss_code, name="y", single_class_ok=False):
+    """Float64 labels; classifier labels mapped from {0, 1} or {-1, 1} to {-1, +1}."""
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {y.dtype}")
+    y = y.astype(np.float64).ravel()
+    if not np.isfinite(y).all():
+        bad = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"{name} has a non-finite value {y[bad]} at position {bad}")
+    if loss_code == 0:
+        return y
+    vals = np.unique(y)
+    if vals.size > 2 or not (set(vals.tolist()) <= {-1.0, 1.0} or set(vals.tolist()) <= {0.0, 1.0}):
+        raise ValueError(
+            f"{name} must hold binary labels in {{-1, 1}} or {{0, 1}} for loss="
+            f"{_LOSS_NAMES[loss_code]!r}; found values {vals[:5].tolist()}"
+            f"{' ...' if vals.size > 5 else ''}"
+        )
+    if vals.size < 2 and not single_class_ok:
+        raise ValueError(
+            f"{name} holds a single class ({vals[0]:g}); a classifier needs both classes"
+        )
+    return np.where(y > 0, 1.0, -1.0)
+
+
+def _check_X(X, name="X"):
+    if sp.issparse(X):
+        if X.format != "csc":
+            raise TypeError(
+                f"{name} must be CSC of shape (n_features, n_examples) (one column = one "
+                f"example), got {X.format.upper()}; convert with {name}.tocsc()"
+            )
+        gmat.check_csc(X, name)
+    else:
+        if not isinstance(X, np.ndarray):
+            raise TypeError(f"{name} must be a scipy.sparse CSC matrix or an ndarray")
+        gmat.as_dense(X, name, ndim=(2,))
+        if not np.isfinite(X).all():
+            pos = np.argwhere(~np.isfinite(X))[0]
+            raise ValueError(
+                f"{name} has a non-finite value {X[tuple(pos)]} at feature {pos[0]}, "
+                f"example {pos[1]}"
+            )
+        X = sp.csc_matrix(X)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
+    return X
+
+
+def _positive(v, name, integer=False):
+    if integer:
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        return int(v)
+    numeric = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+    if not numeric or not (v > 0) or not np.isfinite(v):
+        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# the problem: data in both layouts, objectives and certificates
+
+
+class GLMProblem:
+    """One GLM training problem: data, labels and the objective's exact scaling.
+
+    Holds ``X`` (``n_features x n_examples`` CSC) and, when the primal is needed, its
+    feature-major twin (``X^T`` as CSC: column ``j`` = the examples where feature ``j`` occurs).
+    """
+
+    def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
+                 primal=True, n_total=None):
+        self.X = X
+        self.y = y
+        self.loss = int(loss_code)
+        self.l1 = bool(l1)
+        self.alpha = float(alpha)
+        self.d, self.n_local = X.shape
+        # a worker holding a shard of the examples still uses the global scaling
+        self.n = self.n_local if n_total is None else int(n_total)
+        self.lam_n = self.alpha * self.n
+        self.fit_intercept = bool(fit_intercept)
+        self.icpt = float(intercept_scaling) if fit_intercept else 0.0
+        self.Xt = None
+        if primal:
+            Xr = X.tocsr()  # feature-major arrays: indptr over features, indices = examples
+            self.Xt = (Xr.indptr, Xr.indices, Xr.data)
+            self.colsq_primal = _k.cd_col_sqnorms(Xr.indptr, Xr.data, np.empty(self.d))
+
+    # -- basic maps --------------------------------------------------------------------------
+    def margins(self, w, b, out=None):
+        """``z = X^T w + b`` in float64."""
+        out = np.empty(self.n_local) if out is None else out
+        return _k.cd_matvec(self.X.indptr, self.X.indices, self.X.data, w, out, float(b))
+
+    def xdot(self, a, out=None):
+        """``X a`` (a d-vector) in float64."""
+        out = np.zeros(self.d) if out is None else out
+        out[:] = 0.0
+        return _k.cd_matvec_t(self.X.indptr, self.X.indices, self.X.data, a, out)
+
+    def reg(self, w):
+        return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
+
+    def primal_obj(self, z, w):
+        return (_k.cd_loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
+
+    # -- certificates ------------------------------------------------------------------------
+    def dual_scale(self, u_inf):
+        """The factor that makes ``a`` dual-feasible for the l1 penalty (1 for l2)."""
+        if not self.l1 or u_inf <= self.lam_n:
+            return 1.0
+        return self.lam_n / u_inf
+
+    def grad_parts(self, z, b, s):
+        """Local sums for the primal certificate over this object's examples:
+        ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]`` with ``a = -loss'(z)``."""
+        a = np.empty(self.n_local)
+        g_b, h_b = _k.cd_grad(z, self.y, self.loss, a)
+        return np.array([_k.cd_loss_sum(z, self.y, self.loss),
+                         _k.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
+
+    def certificate(self, parts, reg, u_sq, b):
+        """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
+        ``reg = R(w)``, ``u_sq = ||X a||^2``."""
+        L, C, A, g_b, h_b = parts
+        P = (L + self.lam_n * reg) / self.n
+        D = (C - b * A) / self.n
+        if not self.l1:
+            D -= 0.5 * u_sq / (self.lam_n * self.n)
+        gap = P - D
+        if self.fit_intercept and h_b > 0:
+            gap += g_b * g_b / (2.0 * h_b * self.n)
+        return P, max(gap, 0.0)
+
+    def primal_gap(self, w, b, z):
+        """``(P, gap)`` for a primal iterate (see the module docstring)."""
+        a = np.empty(self.n_local)
+        _k.cd_grad(z, self.y, self.loss, a)
+        u = self.xdot(a)
+        s = self.dual_scale(float(np.abs(u).max()))
+        return self.certificate(self.grad_parts(z, b, s), self.reg(w), float(u @ u), b)
+
+    def dual_point(self, alpha):
+        """Exact ``v = [X alpha; icpt * sum(alpha)]`` for the dual variables."""
+        v = np.zeros(self.d + (1 if self.icpt else 0))
+        self.xdot(alpha, v[: self.d])
+        if self.icpt:
+            v[self.d] = self.icpt * alpha.sum()
+        return v
+
+    def dual_obj(self, alpha, v):
+        return (_k.cd_conj_sum(alpha, self.y, self.loss) - 0.5 * float(v @ v) / self.lam_n) / self.n
+
+    def dual_colsq(self):
+        return _k.cd_col_sqnorms(self.X.indptr, self.X.data, np.empty(self.n_local))
+
+    def dual_primal(self, v):
+        """The primal point ``(w, b)`` of the dual vector ``v``."""
+        wf = v / self.lam_n
+        w = wf[: self.d]
+        b = self.icpt * wf[self.d] if self.icpt else 0.0
+        return w, b
+
+    def dual_parts(self, alpha, v):
+        """Local sums ``[sum loss(z), sum -loss*(-alpha)]`` over this object's examples."""
+        w, b = self.dual_primal(v)
+        z = self.margins(w, b)
+        return np.array([_k.cd_loss_sum(z, self.y, self.loss),
+                         _k.cd_conj_sum(alpha, self.y, self.loss)])
+
+    def dual_certificate(self, parts, v):
+        """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the
+        intercept weight is regularised."""
+        L, C = parts
+        q = 0.5 * float(v @ v) / self.lam_n  # = lam_n ||w||^2 / 2
+        P = (L + q) / self.n
+        return P, max(P - (C - q) / self.n, 0.0)
+
+    def dual_gap(self, alpha, v):
+        """``(P, gap)`` for a dual iterate holding all the examples."""
+        return self.dual_certificate(self.dual_parts(alpha, v), v)
+
+
+# ---------------------------------------------------------------------------------------------
+# bookkeeping shared by the solvers
+
+
+class _Trace:
+    """Objective / gap / time trace with the check time kept out of the solver time."""
+
+    def __init__(self, tol, verbose=0):
+        self.tol = tol
+        self.verbose = verbose
+        self.P, self.G, self.T = [], [], []
+        self.solve = 0.0
+        self.check = 0.0
+        self._t = None
+
+    def start(self):
+        self._t = time.perf_counter()
+
+    def stop(self):
+        self.solve += time.perf_counter() - self._t
+
+    def record(self, it, P, gap, t_check):
+        self.check += t_check
+        self.P.append(P)
+        self.G.append(gap)
+        self.T.append(self.solve)
+        lvl = logging.INFO if self.verbose else logging.DEBUG
+        logger.log(lvl, "iter %d  objective %.10g  gap %.3e  time %.3fs", it, P, gap, self.solve)
+        if not np.isfinite(P):
+            raise FloatingPointError(
+                f"the objective became {P} at iteration {it}: the solver diverged "
+                "(use damping / adaptive damping, or a larger alpha)"
+            )
+        return gap <= self.tol * max(abs(P), 1e-300)
+
+
+def _tqdm(total, verbose, desc):
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not (verbose and sys.stderr.isatty()))
+
+
+def _perm(rng, n):
+    return rng.permutation(n).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# local solvers
+
+
+def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
+                n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
+                sub_epochs=1):
+    """Sequential (``n_threads == 1``) or TPA-SCD primal coordinate descent."""
+    ip, ix, dt = pb.Xt
+    z = pb.margins(w, b)
+    dummy = np.empty(0)
+    conv = False
+    it = 0
+    damp = float(damping)
+    n_rejected = 0
+    P_cur = pb.primal_obj(z, w) if n_threads > 1 else None
+    bar = _tqdm(max_iter, verbose, "scd")
+    for it in range(1, max_iter + 1):
+        trace.start()
+        perm = _perm(rng, pb.d)
+        if n_threads == 1:
+            _k.cd_primal_epoch(ip, ix, dt, pb.y, w, z, dummy, perm, pb.loss, pb.l1, pb.lam_n,
+                               1.0, 1.0, pb.colsq_primal, False)
+            if pb.fit_intercept:
+                b = _k.cd_intercept_step(pb.y, z, dummy, b, pb.loss, 1.0, 1.0, False)
+        else:
+            for part in np.array_split(perm, sub_epochs):
+                w0, z0, b0 = w.copy(), z.copy(), b
+                bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
+                if tpa_mode == "hogwild":
+                    Z = z.reshape(1, -1)
+                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
+                                     pb.lam_n, damp, pb.colsq_primal, dummy)
+                    z = pb.margins(w, b, z)  # unsynchronised adds may be lost: re-sync exactly
+                else:
+                    Z = np.repeat(z[None, :], n_threads, axis=0)
+                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
+                                     pb.lam_n, damp, pb.colsq_primal, dummy)
+                    z = z0 + (Z - z0).sum(axis=0)
+                if pb.fit_intercept:
+                    b = _k.cd_intercept_step(pb.y, z, dummy, b, pb.loss, 1.0, damp, False)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    P_new = pb.primal_obj(z, w)
+                if adaptive_damping and not P_new <= P_cur:
+                    w[:], z, b = w0, z0, b0  # discard the sub-epoch, halve the damping
+                    damp *= 0.5
+                    n_rejected += 1
+                    logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
+                else:
+                    P_cur = P_new
+        trace.stop()
+        bar.update(1)
+        if it % check_every == 0 or it == max_iter:
+            t0 = time.perf_counter()
+            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+                P, gap = pb.primal_gap(w, b, z)
+            if trace.record(it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    bar.close()
+    return w, b, None, it, conv, {"damping": damp, "n_rejected": n_rejected}
+
+
+def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
+              tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1):
+    """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA)."""
+    X = pb.X
+    colsq = pb.dual_colsq()
+    v = pb.dual_point(alpha)
+    dummy = np.empty(0)
+    conv = False
+    it = 0
+    damp = float(damping)
+    n_rejected = 0
+    D_cur = pb.dual_obj(alpha, v) if n_threads > 1 else None
+    bar = _tqdm(max_iter, verbose, "sdca")
+    for it in range(1, max_iter + 1):
+        trace.start()
+        perm = _perm(rng, pb.n)
+        if n_threads == 1:
+            _k.cd_dual_epoch(X.indptr, X.indices, X.data, pb.y, alpha, v, dummy, perm, pb.loss,
+                             pb.lam_n, 1.0, 1.0, colsq, pb.icpt, False)
+        else:
+            for part in np.array_split(perm, sub_epochs):
+                a0, v0 = alpha.copy(), v.copy()
+                bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
+                if tpa_mode == "hogwild":
+                    V = v.reshape(1, -1)
+                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
+                                   pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
+                    v = pb.dual_point(alpha)  # re-sync exactly
+                else:
+                    V = np.repeat(v[None, :], n_threads, axis=0)
+                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
+                                   pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
+                    v = v0 + (V - v0).sum(axis=0)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    D_new = pb.dual_obj(alpha, v)
+                if adaptive_damping and not D_new >= D_cur:
+                    alpha[:], v = a0, v0
+                    damp *= 0.5
+                    n_rejected += 1
+                    logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
+                else:
+                    D_cur = D_new
+        trace.stop()
+        bar.update(1)
+        if it % check_every == 0 or it == max_iter:
+            t0 = time.perf_counter()
+            v = pb.dual_point(alpha)  # drop the drift of the incremental updates
+            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+                P, gap = pb.dual_gap(alpha, v)
+            if trace.record(it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    bar.close()
+    w, b = pb.dual_primal(pb.dual_point(alpha))
+    return w.copy(), b, alpha, it, conv, {"damping": damp, "n_rejected": n_rejected}
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry point
+
+
+def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
+    if solver == "pure-block":
+        if dual or loss_code == 2:
+            raise ValueError("solver='pure-block' is a primal (feature-block) method: it needs a "
+                             "smooth loss ('squared' or 'logistic') and dual=False/None")
+        return False
+    if loss_code == 2:
+        if dual is False:
+            raise ValueError("loss='hinge' is solved in the dual only (dual=False unsupported)")
+        return True
+    if l1:
+        if dual:
+            raise ValueError("penalty='l1' is solved in the primal only (dual=True not supported)")
+        return False
+    if dual is None:
+        # the primal keeps the intercept unregularised: it is the default whenever it matters
+        return False
+    return bool(dual)
+
+
+def fit_glm_cd(
+    X,
+    y,
+    *,
+    loss,
+    alpha,
+    penalty="l2",
+    solver="scd",
+    n_jobs=1,
+    tol=1e-6,
+    max_iter=1000,
+    dual=None,
+    fit_intercept=True,
+    intercept_scaling=1.0,
+    random_state=None,
+    check_every=1,
+    verbose=0,
+    tpa_mode="hogwild",
+    adaptive_damping=True,
+    damping=1.0,
+    sub_epochs=1,
+    n_workers=None,
+    n_nodes=None,
+    inner_rounds=4,
+    local_epochs=1.0,
+    blocks=None,
+    comm_stats=None,
+    coef_init=None,
+):
+    """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
+
+    Parameters
+    ----------
+    X : CSC matrix or ndarray, shape (n_features, n_examples)
+        Examples as columns (the project layout).  scikit-learn users: pass ``X_sk.T.tocsc()``
+        (the learners' estimators do this for you).
+    y : array, shape (n_examples,)
+        Targets (``loss="squared"``) or binary labels in {-1, 1} or {0, 1}.
+    loss : {"squared", "logistic", "hinge"}
+    alpha : float
+        Regularisation strength in *our* scaling (mean loss + ``alpha * R(w)``); convert
+        scikit-learn's / snapml's parameters with :func:`alpha_from_peer`.
+    penalty : {"l2", "l1"}
+    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}
+        ``scd``: sequential stochastic coordinate descent (deterministic for a seed).
+        ``tpa-scd``: ``n_jobs`` numba threads on disjoint coordinates, asynchronously against the
+        shared vector, with adaptive damping.  ``cocoa``: CoCoA+ over ``n_workers`` simulated
+        workers (threads, in-process communicator).  ``hcocoa``: hierarchical CoCoA over
+        ``n_nodes`` nodes of ``n_workers / n_nodes`` workers, ``inner_rounds`` node rounds per
+        global round.  ``pure-block``: Google's SCD over pure feature blocks, ``n_workers``
+        example shards.
+    n_jobs : int
+        Threads (``tpa-scd``); default number of workers for ``cocoa``/``hcocoa``/``pure-block``.
+    tol : float
+        Stop when the duality gap is below ``tol * |P|`` (relative).
+    max_iter : int
+        Maximum epochs (``scd``, ``tpa-scd``, ``pure-block``) or global rounds (CoCoA).
+    dual : bool or None
+        Solve the dual (SDCA, coordinates = examples) or the primal (coordinates = features).
+        ``None``: the primal, except for the hinge loss (dual only).  l1 is primal only.
+    fit_intercept : bool
+    intercept_scaling : float
+        The constant feature's value in the dual (its weight is regularised there).
+    random_state : None, int or numpy Generator
+        Seeds the per-epoch coordinate permutations.
+    check_every : int
+        Compute the duality gap every this many iterations.
+    verbose : int
+    tpa_mode : {"hogwild", "replica"}
+        ``hogwild``: all threads add into the one shared vector without synchronisation (it is
+        re-synchronised exactly after each sub-epoch); ``replica``: each thread works against its
+        own copy, and the copies' changes are added at the end of the sub-epoch (deterministic).
+    adaptive_damping : bool
+        Snap ML's rule for TPA-SCD: a sub-epoch that does not improve the objective is discarded
+        and the damping halved.
+    damping : float
+        Initial step multiplier for TPA-SCD.
+    sub_epochs : int
+        TPA-SCD checks the objective this many times per epoch.
+    n_workers, n_nodes, inner_rounds, local_epochs
+        CoCoA parameters (``local_epochs`` = local passes over a worker's data per round).
+    blocks : array of int, shape (n_features,), optional
+        Pure-block assignment of each feature (``pure-block``); computed greedily when omitted.
+    comm_stats : dict, optional
+        Filled with communication counts (CoCoA, pure-block).
+    coef_init : array, optional
+        Warm start for the primal solvers.
+
+    Returns
+    -------
+    CDResult
+    """
+    t_start = time.perf_counter()
+    if not isinstance(loss, str) or loss not in LOSSES:
+        raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
+    if penalty not in ("l2", "l1"):
+        raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if tpa_mode not in ("hogwild", "replica"):
+        raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got {tpa_mode!r}")
+    loss_code = LOSSES[loss]
+    l1 = penalty == "l1"
+    if l1 and loss_code == 2:
+        raise ValueError("penalty='l1' is not supported with loss='hinge'")
+    alpha = _positive(alpha, "alpha")
+    tol = _positive(tol, "tol")
+    max_iter = _positive(max_iter, "max_iter", integer=True)
+    check_every = _positive(check_every, "check_every", integer=True)
+    n_jobs = _positive(n_jobs, "n_jobs", integer=True)
+    sub_epochs = _positive(sub_epochs, "sub_epochs", integer=True)
+    damping = _positive(damping, "damping")
+    X = _check_X(X)
+    y = _check_labels(y, loss_code)
+    if y.shape[0] != X.shape[1]:
+        raise ValueError(
+            f"y has {y.shape[0]} entries but X has {X.shape[1]} examples (columns); X must be "
+            "(n_features, n_examples)"
+        )
+    use_dual = _resolve_dual(dual, loss_code, l1, fit_intercept, solver)
+    rng = np.random.default_rng(random_state)
+    trace = _Trace(tol, verbose)
+    info = {}
+    if solver in ("cocoa", "hcocoa", "pure-block"):
+        from ._cocoa import _fit_distributed
+
+        K = n_jobs if n_workers is None else _positive(n_workers, "n_workers", integer=True)
+        w, b, a, it, conv, info = _fit_distributed(
+            X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling, use_dual, solver,
+            K=K, n_nodes=n_nodes, inner_rounds=inner_rounds, local_epochs=local_epochs,
+            blocks=blocks, max_iter=max_iter, check_every=check_every, rng=rng, trace=trace,
+            comm_stats=comm_stats,
+        )
+    else:
+        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling,
+                        primal=not use_dual)
+        n_threads = n_jobs if solver == "tpa-scd" else 1
+        kw = dict(max_iter=max_iter, check_every=check_every, rng=rng, trace=trace,
+                  verbose=verbose, n_threads=n_threads, tpa_mode=tpa_mode,
+                  adaptive_damping=adaptive_damping, damping=damping, sub_epochs=sub_epochs)
+        if use_dual:
+            w, b, a, it, conv, info = _scd_dual(pb, np.zeros(pb.n), **kw)
+        else:
+            w0 = np.zeros(pb.d)
+            if coef_init is not None:
+                w0[:] = np.asarray(coef_init, dtype=np.float64).ravel()
+            w, b, a, it, conv, info = _scd_primal(pb, w0, 0.0, **kw)
+    if not conv:
+        logger.info("%s did not reach tol=%g in %d iterations (gap %.3e)", solver, tol, it,
+                    trace.G[-1] if trace.G else float("nan"))
+    return CDResult(
+        coef=np.asarray(w, dtype=np.float64),
+        intercept=float(b),
+        n_iter=int(it),
+        objective=np.asarray(trace.P),
+        gap_history=np.asarray(trace.G),
+        times=np.asarray(trace.T),
+        gap=float(trace.G[-1]) if trace.G else float("nan"),
+        converged=bool(conv),
+        time=time.perf_counter() - t_start,
+        check_time=trace.check,
+        dual_coef=a,
+        solver=solver,
+        loss=_LOSS_NAMES[loss_code],
+        penalty=penalty,
+        alpha=alpha,
+        dual=use_dual,
+        info=info,
+    )

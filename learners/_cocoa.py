@@ -1,0 +1,528 @@
+"""Distributed coordinate descent: CoCoA+, hierarchical CoCoA and Google's pure-block SCD.
+
+Workers talk only through a :class:`Communicator` (``allreduce`` of numpy arrays).  Here the
+workers are threads of one process joined by :class:`InProcessGroup` (the numba kernels release
+the GIL, so the threads really run in parallel); ``roofline.comm`` implements the same
+interface over real transports, and the worker functions (:func:`dual_worker`,
+:func:`primal_worker`, :func:`pure_block_worker`) run unchanged in one process per rank.
+
+CoCoA+ (Smith et al., "CoCoA: A General Framework for Communication-Efficient Distributed
+Optimization"): the data are partitioned over ``K`` workers (by examples for the dual, by
+features for the primal); each round every worker improves its local subproblem for ``H``
+coordinate steps against the shared vector frozen at the round's start, seeing its own changes
+amplified ``sigma' = K`` times, and the changes are *added* (``gamma = 1``).
+
+Hierarchical CoCoA (Snap ML): ``K = N * M`` workers in ``N`` nodes of ``M``.  The node-level
+subproblem (``sigma'_out = N``) is itself solved by CoCoA among the node's ``M`` workers
+(``sigma'_in = M``, so a worker's own steps are amplified ``N * M`` times and the node's
+accumulated change ``N`` times), with ``inner_rounds`` cheap intra-node aggregations per
+expensive inter-node one.  ``N = K, M = 1, inner_rounds = 1`` is flat CoCoA+.
+
+Pure-block SCD (Rendle et al., KDD'16): the features are partitioned into *pure* blocks (every
+example has at most one non-zero in a block, as one-hot fields give), the examples into
+``K`` shards.  For each block, each shard computes the per-feature sufficient statistics
+``sum x loss'(z)`` and ``sum x^2 loss''(z)``; these are all-reduced and every shard takes the
+same Newton steps.  Inside a pure block the coordinate steps do not interact, so the iterates
+are those of sequential block coordinate descent whatever ``K`` is.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+import time
+
+import numpy as np
+from roofline import kernels as _k
+
+from ._cd import GLMProblem
+
+__all__ = [
+    "Communicator",
+    "InProcessCommunicator",
+    "InProcessGroup",
+    "check_pure_blocks",
+    "dual_worker",
+    "primal_worker",
+    "pure_block_worker",
+    "pure_blocks",
+    "run_in_threads",
+]
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# communication
+
+
+class Communicator(abc.ABC):
+    """What a CD worker needs from the communication tier: an all-reduce over a group.
+
+    Attributes
+    ----------
+    rank : int
+        This worker's index in the group, ``0 <= rank < size``.
+    size : int
+        Number of workers in the group.
+    stats : dict
+        ``{"calls": int, "bytes": int}`` counted on this rank (bytes it contributes; a group
+        of one communicates nothing and counts nothing).
+    """
+
+    rank: int
+    size: int
+
+    @abc.abstractmethod
+    def allreduce(self, x: np.ndarray, op: str = "sum") -> np.ndarray:
+        """Element-wise ``op`` (``"sum"`` or ``"max"``) of ``x`` over the group, returned as a
+        new array, bit-identical on every rank (reduction in rank order)."""
+
+
+class InProcessGroup:
+    """A group of ``size`` threads of this process that all-reduce through shared memory.
+
+    Parameters
+    ----------
+    size : int
+    timeout : float
+        Seconds a rank waits for the others before the group is declared broken
+        (``threading.BrokenBarrierError``): a failed worker never hangs the others.
+    name : str
+    """
+
+    def __init__(self, size: int, timeout: float = 600.0, name: str = "group"):
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = int(size)
+        self.name = name
+        self._barrier = threading.Barrier(self.size, timeout=timeout)
+        self._slots = [None] * self.size
+        self.stats = {"calls": 0, "bytes": 0}
+
+    def communicator(self, rank: int) -> InProcessCommunicator:
+        return InProcessCommunicator(self, rank)
+
+    def abort(self):
+        self._barrier.abort()
+
+
+class InProcessCommunicator(Communicator):
+    """One rank of an :class:`InProcessGroup`."""
+
+    def __init__(self, group: InProcessGroup, rank: int):
+        if not 0 <= rank < group.size:
+            raise ValueError(f"rank {rank} outside [0, {group.size})")
+        self.group = group
+        self.rank = int(rank)
+        self.size = group.size
+        self.stats = {"calls": 0, "bytes": 0}
+
+    def allreduce(self, x, op="sum"):
+        if op not in ("sum", "max"):
+            raise ValueError(f"op must be 'sum' or 'max', got {op!r}")
+        x = np.ascontiguousarray(x)
+        g = self.group
+        if g.size == 1:  # nothing crosses a link
+            return x.copy()
+        self.stats["calls"] += 1
+        self.stats["bytes"] += x.nbytes
+        if self.rank == 0:
+            g.stats["calls"] += 1
+            g.stats["bytes"] += x.nbytes * self.size
+        g._slots[self.rank] = x
+        g._barrier.wait()
+        out = g._slots[0].copy()
+        for r in range(1, g.size):
+            if g._slots[r].shape != out.shape:
+                raise ValueError(
+                    f"allreduce shape mismatch in {g.name}: rank 0 sent {out.shape}, rank {r} "
+                    f"sent {g._slots[r].shape}"
+                )
+            if op == "sum":
+                out += g._slots[r]
+            else:
+                np.maximum(out, g._slots[r], out=out)
+        g._barrier.wait()  # nobody overwrites a slot before everyone has read it
+        return out
+
+
+def run_in_threads(fn, size, groups=()):
+    """Run ``fn(rank)`` for ``rank in range(size)`` in threads; return the results by rank.
+
+    The first exception of any rank aborts ``groups`` (so the others stop waiting) and is
+    re-raised here.
+    """
+    results = [None] * size
+    errors = [None] * size
+
+    def target(r):
+        try:
+            results[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            errors[r] = e
+            for g in groups:
+                g.abort()
+
+    if size == 1:
+        target(0)
+    else:
+        threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    first = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
+    if first:
+        raise first[0]
+    if any(e is not None for e in errors):
+        raise errors[[e is not None for e in errors].index(True)]
+    return results
+
+
+class _Hierarchy:
+    """World, node and cross-node groups for ``n_nodes`` nodes of ``per_node`` workers.
+
+    Rank ``r`` lives on node ``r // per_node`` with local rank ``r % per_node``; its cross-node
+    group joins the workers of the same local rank on every node (a two-level all-reduce).
+    """
+
+    def __init__(self, n_nodes, per_node):
+        self.n_nodes, self.per_node = n_nodes, per_node
+        self.size = n_nodes * per_node
+        self.world = InProcessGroup(self.size, name="world")
+        self.nodes = [InProcessGroup(per_node, name=f"node{i}") for i in range(n_nodes)]
+        self.cross = [InProcessGroup(n_nodes, name=f"cross{i}") for i in range(per_node)]
+
+    @property
+    def groups(self):
+        return [self.world, *self.nodes, *self.cross]
+
+    def comms(self, rank):
+        node, local = divmod(rank, self.per_node)
+        return (self.world.communicator(rank), self.nodes[node].communicator(local),
+                self.cross[local].communicator(node))
+
+    def stats(self):
+        agg = lambda gs: {k: sum(g.stats[k] for g in gs) for k in ("calls", "bytes")}  # noqa: E731
+        return {"world": dict(self.world.stats), "inner": agg(self.nodes),
+                "outer": agg(self.cross)}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared worker pieces
+
+
+class _Ctx:
+    """What every worker of one run shares: problem constants, trace and stopping rule."""
+
+    def __init__(self, loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter,
+                 check_every, trace, sigma_out, sigma_in, inner_rounds, local_epochs):
+        self.loss, self.l1, self.alpha = loss, l1, alpha
+        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
+        self.n, self.max_iter, self.check_every = n, max_iter, check_every
+        self.trace = trace
+        self.sigma_out, self.sigma_in = float(sigma_out), float(sigma_in)
+        self.inner_rounds, self.local_epochs = int(inner_rounds), float(local_epochs)
+
+    def problem(self, X, y, primal, n_total=None):
+        return GLMProblem(X, y, self.loss, self.l1, self.alpha, self.fit_intercept,
+                          self.intercept_scaling, primal=primal, n_total=n_total)
+
+    def done(self, rank, it, P, gap, t_check):
+        """Identical on every rank (same all-reduced inputs); rank 0 records the trace."""
+        if rank == 0:
+            return self.trace.record(it, P, gap, t_check)
+        if not np.isfinite(P):
+            raise FloatingPointError(f"the objective became {P} at iteration {it}")
+        return gap <= self.trace.tol * max(abs(P), 1e-300)
+
+    def local_coords(self, rng, m):
+        """The coordinates of one local solve: ``local_epochs`` passes (fractions allowed)."""
+        H = max(1, int(round(self.local_epochs * m)))
+        reps = -(-H // m)
+        return np.concatenate([rng.permutation(m) for _ in range(reps)])[:H].astype(np.int64)
+
+
+def _timed(ctx, rank, start):
+    if rank == 0:
+        (ctx.trace.start if start else ctx.trace.stop)()
+
+
+# ---------------------------------------------------------------------------------------------
+# workers
+
+
+def dual_worker(ctx, comms, X_k, y_k, seed):
+    """A CoCoA / hierarchical-CoCoA worker for the dual: owns examples ``X_k`` (CSC columns).
+
+    Parameters
+    ----------
+    ctx : _Ctx
+    comms : (world, node, cross) communicators
+    X_k : CSC matrix (n_features, n_k)
+    y_k : array (n_k,)
+    seed : int
+        This worker's permutation stream.
+
+    Returns
+    -------
+    (alpha_k, v, n_rounds, converged)
+    """
+    world, node, cross = comms
+    rank = world.rank
+    pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n)
+    rng = np.random.default_rng(seed)
+    colsq = pb.dual_colsq()
+    alpha = np.zeros(pb.n_local)
+    v = world.allreduce(pb.dual_point(alpha))
+    sigma = ctx.sigma_out * ctx.sigma_in
+    ip, ix, dt = X_k.indptr, X_k.indices, X_k.data
+    conv = False
+    it = 0
+    for it in range(1, ctx.max_iter + 1):
+        _timed(ctx, rank, True)
+        dv_node = np.zeros_like(v)
+        for _ in range(ctx.inner_rounds):
+            vloc = v + ctx.sigma_out * dv_node
+            dk = np.zeros_like(v)
+            _k.cd_dual_epoch(ip, ix, dt, y_k, alpha, vloc, dk, ctx.local_coords(rng, pb.n_local),
+                             pb.loss, pb.lam_n, sigma, 1.0, colsq, pb.icpt, True)
+            dv_node += node.allreduce(dk)
+        v = v + cross.allreduce(dv_node)
+        _timed(ctx, rank, False)
+        if it % ctx.check_every == 0 or it == ctx.max_iter:
+            t0 = time.perf_counter()
+            v = world.allreduce(pb.dual_point(alpha))  # exact, drops incremental drift
+            P, gap = pb.dual_certificate(world.allreduce(pb.dual_parts(alpha, v)), v)
+            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    return alpha, v, it, conv
+
+
+def primal_worker(ctx, comms, X_k, y, seed):
+    """A CoCoA / hierarchical-CoCoA worker for the primal: owns a block of features.
+
+    ``X_k`` is the worker's rows of ``X`` (its features) as a CSC matrix of shape
+    ``(n_k, n_examples)``.  Rank 0 also owns the intercept.
+
+    Returns
+    -------
+    (w_k, b, n_rounds, converged)
+    """
+    world, node, cross = comms
+    rank = world.rank
+    pb = ctx.problem(X_k, y, primal=True)
+    ip, ix, dt = pb.Xt
+    rng = np.random.default_rng(seed)
+    w = np.zeros(pb.d)
+    b = 0.0
+    own_b = pb.fit_intercept and rank == 0
+    z = np.zeros(pb.n)
+    sigma = ctx.sigma_out * ctx.sigma_in
+    conv = False
+    it = 0
+    for it in range(1, ctx.max_iter + 1):
+        _timed(ctx, rank, True)
+        dz_node = np.zeros(pb.n)
+        for _ in range(ctx.inner_rounds):
+            zloc = z + ctx.sigma_out * dz_node
+            dk = np.zeros(pb.n)
+            if pb.d:
+                _k.cd_primal_epoch(ip, ix, dt, y, w, zloc, dk, ctx.local_coords(rng, pb.d),
+                                   pb.loss, pb.l1, pb.lam_n, sigma, 1.0, pb.colsq_primal, True)
+            if own_b:
+                b = _k.cd_intercept_step(y, zloc, dk, b, pb.loss, sigma, 1.0, True)
+            dz_node += node.allreduce(dk)
+        z = z + cross.allreduce(dz_node)
+        _timed(ctx, rank, False)
+        if it % ctx.check_every == 0 or it == ctx.max_iter:
+            t0 = time.perf_counter()
+            b_all = float(world.allreduce(np.array([b if rank == 0 else 0.0]))[0])
+            z = world.allreduce(pb.margins(w, 0.0)) + b_all  # exact margins
+            a = np.empty(pb.n)
+            _k.cd_grad(z, y, pb.loss, a)
+            u = pb.xdot(a)
+            u_inf = float(world.allreduce(np.array([np.abs(u).max() if u.size else 0.0]),
+                                          op="max")[0])
+            s = pb.dual_scale(u_inf)
+            reg, u_sq = world.allreduce(np.array([pb.reg(w), float(u @ u)]))
+            P, gap = pb.certificate(pb.grad_parts(z, b_all, s), reg, u_sq, b_all)
+            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    return w, b, it, conv
+
+
+def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
+    """A Google-SCD worker: owns the example shard ``X_k``; ``block_feats`` lists the features
+    of every pure block.  Every rank draws the same block order from ``block_order_seed``.
+
+    Returns
+    -------
+    (w, b, n_epochs, converged)
+    """
+    rank = world.rank
+    pb = ctx.problem(X_k, y_k, primal=True, n_total=ctx.n)
+    ip, ix, dt = pb.Xt
+    rng = np.random.default_rng(block_order_seed)
+    w = np.zeros(pb.d)
+    b = 0.0
+    z = np.zeros(pb.n_local)
+    conv = False
+    it = 0
+    for it in range(1, ctx.max_iter + 1):
+        _timed(ctx, rank, True)
+        for bi in rng.permutation(len(block_feats)):
+            feats = block_feats[bi]
+            m = feats.size
+            stats = np.zeros(2 * m)
+            _k.cd_block_stats(ip, ix, dt, y_k, z, feats, pb.loss, stats[:m], stats[m:])
+            stats = world.allreduce(stats)
+            delta = np.empty(m)
+            _k.cd_block_steps(w, feats, stats[:m], stats[m:], pb.l1, pb.lam_n, delta)
+            _k.cd_block_apply(ip, ix, dt, z, feats, delta)
+        if pb.fit_intercept:
+            a = np.empty(pb.n_local)
+            gh = world.allreduce(np.array(_k.cd_grad(z, y_k, pb.loss, a)))
+            if gh[1] > 0:
+                step = -gh[0] / gh[1]
+                b += step
+                z += step
+        _timed(ctx, rank, False)
+        if it % ctx.check_every == 0 or it == ctx.max_iter:
+            t0 = time.perf_counter()
+            z = pb.margins(w, b, z)
+            a = np.empty(pb.n_local)
+            _k.cd_grad(z, y_k, pb.loss, a)
+            u = world.allreduce(pb.xdot(a))
+            s = pb.dual_scale(float(np.abs(u).max()))
+            parts = world.allreduce(pb.grad_parts(z, b, s))
+            P, gap = pb.certificate(parts, pb.reg(w), float(u @ u), b)
+            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    return w, b, it, conv
+
+
+# ---------------------------------------------------------------------------------------------
+# pure blocks
+
+
+def pure_blocks(X, max_blocks=512):
+    """Greedy partition of the features of ``X`` (``n_features x n_examples`` CSC) into pure
+    blocks: each feature (most frequent first) joins the first block in which none of its
+    examples is taken yet.
+
+    Returns
+    -------
+    blocks : ndarray of int64, shape (n_features,)
+        The block of every feature.
+    """
+    Xr = X.tocsr()
+    nnz = np.diff(Xr.indptr)
+    order = np.argsort(-nnz, kind="stable").astype(np.int64)
+    words = -(-max_blocks // 64)
+    blocks, n_used = _k.cd_greedy_pure_blocks(Xr.indptr, Xr.indices, X.shape[1], order, words)
+    if n_used < 0:
+        raise ValueError(
+            f"X needs more than max_blocks={max_blocks} pure blocks; pass blocks= explicitly "
+            "(e.g. one block per categorical field) or raise max_blocks"
+        )
+    return blocks
+
+
+def check_pure_blocks(X, blocks):
+    """Raise ``ValueError`` unless ``blocks`` (one id per feature) partitions the features of
+    ``X`` into pure blocks (no example with two non-zeros in one block)."""
+    blocks = np.asarray(blocks)
+    if blocks.shape != (X.shape[0],):
+        raise ValueError(f"blocks must have shape ({X.shape[0]},) (one id per feature), got "
+                         f"{blocks.shape}")
+    if blocks.dtype.kind not in "iu" or (blocks.size and blocks.min() < 0):
+        raise ValueError("blocks must hold non-negative integer block ids")
+    cols = np.repeat(np.arange(X.shape[1], dtype=np.int64), np.diff(X.indptr))
+    key = cols * (int(blocks.max()) + 1) + blocks[X.indices[: X.indptr[-1]]]
+    uniq, counts = np.unique(key, return_counts=True)
+    if uniq.size != key.size:
+        bad = uniq[np.argmax(counts > 1)]
+        ex, blk = divmod(int(bad), int(blocks.max()) + 1)
+        raise ValueError(f"blocks are not pure: example {ex} has several non-zeros in block {blk}")
+    return blocks.astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# driver
+
+
+def _split(rng, m, K):
+    """A seeded random partition of ``range(m)`` into ``K`` sorted index sets."""
+    return [np.sort(p) for p in np.array_split(rng.permutation(m), K)]
+
+
+def _fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
+                     K, n_nodes, inner_rounds, local_epochs, blocks, max_iter, check_every, rng,
+                     trace, comm_stats):
+    d, n = X.shape
+    if solver == "hcocoa":
+        N = K if n_nodes is None else int(n_nodes)
+        if N < 1 or K % N:
+            raise ValueError(f"n_workers={K} must be a multiple of n_nodes={n_nodes}")
+        M, R = K // N, int(inner_rounds)
+        if R < 1:
+            raise ValueError(f"inner_rounds must be >= 1, got {inner_rounds}")
+    else:
+        N, M, R = K, 1, 1
+    if not local_epochs > 0:
+        raise ValueError(f"local_epochs must be positive, got {local_epochs!r}")
+    ctx = _Ctx(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter, check_every,
+               trace, N, M, R, local_epochs)
+    seeds = rng.integers(0, 2**63 - 1, size=K)
+    info = {"n_workers": K}
+    if solver == "pure-block":
+        blocks = pure_blocks(X) if blocks is None else check_pure_blocks(X, blocks)
+        order = np.argsort(blocks, kind="stable")
+        cuts = np.flatnonzero(np.diff(blocks[order])) + 1
+        block_feats = [f.astype(np.int64) for f in np.split(order, cuts)]
+        shards = _split(rng, n, K)
+        group = InProcessGroup(K, name="world")
+        order_seed = int(seeds[0])
+        out = run_in_threads(
+            lambda r: pure_block_worker(ctx, group.communicator(r), X[:, shards[r]],
+                                        y[shards[r]], block_feats, order_seed),
+            K, [group])
+        w, b, it, conv = out[0]
+        info.update(n_blocks=len(block_feats), comm={"world": dict(group.stats)})
+        a = None
+    else:
+        hier = _Hierarchy(N, M)
+        if dual:
+            parts = _split(rng, n, K)
+            out = run_in_threads(
+                lambda r: dual_worker(ctx, hier.comms(r), X[:, parts[r]], y[parts[r]],
+                                      int(seeds[r])), K, hier.groups)
+            a = np.empty(n)
+            for r in range(K):
+                a[parts[r]] = out[r][0]
+            v = out[0][1]
+            pb = GLMProblem(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, primal=False)
+            w, b = pb.dual_primal(v)
+            w = w.copy()
+            it, conv = out[0][2], out[0][3]
+        else:
+            parts = _split(rng, d, K)
+            Xr = X.tocsr()
+            out = run_in_threads(
+                lambda r: primal_worker(ctx, hier.comms(r), Xr[parts[r]].tocsc(), y,
+                                        int(seeds[r])), K, hier.groups)
+            w = np.empty(d)
+            for r in range(K):
+                w[parts[r]] = out[r][0]
+            b, it, conv = out[0][1], out[0][2], out[0][3]
+            a = None
+        info.update(n_nodes=N, per_node=M, inner_rounds=R, comm=hier.stats())
+    if comm_stats is not None:
+        comm_stats.update(info["comm"])
+    return w, b, a, it, conv, info

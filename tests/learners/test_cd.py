@@ -1,0 +1,259 @@
+"""Local coordinate-descent solvers (learners/_cd.py) against scikit-learn's optima."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from roofline.learners import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd
+from sklearn.linear_model import Lasso, LogisticRegression, Ridge
+from sklearn.svm import LinearSVC
+
+
+def make_data(n=300, d=25, density=0.3, seed=0, dtype=np.float64, task="regression"):
+    """(X as n_features x n_examples CSC, X_sk as examples x features, y)."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, d, density=density, format="csr", random_state=rng, dtype=np.float64)
+    A.data = rng.normal(size=A.nnz)
+    w = rng.normal(size=d)
+    eta = A @ w + 0.5
+    if task == "regression":
+        y = eta + 0.3 * rng.normal(size=n)
+    else:
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.int64)
+    A = A.astype(dtype)
+    return A.T.tocsc(), A, y
+
+
+def objective(X, y, w, b, loss, alpha, penalty="l2", reg_b=False):
+    """Our documented objective, computed in numpy."""
+    z = X.T @ w + b
+    if loss == "squared":
+        L = 0.5 * (z - y) ** 2
+    else:
+        ys = np.where(y > 0, 1.0, -1.0)
+        L = np.logaddexp(0, -ys * z) if loss == "logistic" else np.maximum(0, 1 - ys * z)
+    R = np.abs(w).sum() if penalty == "l1" else 0.5 * (w @ w + (b * b if reg_b else 0.0))
+    return L.mean() + alpha * R
+
+
+TOL = {np.float32: 1e-4, np.float64: 1e-6}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ridge_matches_sklearn(dtype):
+    X, A, y = make_data(dtype=dtype)
+    n = A.shape[0]
+    res = fit_glm_cd(X, y, loss="squared", alpha=alpha_from_peer("ridge", 2.0, n), tol=1e-10,
+                     random_state=0)
+    sk = Ridge(alpha=2.0, solver="cholesky").fit(A.toarray().astype(np.float64), y)
+    assert res.converged and res.relative_gap <= 1e-10
+    np.testing.assert_allclose(res.coef, sk.coef_, atol=TOL[dtype] * 10)
+    assert res.intercept == pytest.approx(sk.intercept_, abs=TOL[dtype] * 10)
+    P_sk = objective(X.astype(np.float64), y, sk.coef_, sk.intercept_, "squared", res.alpha)
+    # the certificate bounds the suboptimality, and the objective trace is ours
+    assert res.objective[-1] - P_sk <= res.gap + 1e-12
+    assert res.objective[-1] == pytest.approx(
+        objective(X.astype(np.float64), y, res.coef, res.intercept, "squared", res.alpha),
+        rel=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lasso_matches_sklearn(dtype):
+    X, A, y = make_data(dtype=dtype, seed=1)
+    res = fit_glm_cd(X, y, loss="squared", penalty="l1", alpha=alpha_from_peer("lasso", 0.05, 300),
+                     tol=1e-10, random_state=0)
+    sk = Lasso(alpha=0.05, tol=1e-12, max_iter=100_000).fit(A.astype(np.float64), y)
+    assert res.converged
+    np.testing.assert_allclose(res.coef, sk.coef_, atol=1e-6)
+    assert res.intercept == pytest.approx(sk.intercept_, abs=1e-6)
+    assert np.count_nonzero(res.coef) == np.count_nonzero(sk.coef_) < A.shape[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dual", [False, True])
+def test_logistic_matches_sklearn(dtype, dual):
+    X, A, y = make_data(task="classification", dtype=dtype, seed=2)
+    n = A.shape[0]
+    fi = not dual  # lbfgs leaves the intercept unregularised, as our primal does
+    res = fit_glm_cd(X, y, loss="logistic", alpha=alpha_from_peer("C", 0.5, n), dual=dual,
+                     fit_intercept=fi, tol=1e-13, random_state=0)
+    sk = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000, fit_intercept=fi).fit(
+        A.astype(np.float64), y)
+    assert res.converged and res.dual == dual
+    np.testing.assert_allclose(res.coef, sk.coef_[0], atol=1e-5)
+    if fi:
+        assert res.intercept == pytest.approx(sk.intercept_[0], abs=1e-5)
+    P_sk = objective(X.astype(np.float64), y, sk.coef_[0], sk.intercept_[0] if fi else 0.0,
+                     "logistic", res.alpha)
+    assert res.objective[-1] - P_sk <= res.gap + 1e-12
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_hinge_svm_matches_liblinear(fit_intercept):
+    X, A, y = make_data(task="classification", seed=3, n=200)
+    n = A.shape[0]
+    res = fit_glm_cd(X, y, loss="hinge", alpha=alpha_from_peer("C", 0.1, n), tol=1e-10,
+                     fit_intercept=fit_intercept, random_state=0, max_iter=20_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk = LinearSVC(C=0.1, loss="hinge", dual=True, tol=1e-12, max_iter=1_000_000,
+                       fit_intercept=fit_intercept).fit(A, y)
+    assert res.converged and res.dual
+    b_sk = sk.intercept_[0] if fit_intercept else 0.0
+    # liblinear regularises the intercept (intercept_scaling=1), as our dual does
+    P_sk = objective(X, y, sk.coef_[0], b_sk, "hinge", res.alpha, reg_b=True)
+    P_us = objective(X, y, res.coef, res.intercept, "hinge", res.alpha, reg_b=True)
+    assert P_us == pytest.approx(res.objective[-1], rel=1e-10)
+    assert P_us <= P_sk + 1e-9  # ours is at least as good as liblinear's
+    assert P_sk - P_us <= 1e-6  # and both at the same optimum
+    np.testing.assert_allclose(res.coef, sk.coef_[0], atol=2e-3)
+    # the dual variables are feasible: y_i alpha_i in [0, 1]
+    ys = np.where(y > 0, 1.0, -1.0)
+    assert np.all(ys * res.dual_coef >= -1e-12) and np.all(ys * res.dual_coef <= 1 + 1e-12)
+
+
+def test_gap_is_a_certificate_along_the_way():
+    """Every recorded gap bounds the true suboptimality P(w_t) - P*."""
+    X, A, y = make_data(task="classification", seed=4)
+    al = alpha_from_peer("C", 1.0, 300)
+    ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, random_state=1)
+    for dual in (False, True):
+        res = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, max_iter=6, dual=dual,
+                         fit_intercept=False if dual else True, random_state=0)
+        if not dual:
+            assert np.all(res.objective - ref.objective[-1] <= res.gap_history + 1e-12)
+            assert res.gap_history[0] > res.gap_history[-1]
+        assert len(res.objective) == 6 and not res.converged
+        assert np.all(np.diff(res.times) >= 0)
+
+
+def test_deterministic_for_a_seed():
+    X, A, y = make_data(task="classification", seed=5)
+    kw = dict(loss="logistic", alpha=1e-2, tol=1e-14, max_iter=5)
+    for dual in (False, True):
+        r1 = fit_glm_cd(X, y, random_state=7, dual=dual, **kw)
+        r2 = fit_glm_cd(X, y, random_state=np.random.default_rng(7), dual=dual, **kw)
+        r3 = fit_glm_cd(X, y, random_state=8, dual=dual, **kw)
+        np.testing.assert_array_equal(r1.coef, r2.coef)
+        np.testing.assert_array_equal(r1.objective, r2.objective)
+        assert not np.array_equal(r1.coef, r3.coef)
+
+
+@pytest.mark.parametrize("mode", ["hogwild", "replica"])
+@pytest.mark.parametrize("dual", [False, True])
+def test_tpa_scd_reaches_the_optimum(mode, dual):
+    X, A, y = make_data(task="classification", seed=6)
+    al = alpha_from_peer("C", 1.0, 300)
+    ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, dual=dual, fit_intercept=False,
+                     random_state=0)
+    res = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-10, dual=dual, fit_intercept=False,
+                     solver="tpa-scd", n_jobs=4, tpa_mode=mode, random_state=0, max_iter=3000)
+    assert res.converged
+    np.testing.assert_allclose(res.coef, ref.coef, atol=1e-4)
+    assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-9)
+
+
+def _dense_correlated(seed=0, n=100, d=16):
+    rng = np.random.default_rng(seed)
+    Xd = rng.normal(size=(1, n)) + 0.3 * rng.normal(size=(d, n))  # one strong common factor
+    y = Xd.T @ rng.normal(size=d) + rng.normal(size=n)
+    return sp.csc_matrix(Xd), y
+
+
+@pytest.mark.parametrize("dual", [False, True])
+def test_tpa_damping_turns_divergence_into_convergence(dual):
+    """8 threads on a dense, correlated problem: without damping the simultaneous coordinate
+    steps overshoot and the iterates blow up; Snap ML's adaptive damping converges."""
+    X, y = _dense_correlated()
+    kw = dict(loss="squared", alpha=0.3, solver="tpa-scd", n_jobs=8, tpa_mode="replica",
+              dual=dual, fit_intercept=False, random_state=0, check_every=5)
+    with pytest.raises(FloatingPointError, match="diverged"):
+        fit_glm_cd(X, y, adaptive_damping=False, max_iter=400, tol=1e-8, **kw)
+    undamped = fit_glm_cd(X, y, adaptive_damping=False, max_iter=10, tol=1e-8, **kw)
+    assert undamped.objective[-1] > 100 * undamped.objective[0]
+    res = fit_glm_cd(X, y, adaptive_damping=True, max_iter=3000, tol=1e-8, **kw)
+    ref = fit_glm_cd(X, y, loss="squared", alpha=0.3, fit_intercept=False, tol=1e-12, dual=dual)
+    assert res.converged and res.info["n_rejected"] >= 1 and res.info["damping"] < 1
+    assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-7)
+
+
+def test_conversions_round_trip():
+    for peer, value in [("ridge", 3.0), ("lasso", 0.2), ("C", 0.7), ("snapml", 5.0)]:
+        a = alpha_from_peer(peer, value, 1000)
+        assert alpha_to_peer(peer, a, 1000) == pytest.approx(value)
+    assert alpha_from_peer("C", 2.0, 100) == pytest.approx(1 / 200)
+    assert alpha_from_peer("ridge", 2.0, 100) == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="peer"):
+        alpha_from_peer("vw", 1.0, 10)
+
+
+def test_result_object():
+    X, A, y = make_data()
+    res = fit_glm_cd(X, y, loss="squared", alpha=0.01, random_state=0)
+    assert isinstance(res, CDResult)
+    assert res.coef.shape == (A.shape[1],) and res.n_iter == len(res.objective)
+    assert res.time >= res.times[-1] >= 0 and res.dual_coef is None and not res.dual
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_features_are_rejected(bad):
+    X, A, y = make_data()
+    X = X.copy()
+    X.data[5] = bad
+    with pytest.raises(ValueError, match="X has a non-finite value"):
+        fit_glm_cd(X, y, loss="squared", alpha=0.1)
+    Xd = X.toarray()
+    with pytest.raises(ValueError, match="X has a non-finite value"):
+        fit_glm_cd(Xd, y, loss="squared", alpha=0.1)
+
+
+def test_bad_labels_are_rejected():
+    X, A, y = make_data(task="classification")
+    for loss in ("logistic", "hinge"):
+        with pytest.raises(ValueError, match=r"y must hold binary labels"):
+            fit_glm_cd(X, y + 1, loss=loss, alpha=0.1)  # {1, 2}
+        with pytest.raises(ValueError, match=r"y must hold binary labels"):
+            fit_glm_cd(X, np.where(y > 0, 0.5, -1.0), loss=loss, alpha=0.1)
+        with pytest.raises(ValueError, match="single class"):
+            fit_glm_cd(X, np.ones_like(y), loss=loss, alpha=0.1)
+    yy = y.astype(float)
+    yy[3] = np.nan
+    with pytest.raises(ValueError, match="y has a non-finite value"):
+        fit_glm_cd(X, yy, loss="squared", alpha=0.1)
+    with pytest.raises(ValueError, match="y has 299 entries but X has 300 examples"):
+        fit_glm_cd(X, y[:-1], loss="logistic", alpha=0.1)
+    # {0, 1} and {-1, 1} give the same model
+    r01 = fit_glm_cd(X, y, loss="logistic", alpha=0.1, random_state=0)
+    rpm = fit_glm_cd(X, 2 * y - 1, loss="logistic", alpha=0.1, random_state=0)
+    np.testing.assert_array_equal(r01.coef, rpm.coef)
+
+
+def test_empty_and_malformed_input():
+    with pytest.raises(ValueError, match="X is empty"):
+        fit_glm_cd(sp.csc_matrix((5, 0)), np.zeros(0), loss="squared", alpha=0.1)
+    with pytest.raises(ValueError, match="X is empty"):
+        fit_glm_cd(sp.csc_matrix((0, 4)), np.zeros(4), loss="squared", alpha=0.1)
+    X, A, y = make_data()
+    with pytest.raises(TypeError, match="CSC"):
+        fit_glm_cd(X.tocsr(), y, loss="squared", alpha=0.1)
+    with pytest.raises(TypeError, match="float32 and float64"):
+        fit_glm_cd(X.astype(np.int64), y, loss="squared", alpha=0.1)
+    with pytest.raises(ValueError, match="alpha must be a positive"):
+        fit_glm_cd(X, y, loss="squared", alpha=0.0)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        fit_glm_cd(X, y, loss="poisson", alpha=0.1)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        fit_glm_cd(X, y, loss="squared", alpha=0.1, solver="sag")
+    with pytest.raises(ValueError, match="max_iter must be a positive integer"):
+        fit_glm_cd(X, y, loss="squared", alpha=0.1, max_iter=0)
+    yc = (y > 0).astype(int)
+    with pytest.raises(ValueError, match="dual only"):
+        fit_glm_cd(X, yc, loss="hinge", alpha=0.1, dual=False)
+    with pytest.raises(ValueError, match="primal only"):
+        fit_glm_cd(X, y, loss="squared", penalty="l1", alpha=0.1, dual=True)
+    with pytest.raises(ValueError, match="not supported with loss='hinge'"):
+        fit_glm_cd(X, yc, loss="hinge", penalty="l1", alpha=0.1)

@@ -1,0 +1,192 @@
+"""The coordinate-descent kernels (kernels/_cd.py) against numpy/scipy references."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from roofline import kernels as K
+from scipy.optimize import minimize_scalar
+
+LOSS = {"squared": 0, "logistic": 1, "hinge": 2}
+
+
+def _powerlaw(n_rows, n_cols, dtype, seed):
+    """CSC with Zipf-distributed column lengths and a few empty rows and columns."""
+    rng = np.random.default_rng(seed)
+    lens = np.minimum(rng.zipf(1.8, size=n_cols) - 1, n_rows - 1)  # last row stays empty
+    lens[:2] = 0
+    indptr = np.concatenate([[0], np.cumsum(lens)])
+    indices = np.concatenate(
+        [np.sort(rng.choice(n_rows - 1, size=k, replace=False)) for k in lens]
+    ).astype(np.int32)
+    data = rng.normal(size=indices.size).astype(dtype)
+    return sp.csc_matrix((data, indices, indptr), shape=(n_rows, n_cols))
+
+
+def _loss_np(z, y, loss):
+    if loss == 0:
+        return 0.5 * (z - y) ** 2
+    if loss == 1:
+        return np.logaddexp(0, -y * z)
+    return np.maximum(0, 1 - y * z)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 40), (50, 13)])
+def test_matvecs_match_scipy(dtype, shape):
+    X = _powerlaw(*shape, dtype, seed=sum(shape))
+    rng = np.random.default_rng(0)
+    w, a = rng.normal(size=shape[0]), rng.normal(size=shape[1])
+    Xd = X.toarray().astype(np.float64)
+    z = K.cd_matvec(X.indptr, X.indices, X.data, w, np.empty(shape[1]), 0.5)
+    np.testing.assert_allclose(z, Xd.T @ w + 0.5, rtol=1e-12, atol=1e-12)
+    u = K.cd_matvec_t(X.indptr, X.indices, X.data, a, np.ones(shape[0]))
+    np.testing.assert_allclose(u, Xd @ a + 1.0, rtol=1e-12, atol=1e-12)
+    cs = K.cd_col_sqnorms(X.indptr, X.data, np.empty(shape[1]))
+    np.testing.assert_allclose(cs, (Xd**2).sum(0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+def test_loss_grad_and_conjugate(loss):
+    rng = np.random.default_rng(loss)
+    n = 200
+    y = rng.normal(size=n) if loss == 0 else np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    z = 3 * rng.normal(size=n)
+    assert K.cd_loss_sum(z, y, loss) == pytest.approx(_loss_np(z, y, loss).sum(), rel=1e-12)
+    a = np.empty(n)
+    g, h = K.cd_grad(z, y, loss, a)
+    if loss != 2:  # smooth: compare with finite differences
+        eps = 1e-6
+        fd = (_loss_np(z + eps, y, loss) - _loss_np(z - eps, y, loss)) / (2 * eps)
+        np.testing.assert_allclose(-a, fd, rtol=1e-6, atol=1e-8)
+        assert g == pytest.approx(fd.sum(), rel=1e-6, abs=1e-8)
+        fd2 = (_loss_np(z + eps, y, loss) - 2 * _loss_np(z, y, loss)
+               + _loss_np(z - eps, y, loss)) / eps**2
+        assert h == pytest.approx(fd2.sum(), rel=1e-4)
+    # Fenchel-Young: -l*(-a) = l(z) + a z at a = -l'(z) (equality), and <= elsewhere
+    fy = _loss_np(z, y, loss) + a * z
+    np.testing.assert_allclose(
+        [K.cd_conj_sum(a[i : i + 1], y[i : i + 1], loss) for i in range(n)], fy, atol=1e-9
+    )
+    b = a + 0.01 * rng.normal(size=n) * (y if loss else 1)
+    if loss:
+        b = y * np.clip(b * y, 1e-3, 1 - 1e-3)
+    lhs = np.array([K.cd_conj_sum(b[i : i + 1], y[i : i + 1], loss) for i in range(n)])
+    assert np.all(lhs <= _loss_np(z, y, loss) + b * z + 1e-12)
+    if loss:
+        assert K.cd_conj_sum(np.array([-0.5 * y[0]]), y[:1], loss) == -np.inf
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("loss", [0, 1])
+@pytest.mark.parametrize("l1", [False, True])
+def test_primal_coordinate_step(dtype, loss, l1):
+    """One step on feature j: squared loss -> the exact 1-D minimiser; logistic -> the Newton
+    step from the same gradient/curvature computed in numpy."""
+    rng = np.random.default_rng(3)
+    n, d, lam_n = 60, 5, 2.0
+    Xf = _powerlaw(n, d, dtype, seed=9)  # feature-major: column j = feature j
+    Xd = Xf.toarray().astype(np.float64)
+    y = rng.normal(size=n) if loss == 0 else np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    w = rng.normal(size=d)
+    j = int(np.argmax(np.diff(Xf.indptr)))
+    z = Xd @ w
+    dz = np.zeros(n)
+    colsq = (Xd**2).sum(0)
+    w2, z2 = w.copy(), z.copy()
+    K.cd_primal_epoch(Xf.indptr, Xf.indices, Xf.data, y, w2, z2, dz, np.array([j]), loss, l1,
+                      lam_n, 1.0, 1.0, colsq, True)
+    x = Xd[:, j]
+
+    def f(t):
+        reg = abs(t) if l1 else 0.5 * t * t
+        return _loss_np(z + (t - w[j]) * x, y, loss).sum() + lam_n * reg
+
+    if loss == 0:
+        ref = minimize_scalar(f, bounds=(w[j] - 50, w[j] + 50), method="bounded",
+                              options={"xatol": 1e-12}).x
+    else:
+        s = 1 / (1 + np.exp(y * z))
+        g, h = (x * -y * s).sum(), (x * x * s * (1 - s)).sum()
+        if l1:
+            t = h * w[j] - g
+            ref = np.sign(t) * max(abs(t) - lam_n, 0) / h
+        else:
+            ref = w[j] - (g + lam_n * w[j]) / (h + lam_n)
+    assert w2[j] == pytest.approx(ref, abs=1e-6)
+    np.testing.assert_allclose(z2, Xd @ w2, atol=1e-10)
+    np.testing.assert_allclose(dz, (w2[j] - w[j]) * x, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+def test_dual_coordinate_step_maximises(loss, icpt):
+    """One SDCA step equals the 1-D maximiser of the dual (scipy bounded search)."""
+    rng = np.random.default_rng(5)
+    d, n, lam_n = 8, 30, 3.0
+    X = _powerlaw(d, n, np.float64, seed=2)
+    Xd = X.toarray()
+    if icpt:
+        Xd = np.vstack([Xd, icpt * np.ones(n)])
+    y = rng.normal(size=n) if loss == 0 else np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    alpha = np.zeros(n) if loss == 0 else y * rng.uniform(0.05, 0.95, size=n)
+    i = int(np.argmax(np.diff(X.indptr)))
+    v = Xd @ alpha
+    colsq = (X.toarray() ** 2).sum(0)
+
+    def dual(a_i):
+        a = alpha.copy()
+        a[i] = a_i
+        vv = Xd @ a
+        return K.cd_conj_sum(a, y, loss) - 0.5 * vv @ vv / lam_n
+
+    a2, v2 = alpha.copy(), v.copy()
+    K.cd_dual_epoch(X.indptr, X.indices, X.data, y, a2, v2, np.empty(0), np.array([i]), loss,
+                    lam_n, 1.0, 1.0, colsq, icpt, False)
+    if loss == 0:
+        lo, hi = -50, 50
+    else:
+        lo, hi = sorted([0.0, y[i]])
+        lo, hi = lo + 1e-12, hi - 1e-12
+    best = minimize_scalar(lambda t: -dual(t), bounds=(lo, hi), method="bounded",
+                           options={"xatol": 1e-12})
+    assert dual(a2[i]) >= -best.fun - 1e-9
+    np.testing.assert_allclose(v2, Xd @ a2, atol=1e-10)
+
+
+def test_block_stats_and_steps():
+    rng = np.random.default_rng(1)
+    n, d = 40, 6
+    Xf = _powerlaw(n, d, np.float64, seed=4)
+    Xd = Xf.toarray()
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    z = rng.normal(size=n)
+    feats = np.array([1, 3, 4], dtype=np.int64)
+    g, h = np.zeros(3), np.zeros(3)
+    K.cd_block_stats(Xf.indptr, Xf.indices, Xf.data, y, z, feats, 1, g, h)
+    s = 1 / (1 + np.exp(y * z))
+    np.testing.assert_allclose(g, Xd[:, feats].T @ (-y * s), atol=1e-12)
+    np.testing.assert_allclose(h, (Xd[:, feats] ** 2).T @ (s * (1 - s)), atol=1e-12)
+    w = rng.normal(size=d)
+    w0 = w.copy()
+    delta = np.empty(3)
+    K.cd_block_steps(w, feats, g, h, False, 2.0, delta)
+    np.testing.assert_allclose(delta, -(g + 2.0 * w0[feats]) / (h + 2.0))
+    z2 = z.copy()
+    K.cd_block_apply(Xf.indptr, Xf.indices, Xf.data, z2, feats, delta)
+    np.testing.assert_allclose(z2, z + Xd[:, feats] @ delta, atol=1e-12)
+
+
+def test_greedy_pure_blocks():
+    rng = np.random.default_rng(0)
+    Xf = sp.random(200, 60, density=0.05, format="csc", random_state=rng)  # feature-major
+    blocks, nb = K.cd_greedy_pure_blocks(Xf.indptr, Xf.indices, 200,
+                                         np.arange(60, dtype=np.int64), 2)
+    assert nb > 0
+    assert blocks.max() == nb - 1
+    B = np.zeros((nb, 60))
+    B[blocks, np.arange(60)] = 1
+    per_block = (Xf != 0).astype(float) @ B.T  # examples x blocks: nonzeros per block
+    assert per_block.max() <= 1
+    _, fail = K.cd_greedy_pure_blocks(Xf.indptr, Xf.indices, 200, np.arange(60, dtype=np.int64),
+                                      0)
+    assert fail == -1
