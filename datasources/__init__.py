@@ -1,6 +1,7 @@
 """DataSources: iterators over minibatches in gmat layout (one column = one example)."""
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
+from ._criteo import CRITEO_FIELDS, CriteoOptions, CriteoSource, criteo_field_seeds
 from ._files import FileSource, FileSourceOptions, ShardWriter, read_shard, write_shards
 from ._prefetch import Prefetch, PrefetchOptions
 from ._stages import (
@@ -14,6 +15,7 @@ from ._stages import (
     split_heldout,
 )
 from ._svmlight import SVMLightOptions, SVMLightSource, load_svmlight
+from ._synthetic import CRITEO_LIKE_CARDINALITIES, make_criteo_like, make_criteo_like_matrix
 
 __all__ = [
     "DataSource",
@@ -21,6 +23,13 @@ __all__ = [
     "MatSource",
     "MatSourceOptions",
     "Minibatch",
+    "CRITEO_FIELDS",
+    "CRITEO_LIKE_CARDINALITIES",
+    "CriteoOptions",
+    "CriteoSource",
+    "criteo_field_seeds",
+    "make_criteo_like",
+    "make_criteo_like_matrix",
     "FileSource",
     "FileSourceOptions",
     "ShardWriter",

@@ -66,3 +66,27 @@ __all__ += [
     "cd_primal_epoch",
     "cd_primal_tpa",
 ]
+
+from ._criteo import (  # noqa: E402  (Criteo TSV parse/hash/format, issue 4)
+    N_CAT,
+    N_INT,
+    criteo_format,
+    criteo_hash_fields,
+    criteo_int_bucket,
+    criteo_parse,
+    log_bucket_thresholds,
+)
+from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int  # noqa: E402  (issue 4)
+
+__all__ += [
+    "N_CAT",
+    "N_INT",
+    "criteo_format",
+    "criteo_hash_fields",
+    "criteo_int_bucket",
+    "criteo_parse",
+    "log_bucket_thresholds",
+    "murmur3_32",
+    "murmur3_32_hex8",
+    "murmur3_32_int",
+]

@@ -1,0 +1,229 @@
+"""CriteoSource: the Criteo click-log TSV layout, hashed into 2^b columns by a numba kernel."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from roofline.kernels import (
+    N_CAT,
+    N_INT,
+    criteo_parse,
+    find_line_starts,
+    log_bucket_thresholds,
+)
+
+from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
+from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
+
+__all__ = ["CriteoSource", "CriteoOptions", "criteo_field_seeds", "CRITEO_FIELDS"]
+
+logger = logging.getLogger(__name__)
+
+CRITEO_FIELDS = tuple([f"I{k}" for k in range(1, N_INT + 1)] +
+                      [f"C{k}" for k in range(1, N_CAT + 1)])
+
+_MESSAGES = {
+    1: "the label is not 0 or 1",
+    2: f"wrong number of tab-separated fields (expected label + {N_INT} integer + {N_CAT} "
+       "categorical)",
+    3: "an integer field is not a decimal integer",
+    4: "a categorical field is not a hexadecimal token (at most 16 hex digits)",
+    8: "bytes that are not ASCII (the Criteo layout is ASCII)",
+}
+_MAX_LOGGED = 10
+
+
+def criteo_field_seeds(hash_seed: int = 0) -> np.ndarray:
+    """Per-field MurmurHash3 seeds: field ``f`` (0-12 = I1-I13, 13-38 = C1-C26) uses
+    ``(hash_seed + f) mod 2^32``."""
+    return (np.int64(hash_seed) + np.arange(N_INT + N_CAT, dtype=np.int64)) & 0xFFFFFFFF
+
+
+@dataclass
+class CriteoOptions(DataSourceOptions):
+    """Options of :class:`CriteoSource` (see its parameters)."""
+
+    n_bits: int = 20
+    layout: str = "hashed"
+    hash_seed: int = 0
+    has_label: bool = True
+    dtype: str = "float32"
+    on_error: str = "raise"
+    n_threads: int = 2
+    chunk_bytes: int = DEFAULT_CHUNK
+    compression: str | None = "infer"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.n_bits, (int, np.integer)) or not 1 <= self.n_bits <= 30:
+            raise ValueError(f"n_bits must be an integer in [1, 30], got {self.n_bits!r}")
+        if self.layout not in ("hashed", "per_field"):
+            raise ValueError(f"layout must be 'hashed' or 'per_field', got {self.layout!r}")
+        if not isinstance(self.hash_seed, (int, np.integer)) or isinstance(self.hash_seed, bool):
+            raise ValueError(f"hash_seed must be an integer, got {self.hash_seed!r}")
+        if not isinstance(self.has_label, bool):
+            raise ValueError(f"has_label must be a bool, got {self.has_label!r}")
+        if np.dtype(self.dtype) not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        self.dtype = np.dtype(self.dtype).name
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if not isinstance(self.n_threads, (int, np.integer)) or self.n_threads < 1:
+            raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
+        if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
+            raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
+
+
+class CriteoSource(DataSource):
+    """Minibatches from Criteo click-log TSV files, with the hashing trick.
+
+    Line layout: ``label \\t I1..I13 \\t C1..C26`` (integer fields decimal, categorical
+    fields hexadecimal, empty = missing).  Each present field becomes one non-zero of value 1:
+
+    * integer ``v`` -> bucket ``v`` if ``v <= 2`` else ``3 + floor(ln(v)^2)`` (log buckets,
+      computed exactly: see ``roofline.kernels.log_bucket_thresholds``),
+      hashed as an int32 with MurmurHash3 x86_32 and the field's seed;
+    * categorical token -> MurmurHash3 x86_32 of its bytes with the field's seed;
+    * field ``f`` has seed ``(hash_seed + f) mod 2^32`` (:func:`criteo_field_seeds`).
+
+    Parameters
+    ----------
+    paths : str, path-like, or list of them
+        Local paths or fsspec URLs, plain or gzip.
+    n_bits : int
+        Hash width ``b``.
+    layout : {"hashed", "per_field"}
+        ``"hashed"``: all fields share ``2^b`` columns (collisions inside an example are
+        summed).  ``"per_field"``: field ``f`` owns columns ``[f 2^b, (f+1) 2^b)``; every
+        example has at most one non-zero per field block (pure blocks, as SCD needs);
+        ``n_features = 39 * 2^b``, see :meth:`feature_blocks`.
+    hash_seed : int
+    has_label : bool
+        ``False`` for the unlabeled test layout (39 fields); ``y`` is then ``None``.
+    dtype, on_error, n_threads, chunk_bytes, compression, batch_size, drop_last
+        As for :class:`SVMLightSource`.
+    """
+
+    def __init__(self, paths, *, n_bits=20, layout="hashed", hash_seed=0, has_label=True,
+                 dtype="float32", batch_size=10_000, drop_last=False, on_error="raise",
+                 n_threads=2, chunk_bytes=DEFAULT_CHUNK, compression="infer"):
+        self.opts = CriteoOptions(
+            batch_size=batch_size, drop_last=drop_last, n_bits=n_bits, layout=layout,
+            hash_seed=hash_seed, has_label=has_label, dtype=dtype, on_error=on_error,
+            n_threads=n_threads, chunk_bytes=chunk_bytes, compression=compression,
+        )
+        self.paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
+        if not self.paths:
+            raise ValueError("paths is empty: give at least one Criteo TSV file")
+        block = 1 << n_bits
+        self.n_features = block * (N_INT + N_CAT) if layout == "per_field" else block
+        self.n_examples = None
+        self.seeds = criteo_field_seeds(hash_seed)
+        self.n_skipped = 0
+        self._pool = None
+        self._parallel_min = 1 << 16
+
+    def feature_blocks(self):
+        """``[(start, stop), ...]`` column range of each field (39 pure blocks) in the
+        ``"per_field"`` layout, ordered I1..I13, C1..C26."""
+        if self.opts.layout != "per_field":
+            raise ValueError("feature_blocks() needs layout='per_field'")
+        b = 1 << self.opts.n_bits
+        return [(f * b, (f + 1) * b) for f in range(N_INT + N_CAT)]
+
+    def _parse(self, arr, lo, hi):
+        o = self.opts
+        args = (o.has_label, o.n_bits, o.layout == "per_field", self.seeds,
+                log_bucket_thresholds(), o.on_error == "skip")
+        if o.n_threads > 1 and hi - lo > self._parallel_min:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(o.n_threads, thread_name_prefix="criteo")
+            bounds = find_line_starts(arr, lo, hi, o.n_threads)
+            futs = [self._pool.submit(criteo_parse, arr, bounds[k], bounds[k + 1], *args)
+                    for k in range(o.n_threads)]
+            return [f.result() for f in futs]
+        return [criteo_parse(arr, lo, hi, *args)]
+
+    def _blocks(self):
+        o = self.opts
+        dt = np.dtype(o.dtype)
+        total_skipped = 0
+        for path in self.paths:
+            name = display_name(path)
+            line0, n_rows, n_skipped = 0, 0, 0
+            pending = b""
+            chunks = iter_chunks(path, o.chunk_bytes, o.compression)
+            final = False
+            while not final:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    chunk, final = b"", True
+                except TruncatedInputError as exc:
+                    raise ValueError(f"{exc} (at line {line0 + 1})") from exc
+                buf = pending + chunk if pending else chunk
+                cut = len(buf) if final else buf.rfind(b"\n") + 1
+                if cut == 0:
+                    pending = buf
+                    continue
+                pending = buf[cut:]
+                arr = np.frombuffer(buf, dtype=np.uint8)
+                parts = self._parse(arr, 0, cut)
+                ls, ps, ix, ds = [], [np.zeros(1, np.int64)], [], []
+                off = 0
+                for labels, indptr, indices, data, info, skipped in parts:
+                    if info[0]:
+                        raise ValueError(
+                            f"{name}, line {line0 + int(info[1]) + 1}: "
+                            f"{_MESSAGES.get(int(info[0]), 'parse error')} "
+                            f"(at byte {int(info[2])} of the line)"
+                        )
+                    for ln, code, byte in skipped:
+                        if n_skipped < _MAX_LOGGED:
+                            logger.warning("skipped: %s, line %d: %s (at byte %d)", name,
+                                           line0 + int(ln) + 1, _MESSAGES.get(int(code)), byte)
+                        n_skipped += 1
+                    line0 += int(info[3])
+                    ls.append(labels)
+                    ps.append(indptr[1:] + off)
+                    ix.append(indices)
+                    ds.append(data)
+                    off += len(data)
+                labels = np.concatenate(ls)
+                if not len(labels):
+                    continue
+                n_rows += len(labels)
+                indptr = np.concatenate(ps)
+                nnz = int(indptr[-1])
+                idt = _index_dtype(self.n_features, nnz)
+                X = _csc(np.concatenate(ds).astype(dt, copy=False),
+                         np.concatenate(ix).astype(idt, copy=False),
+                         indptr.astype(idt, copy=False), (self.n_features, len(labels)))
+                yield X, (labels.astype(dt) if o.has_label else None)
+            if n_skipped:
+                logger.warning("%s: skipped %d malformed lines (on_error='skip')", name,
+                               n_skipped)
+            total_skipped += n_skipped
+        self.n_skipped = total_skipped
+
+    def _batches(self):
+        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
+        for X, y in self._blocks():
+            yield from rb.push(X, y)
+        yield from rb.finish()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __repr__(self) -> str:
+        return (
+            f"CriteoSource({display_name(self.paths[0])}"
+            f"{f' +{len(self.paths) - 1}' if len(self.paths) > 1 else ''}, "
+            f"{self.opts.layout}, n_bits={self.opts.n_bits}, {self.n_features} features, "
+            f"batch_size={self.opts.batch_size})"
+        )
