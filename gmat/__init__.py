@@ -12,22 +12,41 @@ from ._arrays import (
     as_dense,
     check_csc,
     device_of,
+    empty,
     get_array_module,
     gpu_available,
     is_sparse,
     slice_columns,
     to_device,
+    zeros,
 )
 from ._cache import BufferCache, default_cache
+from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
+from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._primitives import mult_as, mult_ast, sddmm
+from ._random import powerlaw_csc
+from ._report import PrimitiveTiming, RooflineReport, benchmark_primitives, roofline_report
 
 __all__ = [
     "SUPPORTED_DTYPES",
     "BufferCache",
+    "Cost",
+    "MachineRoofline",
+    "PrimitiveTiming",
+    "RooflineReport",
+    "benchmark_primitives",
+    "cost_mult_as",
+    "cost_mult_ast",
+    "cost_sddmm",
+    "machine_roofline",
+    "measure_machine",
+    "powerlaw_csc",
+    "roofline_report",
     "as_dense",
     "check_csc",
     "default_cache",
     "device_of",
+    "empty",
     "get_array_module",
     "gpu_available",
     "is_sparse",
@@ -36,4 +55,5 @@ __all__ = [
     "sddmm",
     "slice_columns",
     "to_device",
+    "zeros",
 ]

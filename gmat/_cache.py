@@ -11,7 +11,8 @@ import threading
 
 import numpy as np
 
-from ._arrays import get_array_module
+from ._arrays import device_of
+from ._arrays import empty as aligned_empty
 
 __all__ = ["BufferCache", "default_cache"]
 
@@ -59,18 +60,19 @@ class BufferCache:
         order : {"C", "F"}
         like : array, optional
             Allocate on the same device (numpy or cupy) as ``like``; CPU when omitted.
+            Buffers start on a 64-byte cache-line boundary.
         """
-        xp = np if like is None else get_array_module(like)
+        device = "cpu" if like is None else device_of(like)
         shape = tuple(int(s) for s in (shape if np.iterable(shape) else (shape,)))
         dtype = np.dtype(dtype)
-        key = (tag, shape, dtype.str, order, xp.__name__)
+        key = (tag, shape, dtype.str, order, device)
         with self._lock:
             buf = self._buffers.pop(key, None)
             if buf is not None:
                 self._buffers[key] = buf  # move to most-recently-used position
                 self.n_hits += 1
                 return buf
-            buf = xp.empty(shape, dtype=dtype, order=order)
+            buf = aligned_empty(shape, dtype, order=order, device=device)
             self.n_allocations += 1
             self._buffers[key] = buf
             logger.debug("BufferCache: allocated %s %s %s tag=%r", shape, dtype, order, tag)

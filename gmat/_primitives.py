@@ -14,7 +14,7 @@ import numpy as np
 
 from roofline import kernels
 
-from ._arrays import as_dense, check_csc, device_of, get_array_module
+from ._arrays import as_dense, check_csc, device_of, empty
 from ._cache import BufferCache, default_cache
 
 __all__ = ["mult_as", "mult_ast", "sddmm"]
@@ -57,8 +57,7 @@ def _output(out, shape, dtype, cache, tag, name="out", like=None):
             raise ValueError(f"{name} is on {device_of(out)}, operands on {device_of(like)}")
         return out
     if cache is None or cache is False:
-        xp = np if like is None else get_array_module(like)
-        return xp.empty(shape, dtype=dtype, order="F")
+        return empty(shape, dtype, order="F", device=device_of(like))
     if cache is True:
         cache = default_cache()
     if not isinstance(cache, BufferCache):
@@ -109,9 +108,12 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
     if k == 0 or m == 0:
         out[...] = 0
         return out
-    outT = out.reshape(m, 1) if out.ndim == 1 else out.T
     bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
-    kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, outT, bounds)
+    if k == 1:
+        a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
+        kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), bounds)
+    else:
+        kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, bounds)
     return out
 
 
@@ -153,9 +155,12 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     if k == 0 or n == 0:
         out[...] = 0
         return out
-    outT = out.reshape(n, 1) if out.ndim == 1 else out.T
     slabs = kernels.row_slabs(S.indices, int(S.indptr[-1]), n, min(n, _threads()))
-    kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, outT, slabs)
+    if k == 1:
+        a = A.reshape(-1)
+        kernels.csc_mult_t_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), slabs)
+    else:
+        kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, slabs)
     return out
 
 
@@ -217,10 +222,12 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
         out[...] = 0
     elif nnz:
         bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
-        kernels.csc_sddmm(
-            _transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr, S.indices, S.data,
-            out, bounds, bool(scale),
-        )
+        if ka == 1:
+            kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr, S.indices, S.data,
+                                  out, bounds, bool(scale))
+        else:
+            kernels.csc_sddmm(_transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr, S.indices,
+                              S.data, out, bounds, bool(scale))
     return _with_pattern(S, out)
 
 

@@ -5,31 +5,35 @@ Learners never call these directly; they go through ``roofline.gmat``.
 
 from ._csc import (
     check_csc_structure,
+    count_distinct_rows,
     csc_mult,
     csc_mult_t,
+    csc_mult_t_vec,
+    csc_mult_vec,
     csc_sddmm,
+    csc_sddmm_vec,
     default_threads,
     nnz_chunks,
     row_slabs,
 )
+from ._machine import fma_loop, stream_read, stream_triad
 
 __all__ = [
     "check_csc_structure",
+    "count_distinct_rows",
     "csc_mult",
+    "csc_mult_vec",
     "csc_mult_t",
+    "csc_mult_t_vec",
     "csc_sddmm",
+    "csc_sddmm_vec",
     "default_threads",
     "nnz_chunks",
     "row_slabs",
+    "fma_loop",
+    "stream_read",
+    "stream_triad",
 ]
-
-from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
-
-__all__ += ["find_line_starts", "svmlight_parse"]
-
-from ._glm import adagrad_glm_update, glm_touched_transpose  # noqa: E402  (fused GLM, issue 5)
-
-__all__ += ["adagrad_glm_update", "glm_touched_transpose"]
 
 from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)
     cd_block_apply,
@@ -66,6 +70,14 @@ __all__ += [
     "cd_primal_epoch",
     "cd_primal_tpa",
 ]
+
+from ._glm import adagrad_glm_update, glm_touched_transpose  # noqa: E402  (fused GLM, issue 5)
+
+__all__ += ["adagrad_glm_update", "glm_touched_transpose"]
+
+from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
+
+__all__ += ["find_line_starts", "svmlight_parse"]
 
 from ._criteo import (  # noqa: E402  (Criteo TSV parse/hash/format, issue 4)
     N_CAT,

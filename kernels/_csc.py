@@ -31,11 +31,17 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ._prefetch import prefetch_row
+
 __all__ = [
     "check_csc_structure",
+    "count_distinct_rows",
     "csc_mult",
+    "csc_mult_vec",
     "csc_mult_t",
+    "csc_mult_t_vec",
     "csc_sddmm",
+    "csc_sddmm_vec",
     "nnz_chunks",
     "row_slabs",
     "default_threads",
@@ -122,20 +128,38 @@ def row_slabs(indices, nnz, n_rows, n_slabs):
     return bounds
 
 
+# Prefetch distance in nonzeros: far enough ahead to cover main-memory latency (~150 ns here)
+# at a few ns per nonzero, near enough that the prefetched lines are still in L1/L2 when used.
+PREFETCH_DISTANCE = 16
+
+
+@njit(inline="always", **_FLAGS)
+def _prefetch_rows(X, indices, q, row_bytes):
+    """Prefetch every cache line of row ``indices[q]`` of ``X`` (``row_bytes`` long)."""
+    r = indices[q]
+    for off in range(0, row_bytes, 64):
+        prefetch_row(X, r, off)
+
+
 @njit(parallel=True, **_FLAGS)
 def csc_mult(AT, indptr, indices, data, outT, bounds):
     """``outT[j, :] = sum_p data[p] * AT[indices[p], :]`` over the nonzeros ``p`` of column ``j``.
 
-    This is ``C = A * S`` with ``AT = A.T`` (``n x k``) and ``outT = C.T`` (``m x k``).
+    This is ``C = A * S`` with ``AT = A.T`` (``n x k``) and ``outT = C.T`` (``m x k``).  The row
+    of ``AT`` needed ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.
     """
     k = AT.shape[1]
+    row_bytes = k * AT.itemsize
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
+        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             o = outT[j]
             for kk in range(k):
                 o[kk] = 0
             for p in range(indptr[j], indptr[j + 1]):
+                if p < p_end:
+                    _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
                 v = data[p]
                 a = AT[indices[p]]
                 for kk in range(k):
@@ -143,12 +167,31 @@ def csc_mult(AT, indptr, indices, data, outT, bounds):
 
 
 @njit(parallel=True, **_FLAGS)
+def csc_mult_vec(a, indptr, indices, data, out, bounds):
+    """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``."""
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
+        for j in range(bounds[c], bounds[c + 1]):
+            acc = a.dtype.type(0)
+            for p in range(indptr[j], indptr[j + 1]):
+                if p < p_end:
+                    prefetch_row(a, indices[p + PREFETCH_DISTANCE], 0)
+                acc += data[p] * a[indices[p]]
+            out[j] = acc
+
+
+@njit(parallel=True, **_FLAGS)
 def csc_mult_t(AT, indptr, indices, data, outT, slabs):
     """``outT[i, :] = sum_{(i, j) in S} data * AT[j, :]``: ``C = A * S^T`` with ``AT = A.T``
-    (``m x k``) and ``outT = C.T`` (``n x k``).  Thread ``t`` owns output rows ``slabs[t]:slabs[t+1]``.
+    (``m x k``) and ``outT = C.T`` (``n x k``).  Thread ``t`` owns output rows
+    ``slabs[t]:slabs[t+1]``; the output row needed ``PREFETCH_DISTANCE`` nonzeros ahead (when it
+    belongs to the thread's slab) is prefetched.
     """
     k = AT.shape[1]
+    row_bytes = k * outT.itemsize
     m = indptr.shape[0] - 1
+    nnz = indptr[m]
     n_slabs = slabs.shape[0] - 1
     for s in prange(n_slabs):
         r0 = slabs[s]
@@ -157,44 +200,90 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
             for kk in range(k):
                 outT[i, kk] = 0
         for j in range(m):
-            lo = indptr[j]
             hi = indptr[j + 1]
-            if lo == hi:
-                continue
-            # first nonzero with row >= r0
-            if indices[lo] < r0:
-                a0 = lo
-                b0 = hi
-                while a0 < b0:
-                    mid = (a0 + b0) // 2
-                    if indices[mid] < r0:
-                        a0 = mid + 1
-                    else:
-                        b0 = mid
-                lo = a0
+            lo = _first_at_least(indices, indptr[j], hi, r0)
             a = AT[j]
             for p in range(lo, hi):
                 i = indices[p]
                 if i >= r1:
                     break
+                q = p + PREFETCH_DISTANCE
+                if q < nnz:
+                    iq = indices[q]
+                    if iq >= r0 and iq < r1:
+                        _prefetch_rows(outT, indices, q, row_bytes)
                 v = data[p]
                 o = outT[i]
                 for kk in range(k):
                     o[kk] += v * a[kk]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _first_at_least(indices, lo, hi, r0):
+    """First position in ``[lo, hi)`` whose (sorted) row index is ``>= r0``."""
+    if hi == lo or indices[lo] >= r0:
+        return lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if indices[mid] < r0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @njit(parallel=True, **_FLAGS)
-def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
-    """``out[p] = dot(AT[indices[p]], BT[j]) * (data[p] if scale else 1)`` for nonzero ``p`` of
-    column ``j``: SDDMM with ``A`` (``k x n``) and ``B`` (``k x m``) passed transposed."""
-    k = AT.shape[1]
+def csc_mult_t_vec(a, indptr, indices, data, out, slabs):
+    """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``."""
+    m = indptr.shape[0] - 1
+    n_slabs = slabs.shape[0] - 1
+    for s in prange(n_slabs):
+        r0 = slabs[s]
+        r1 = slabs[s + 1]
+        for i in range(r0, r1):
+            out[i] = 0
+        for j in range(m):
+            hi = indptr[j + 1]
+            aj = a[j]
+            for p in range(_first_at_least(indices, indptr[j], hi, r0), hi):
+                i = indices[p]
+                if i >= r1:
+                    break
+                out[i] += data[p] * aj
+
+
+@njit(parallel=True, **_FLAGS)
+def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
+    """``k = 1`` case of :func:`csc_sddmm`: ``out[p] = a[indices[p]] * b[j] (* data[p])``."""
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
         for j in range(bounds[c], bounds[c + 1]):
+            bj = b[j]
+            if scale:
+                for p in range(indptr[j], indptr[j + 1]):
+                    out[p] = a[indices[p]] * bj * data[p]
+            else:
+                for p in range(indptr[j], indptr[j + 1]):
+                    out[p] = a[indices[p]] * bj
+
+
+@njit(parallel=True, **_FLAGS)
+def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
+    """``out[p] = dot(AT[indices[p]], BT[j]) * (data[p] if scale else 1)`` for nonzero ``p`` of
+    column ``j``: SDDMM with ``A`` (``k x n``) and ``B`` (``k x m``) passed transposed
+    (``k >= 1``; gmat handles ``k = 0``)."""
+    k = AT.shape[1]
+    row_bytes = k * AT.itemsize
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
+        for j in range(bounds[c], bounds[c + 1]):
             b = BT[j]
             for p in range(indptr[j], indptr[j + 1]):
+                if p < p_end:
+                    _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
                 a = AT[indices[p]]
-                acc = a[0] * b[0]  # k >= 1 (gmat handles k == 0)
+                acc = a[0] * b[0]
                 for kk in range(1, k):
                     acc += a[kk] * b[kk]
                 out[p] = acc * data[p] if scale else acc
@@ -203,3 +292,16 @@ def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
 def default_threads() -> int:
     """The number of threads the kernels run on (numba's current setting)."""
     return numba.get_num_threads()
+
+
+@njit(cache=True, nogil=True)
+def count_distinct_rows(indices, nnz, n_rows):
+    """Number of distinct row indices among ``indices[:nnz]`` (a bitmap pass)."""
+    seen = np.zeros(n_rows, dtype=np.bool_)
+    count = 0
+    for p in range(nnz):
+        i = indices[p]
+        if not seen[i]:
+            seen[i] = True
+            count += 1
+    return count

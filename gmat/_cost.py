@@ -1,0 +1,127 @@
+"""Cost models of the primitives on their actual operands: compulsory bytes and flops.
+
+Compulsory bytes are what any implementation must move between memory and the cores:
+the sparse structure read once (``indptr``, ``indices``, values), each *distinct* dense column
+that the sparse pattern touches read once (``k * itemsize`` bytes), and each output element
+written once (the primitives overwrite their outputs, so nothing is accumulated in memory).
+Flops count 2 per multiply-add.  The roofline time ``max(bytes / bandwidth, flops / ceiling)``
+is a true lower bound on the run time, so a fraction above 100% means the model is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roofline import kernels
+
+from ._arrays import check_csc
+from ._machine import MachineRoofline, machine_roofline
+
+__all__ = ["Cost", "cost_mult_as", "cost_mult_ast", "cost_sddmm"]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Compulsory traffic and arithmetic of one primitive call.
+
+    Attributes
+    ----------
+    primitive : str
+    k : int
+        Rows of the dense operands.
+    dtype : numpy.dtype
+    nnz : int
+    bytes : int
+        Compulsory bytes (sum of ``breakdown``).
+    flops : int
+        Floating-point operations (2 per multiply-add).
+    breakdown : dict
+        Bytes per component (``"sparse"``, ``"dense_in"``, ``"out"``).
+    """
+
+    primitive: str
+    k: int
+    dtype: np.dtype
+    nnz: int
+    bytes: int
+    flops: int
+    breakdown: dict = field(default_factory=dict)
+
+    def roofline_time(self, machine: MachineRoofline | None = None) -> float:
+        """Lower bound on the run time: ``max(bytes / bandwidth, flops / flops ceiling)``."""
+        m = machine or machine_roofline()
+        return max(self.bytes / m.bandwidth, self.flops / m.flops(self.dtype))
+
+    def bidmach_time(self, machine: MachineRoofline | None = None) -> float:
+        """BIDMach's main-memory figure: one dense word per multiply-add, i.e. a gflops
+        "roofline" of ``bandwidth / itemsize``.  On power-law data with caches this is NOT a
+        lower bound (hot columns are reused from cache); it is reported only to compare with
+        the seed's published numbers."""
+        m = machine or machine_roofline()
+        return self.flops / (m.bandwidth / np.dtype(self.dtype).itemsize)
+
+    def fraction(self, seconds: float, machine: MachineRoofline | None = None) -> float:
+        """Fraction of the roofline achieved by a call that took ``seconds``."""
+        return self.roofline_time(machine) / seconds
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in self.breakdown.items())
+        return (
+            f"{self.primitive} k={self.k} {np.dtype(self.dtype).name}: "
+            f"{self.bytes / 1e6:.1f} MB compulsory ({parts}), {self.flops / 1e9:.3f} gflop"
+        )
+
+
+def _sparse_bytes(S) -> tuple[int, int]:
+    nnz = int(S.indptr[-1])
+    b = S.indptr.nbytes + nnz * (S.indices.itemsize + S.data.itemsize)
+    return nnz, int(b)
+
+
+def _distinct_rows(S) -> int:
+    nnz = int(S.indptr[-1])
+    return int(kernels.count_distinct_rows(S.indices, nnz, S.shape[0]))
+
+
+def _nonempty_cols(S) -> int:
+    return int(np.count_nonzero(np.diff(S.indptr)))
+
+
+def cost_mult_as(S, k: int) -> Cost:
+    """Cost of ``A * S`` for ``A`` of shape ``(k, n)`` (``out`` is ``k x m``)."""
+    check_csc(S, "S")
+    isz = S.dtype.itemsize
+    nnz, sb = _sparse_bytes(S)
+    dense = _distinct_rows(S) * k * isz
+    out = k * S.shape[1] * isz
+    return Cost("A*S", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz,
+                {"sparse": sb, "dense_in": dense, "out": out})
+
+
+def cost_mult_ast(S, k: int) -> Cost:
+    """Cost of ``A * S^T`` for ``A`` of shape ``(k, m)`` (``out`` is ``k x n``, all written)."""
+    check_csc(S, "S")
+    isz = S.dtype.itemsize
+    nnz, sb = _sparse_bytes(S)
+    dense = _nonempty_cols(S) * k * isz
+    out = k * S.shape[0] * isz
+    return Cost("A*S^T", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz,
+                {"sparse": sb, "dense_in": dense, "out": out})
+
+
+def cost_sddmm(S, k: int, scale: bool = True) -> Cost:
+    """Cost of ``SDDMM(S, A, B)`` for ``A`` ``(k, n)``, ``B`` ``(k, m)`` (``out``: nnz values).
+
+    Without ``scale`` the values of ``S`` need not be read.
+    """
+    check_csc(S, "S")
+    isz = S.dtype.itemsize
+    nnz, sb = _sparse_bytes(S)
+    if not scale:
+        sb -= nnz * S.data.itemsize
+    dense = (_distinct_rows(S) + _nonempty_cols(S)) * k * isz
+    out = nnz * isz
+    return Cost("SDDMM", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz + (nnz if scale else 0),
+                {"sparse": sb, "dense_in": dense, "out": out})
