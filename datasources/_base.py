@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
 from roofline import gmat
 
 __all__ = ["DataSource", "DataSourceOptions", "MatSource", "MatSourceOptions", "Minibatch"]

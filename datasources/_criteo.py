@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+
 from roofline.kernels import (
     N_CAT,
     N_INT,

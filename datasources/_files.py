@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from roofline import gmat
 
 from ._base import DataSource, DataSourceOptions, _csc, _Rebatcher
@@ -73,7 +74,11 @@ def _exists(path) -> bool:
         import fsspec
 
         fs, p = fsspec.core.url_to_fs(path)
-        return fs.exists(p)
+        try:  # info() is a HEAD / stat; fsspec's http exists() would GET the whole file
+            fs.info(p)
+        except FileNotFoundError:
+            return False
+        return True
     return os.path.exists(path)
 
 

@@ -75,7 +75,7 @@ def iter_chunks(path, chunk_bytes: int = DEFAULT_CHUNK, compression="infer"):
     """
     name = display_name(path)
     raw_block = max(1 << 16, chunk_bytes // 4)
-    with open_binary(path, block_size=max(chunk_bytes, 1 << 20)) as f:
+    with open_binary(path, block_size=max(chunk_bytes, 1 << 18)) as f:
         head = f.read(chunk_bytes)
         if not _want_gzip(path, compression, head):
             if head:

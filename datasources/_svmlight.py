@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+
 from roofline.kernels import find_line_starts, svmlight_parse
 
 from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher

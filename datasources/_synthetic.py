@@ -19,6 +19,7 @@ import gzip
 import os
 
 import numpy as np
+
 from roofline.kernels import (
     N_CAT,
     N_INT,

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from roofline.datasources import MatSource, Minibatch
 from roofline.datasources._base import _hstack, _Rebatcher, _slice_cols, _take_cols
 

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.utils import murmurhash3_32 as sk_murmur
+
 from roofline.datasources import CRITEO_FIELDS, CriteoSource, criteo_field_seeds
 from roofline.datasources._base import _hstack
 from roofline.kernels import (
@@ -23,7 +25,6 @@ from roofline.kernels import (
     murmur3_32_hex8,
     murmur3_32_int,
 )
-from sklearn.utils import murmurhash3_32 as sk_murmur
 
 
 def _ref_murmur3_x86_32(key: bytes, seed: int) -> int:

@@ -3,6 +3,7 @@
 import h5py
 import numpy as np
 import pytest
+
 from roofline.datasources import (
     FileSource,
     MatSource,

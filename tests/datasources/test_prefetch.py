@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+
 from roofline.datasources import DataSource, DataSourceOptions, MatSource, Prefetch, SVMLightSource
 
 
@@ -71,6 +72,7 @@ class _Slow(DataSource):
 
     def _batches(self):
         import scipy.sparse as sp
+
         from roofline.datasources import Minibatch
 
         try:

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from roofline import gmat
 from roofline.datasources import HeldOut, MatSource, Shuffle, ToDevice, split_heldout
 from roofline.datasources._base import _hstack

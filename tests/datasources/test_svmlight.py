@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from roofline.datasources import SVMLightSource, load_svmlight
 from sklearn.datasets import load_svmlight_file
+
+from roofline.datasources import SVMLightSource, load_svmlight
 
 _HC = [HealthCheck.function_scoped_fixture]
 

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-from roofline.datasources import CriteoSource, make_criteo_like, make_criteo_like_matrix
-from roofline.datasources._base import _hstack
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
+
+from roofline.datasources import CriteoSource, make_criteo_like, make_criteo_like_matrix
+from roofline.datasources._base import _hstack
 
 
 @pytest.mark.parametrize("layout", ["hashed", "per_field"])
