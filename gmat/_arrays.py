@@ -241,6 +241,16 @@ def _check_csc_gpu(S, name, allow_nonfinite):  # pragma: no cover - needs a GPU
         raise ValueError(f"{name} has non-finite values")
 
 
+def csc_from_arrays(cls, data, indices, indptr, shape):
+    """A CSC matrix of class ``cls`` holding exactly these arrays (no copies, no index
+    downcasting: scipy's constructor would do both).  The caller guarantees a canonical
+    structure (sorted, duplicate-free rows)."""
+    C = cls(shape, dtype=data.dtype)
+    C.data, C.indices, C.indptr = data, indices, indptr
+    C.has_sorted_indices = True
+    return C
+
+
 def slice_columns(S, start: int, stop: int, name: str = "S"):
     """Columns ``start:stop`` of a CSC matrix without copying values or indices.
 
@@ -265,11 +275,10 @@ def slice_columns(S, start: int, stop: int, name: str = "S"):
         raise ValueError(f"column range {start}:{stop} is outside [0, {m}] of {name}")
     lo, hi = int(S.indptr[start]), int(S.indptr[stop])
     indptr = S.indptr[start : stop + 1] - S.indptr[start]
-    cls = type(S)
-    C = cls((S.shape[0], stop - start), dtype=S.dtype)
-    # scipy's constructor copies its inputs; assign the views directly instead.
-    C.data, C.indices, C.indptr = S.data[lo:hi], S.indices[lo:hi], indptr.astype(S.indices.dtype)
-    C.has_sorted_indices = True
+    C = csc_from_arrays(
+        type(S), S.data[lo:hi], S.indices[lo:hi], indptr.astype(S.indices.dtype),
+        (S.shape[0], stop - start),
+    )
     setattr(C, _CHECKED_ATTR, _check_key(C, getattr(S, _CHECKED_ATTR)[4]))
     return C
 

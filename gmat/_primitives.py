@@ -14,7 +14,7 @@ import numpy as np
 
 from roofline import kernels
 
-from ._arrays import as_dense, check_csc, device_of, empty
+from ._arrays import as_dense, check_csc, csc_from_arrays, device_of, empty
 from ._cache import BufferCache, default_cache
 
 __all__ = ["mult_as", "mult_ast", "sddmm"]
@@ -233,9 +233,4 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
 
 def _with_pattern(S, values):
     """A CSC matrix of ``S``'s kind and pattern holding ``values`` (structure shared)."""
-    cls = type(S)
-    # Same shape, same index arrays: no copies.
-    C = cls(S.shape, dtype=values.dtype)
-    C.data, C.indices, C.indptr = values, S.indices[: values.shape[0]], S.indptr
-    C.has_sorted_indices = True
-    return C
+    return csc_from_arrays(type(S), values, S.indices[: values.shape[0]], S.indptr, S.shape)

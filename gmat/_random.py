@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._arrays import csc_from_arrays
+
 __all__ = ["powerlaw_csc"]
 
 
@@ -85,6 +87,4 @@ def powerlaw_csc(
     indptr = np.zeros(n_examples + 1, dtype=index_dtype)
     np.cumsum(counts, out=indptr[1:])
     data = rng.uniform(0.5, 1.5, size=rows.shape[0]).astype(dtype)
-    S = sp.csc_matrix((data, rows, indptr), shape=(n_features, n_examples))
-    S.has_sorted_indices = True
-    return S
+    return csc_from_arrays(sp.csc_matrix, data, rows, indptr, (n_features, n_examples))

@@ -1,0 +1,274 @@
+"""gmat primitives A*S, A*S^T and SDDMM against scipy/numpy references."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import gmat
+from roofline.kernels._csc import PREFETCH_DISTANCE
+
+
+def _dense(rng, shape, dtype, order="F"):
+    return np.asarray(rng.standard_normal(shape), dtype=dtype, order=order)
+
+
+def _ref_as(A, S):
+    A2 = A.reshape(1, -1) if A.ndim == 1 else A
+    out = (S.T.astype(np.float64) @ A2.T.astype(np.float64)).T
+    return out.reshape(-1) if A.ndim == 1 else out
+
+
+def _ref_ast(A, S):
+    A2 = A.reshape(1, -1) if A.ndim == 1 else A
+    out = (S.astype(np.float64) @ A2.T.astype(np.float64)).T
+    return out.reshape(-1) if A.ndim == 1 else out
+
+
+def _ref_sddmm(S, A, B, scale=True):
+    A2 = A.reshape(1, -1) if A.ndim == 1 else A
+    B2 = B.reshape(1, -1) if B.ndim == 1 else B
+    rows = S.indices[: S.nnz]
+    cols = np.repeat(np.arange(S.shape[1]), np.diff(S.indptr))
+    vals = np.einsum("ij,ij->j", A2[:, rows].astype(np.float64), B2[:, cols].astype(np.float64))
+    return vals * S.data if scale else vals
+
+
+def _random_csc(rng, n, m, density, dtype, index_dtype=np.int32, empty_rows=True):
+    S = sp.random(n, m, density=density, format="csc", dtype=dtype, random_state=rng)
+    if empty_rows and n > 2:
+        S = sp.csc_matrix(S.multiply(rng.random((n, 1)) > 0.3))  # zero out ~30% of rows
+    S.sort_indices()
+    S.indices = S.indices.astype(index_dtype)
+    S.indptr = S.indptr.astype(index_dtype)
+    return S
+
+
+def _assert_close(actual, expected, dtype, scale=1.0):
+    rtol, atol = (2e-5, 2e-5) if np.dtype(dtype) == np.float32 else (1e-12, 1e-12)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * max(1.0, scale))
+
+
+# k = None means a 1-D dense operand
+KS = [None, 1, 3, 16, 33]
+
+
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_mult_as_matches_scipy(rng, dtype, k, index_dtype):
+    S = _random_csc(rng, 200, 150, 0.05, dtype, index_dtype)
+    A = _dense(rng, (200,) if k is None else (k, 200), dtype)
+    C = gmat.mult_as(A, S)
+    assert C.shape == ((150,) if k is None else (k, 150))
+    assert C.dtype == dtype and C.flags.f_contiguous
+    _assert_close(C, _ref_as(A, S), dtype, scale=10)
+
+
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_mult_ast_matches_scipy(rng, dtype, k, index_dtype):
+    S = _random_csc(rng, 180, 220, 0.05, dtype, index_dtype)
+    A = _dense(rng, (220,) if k is None else (k, 220), dtype)
+    C = gmat.mult_ast(A, S)
+    assert C.shape == ((180,) if k is None else (k, 180))
+    _assert_close(C, _ref_ast(A, S), dtype, scale=10)
+
+
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("scale", [True, False])
+def test_sddmm_matches_numpy(rng, dtype, k, scale):
+    S = _random_csc(rng, 120, 90, 0.08, dtype)
+    A = _dense(rng, (120,) if k is None else (k, 120), dtype)
+    B = _dense(rng, (90,) if k is None else (k, 90), dtype)
+    C = gmat.sddmm(S, A, B, scale=scale)
+    assert sp.issparse(C) and C.format == "csc" and C.shape == S.shape
+    np.testing.assert_array_equal(C.indices, S.indices)
+    np.testing.assert_array_equal(C.indptr, S.indptr)
+    _assert_close(C.data, _ref_sddmm(S, A, B, scale), dtype, scale=10)
+
+
+@pytest.mark.parametrize("k", [None, 16])
+def test_powerlaw_data(powerlaw, rng, k):
+    """Zipf rows and columns (hot features, empty features, skewed column lengths)."""
+    S = powerlaw
+    dtype = S.dtype
+    n, m = S.shape
+    assert np.diff(S.indptr).max() > 4 * S.nnz / m  # skewed column lengths
+    assert np.bincount(S.indices, minlength=n).min() == 0  # some features never occur
+    A = _dense(rng, (n,) if k is None else (k, n), dtype)
+    B = _dense(rng, (m,) if k is None else (k, m), dtype)
+    _assert_close(gmat.mult_as(A, S), _ref_as(A, S), dtype, scale=30)
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=30)
+    _assert_close(gmat.sddmm(S, A, B).data, _ref_sddmm(S, A, B), dtype, scale=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    m=st.integers(0, 60),
+    density=st.floats(0.0, 1.0),
+    k=st.sampled_from(KS),
+    f64=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_primitives_random_shapes(n, m, density, k, f64, seed):
+    """Random shapes including empty matrices, single rows/columns, fully dense patterns."""
+    dtype = np.dtype(np.float64 if f64 else np.float32)
+    rng = np.random.default_rng(seed)
+    S = _random_csc(rng, n, m, density, dtype, empty_rows=False)
+    A = _dense(rng, (n,) if k is None else (k, n), dtype)
+    B = _dense(rng, (m,) if k is None else (k, m), dtype)
+    _assert_close(gmat.mult_as(A, S), _ref_as(A, S), dtype, scale=10)
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=10)
+    _assert_close(gmat.sddmm(S, A, B).data, _ref_sddmm(S, A, B), dtype, scale=10)
+
+
+def test_long_columns_cross_prefetch_boundaries(rng, dtype):
+    """Columns longer and shorter than the prefetch distance, and a single huge column."""
+    n = 500
+    lengths = [0, 1, PREFETCH_DISTANCE - 1, PREFETCH_DISTANCE, PREFETCH_DISTANCE + 1, 400, 3]
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = np.concatenate([np.sort(rng.choice(n, L, replace=False)) for L in lengths])
+    S = sp.csc_matrix(
+        (rng.random(indptr[-1]).astype(dtype), indices.astype(np.int32), indptr),
+        shape=(n, len(lengths)),
+    )
+    for k in (None, 4, 32):
+        A = _dense(rng, (n,) if k is None else (k, n), dtype)
+        B = _dense(rng, (len(lengths),) if k is None else (k, len(lengths)), dtype)
+        _assert_close(gmat.mult_as(A, S), _ref_as(A, S), dtype, scale=30)
+        _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=30)
+        _assert_close(gmat.sddmm(S, A, B).data, _ref_sddmm(S, A, B), dtype, scale=30)
+
+
+def test_k_zero(rng, dtype):
+    S = _random_csc(rng, 10, 8, 0.3, dtype)
+    A = np.zeros((0, 10), dtype)
+    assert gmat.mult_as(A, S).shape == (0, 8)
+    assert gmat.mult_ast(np.zeros((0, 8), dtype), S).shape == (0, 10)
+    assert gmat.sddmm(S, A, np.zeros((0, 8), dtype)).nnz == S.nnz
+
+
+def test_c_ordered_dense_operand_gives_same_result(rng, dtype):
+    S = _random_csc(rng, 50, 40, 0.1, dtype)
+    A = _dense(rng, (5, 50), dtype, order="C")
+    _assert_close(gmat.mult_as(A, S), _ref_as(A, S), dtype, scale=10)
+    B = _dense(rng, (5, 40), dtype, order="C")
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=10)
+
+
+def test_out_buffer_is_used_and_overwritten(rng, dtype):
+    S = _random_csc(rng, 60, 30, 0.2, dtype)
+    A = _dense(rng, (4, 60), dtype)
+    out = gmat.empty((4, 30), dtype)
+    out.fill(np.nan)
+    res = gmat.mult_as(A, S, out)
+    assert res is out
+    _assert_close(out, _ref_as(A, S), dtype, scale=10)
+    B = _dense(rng, (4, 30), dtype)
+    out2 = gmat.empty((4, 60), dtype)
+    out2.fill(np.nan)  # rows of S that are empty must still be written (zeros)
+    assert gmat.mult_ast(B, S, out2) is out2
+    _assert_close(out2, _ref_ast(B, S), dtype, scale=10)
+    vals = np.full(S.nnz, np.nan, dtype)
+    C = gmat.sddmm(S, A, B, vals)
+    assert np.shares_memory(C.data, vals)
+    _assert_close(vals, _ref_sddmm(S, A, B), dtype, scale=10)
+
+
+def test_csc_array_input_returns_same_class(rng):
+    S = sp.csc_array(_random_csc(rng, 30, 20, 0.2, np.float64))
+    A = _dense(rng, (3, 30), np.float64)
+    B = _dense(rng, (3, 20), np.float64)
+    C = gmat.sddmm(S, A, B)
+    assert isinstance(C, sp.csc_array)
+    _assert_close(gmat.mult_as(A, S), _ref_as(A, sp.csc_matrix(S)), np.float64)
+
+
+class TestBadInput:
+    def setup_method(self):
+        rng = np.random.default_rng(0)
+        self.S = _random_csc(rng, 20, 10, 0.3, np.float32)
+        self.A = _dense(rng, (3, 20), np.float32)
+        self.B = _dense(rng, (3, 10), np.float32)
+
+    def test_shape_mismatch_names_arguments(self):
+        with pytest.raises(ValueError, match="A has 19 columns but S has 20 rows"):
+            gmat.mult_as(self.A[:, :19], self.S)
+        with pytest.raises(ValueError, match="A has 20 columns but S has 10 columns"):
+            gmat.mult_ast(self.A, self.S)
+        with pytest.raises(ValueError, match="B has 9 columns"):
+            gmat.sddmm(self.S, self.A, self.B[:, :9])
+        with pytest.raises(ValueError, match="A has 3 rows but B has 2 rows"):
+            gmat.sddmm(self.S, self.A, self.B[:2])
+
+    def test_dtype_errors_name_arguments(self):
+        with pytest.raises(TypeError, match="A has dtype float64 but S has dtype float32|"
+                           "S has dtype float32 but A has dtype float64"):
+            gmat.mult_as(self.A.astype(np.float64), self.S)
+        with pytest.raises(TypeError, match="A has dtype int64"):
+            gmat.mult_as(np.ones((3, 20), dtype=np.int64), self.S)
+        with pytest.raises(TypeError, match="S has dtype complex128"):
+            gmat.mult_as(self.A, self.S.astype(np.complex128))
+        with pytest.raises(TypeError, match="out has dtype float64"):
+            gmat.mult_as(self.A, self.S, np.empty((3, 10), order="F"))
+
+    def test_out_errors(self):
+        with pytest.raises(ValueError, match="out has shape"):
+            gmat.mult_as(self.A, self.S, gmat.empty((3, 11), np.float32))
+        with pytest.raises(ValueError, match="Fortran-contiguous"):
+            gmat.mult_as(self.A, self.S, np.empty((3, 10), np.float32, order="C"))
+
+    def test_wrong_kinds(self):
+        with pytest.raises(TypeError, match="CSC format"):
+            gmat.mult_as(self.A, self.S.tocsr())
+        with pytest.raises(TypeError, match="sparse CSC matrix"):
+            gmat.mult_as(self.A, self.S.toarray())
+        with pytest.raises(TypeError, match="A must be a dense array"):
+            gmat.mult_as(self.S, self.S)
+        with pytest.raises(TypeError, match="numpy or cupy array"):
+            gmat.mult_as([[1.0] * 20], self.S)
+        with pytest.raises(ValueError, match="ndim"):
+            gmat.mult_as(np.ones((1, 3, 20), np.float32), self.S)
+
+    def test_out_of_range_index(self):
+        S = self.S.copy()
+        S.indices[-1] = 20
+        with pytest.raises(ValueError, match=r"S.indices\[\d+\] = 20 is out of range \[0, 20\)"):
+            gmat.mult_as(self.A, S)
+        S.indices[-1] = -1
+        with pytest.raises(ValueError, match="out of range"):
+            gmat.mult_ast(self.B, S)
+
+    def test_unsorted_and_duplicate_indices(self):
+        S = self.S.copy()
+        col = int(np.argmax(np.diff(S.indptr)))
+        lo = S.indptr[col]
+        S.indices[lo], S.indices[lo + 1] = S.indices[lo + 1], S.indices[lo]
+        with pytest.raises(ValueError, match=f"unsorted or duplicate row indices in column {col}"):
+            gmat.sddmm(S, self.A, self.B)
+        S.indices[lo] = S.indices[lo + 1]
+        with pytest.raises(ValueError, match="duplicate"):
+            gmat.mult_as(self.A, S)
+
+    def test_malformed_indptr(self):
+        S = self.S.copy()
+        S.indptr = S.indptr[:-1]
+        with pytest.raises(ValueError, match="indptr has length"):
+            gmat.mult_as(self.A, S)
+
+    def test_non_finite_values(self):
+        S = self.S.copy()
+        S.data[2] = np.inf
+        with pytest.raises(ValueError, match="non-finite value inf at position 2"):
+            gmat.mult_as(self.A, S)
+
+    def test_validation_is_cached_but_replacing_arrays_rechecks(self):
+        S = self.S.copy()
+        gmat.mult_as(self.A, S)  # validated once
+        bad = S.indices.copy()
+        bad[0] = 99
+        S.indices = bad  # a new array: the cached validation no longer applies
+        with pytest.raises(ValueError, match="out of range"):
+            gmat.mult_as(self.A, S)
