@@ -31,7 +31,7 @@ bench: $(STAMP)
 
 asv: $(STAMP)
 	$(VENV)/bin/asv machine --yes
-	$(VENV)/bin/asv run --python=same --quick
+	$(VENV)/bin/asv run --python=same --set-commit-hash $$(git rev-parse HEAD) --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .asv

@@ -22,6 +22,7 @@ from ._arrays import (
 )
 from ._cache import BufferCache, default_cache
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
+from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
@@ -31,6 +32,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "BufferCache",
     "Cost",
+    "GMat",
     "MachineRoofline",
     "PrimitiveTiming",
     "RooflineReport",

@@ -1,0 +1,1 @@
+"""asv suite of Roofline (run with ``make asv``: ``asv run --python=same``)."""

@@ -1,0 +1,67 @@
+"""asv benchmarks of the sparse primitives in roofline units.
+
+``track_roofline_fraction`` reports the fraction of this machine's measured roofline (a true lower
+bound on time, so at most 1) and ``track_peer_ratio`` how many times faster than scipy.sparse
+(numpy for SDDMM) the primitive runs, both measured side by side in the same process.  Data: Zipf
+matrices, 2^20 features x 100k examples, ~40 nnz per example (the foundation issue's setting).
+"""
+
+import numpy as np
+
+from roofline import gmat
+
+
+def _data():
+    return gmat.powerlaw_csc(2**20, 100_000, 50, dtype=np.float32, random_state=0)
+
+
+class Primitives:
+    params = (["A*S", "A*S^T", "SDDMM"], [1, 16, 128])
+    param_names = ["primitive", "k"]
+    timeout = 600
+
+    def setup_cache(self):
+        S = _data()
+        machine = gmat.machine_roofline()
+        rows = {}
+        for r in gmat.benchmark_primitives(S, (1, 16, 128), repeat=5, machine=machine):
+            rows[(r.primitive, r.k)] = (r.fraction, r.peer_ratio, r.gflops, r.gbytes)
+        return rows
+
+    def track_roofline_fraction(self, rows, primitive, k):
+        return rows[(primitive, k)][0]
+
+    track_roofline_fraction.unit = "fraction of roofline"
+
+    def track_peer_ratio(self, rows, primitive, k):
+        return rows[(primitive, k)][1]
+
+    track_peer_ratio.unit = "x peer"
+
+    def track_gflops(self, rows, primitive, k):
+        return rows[(primitive, k)][2]
+
+    track_gflops.unit = "gflop/s"
+
+
+class PrimitiveTime:
+    """Plain timings of the primitives (k = 16) for regression tracking."""
+
+    params = ["A*S", "A*S^T", "SDDMM"]
+    param_names = ["primitive"]
+
+    def setup(self, primitive):
+        self.S = gmat.powerlaw_csc(2**18, 20_000, 50, dtype=np.float32, random_state=0)
+        rng = np.random.default_rng(0)
+        n, m = self.S.shape
+        self.A = np.asfortranarray(rng.standard_normal((16, n)).astype(np.float32))
+        self.B = np.asfortranarray(rng.standard_normal((16, m)).astype(np.float32))
+        self.call = {
+            "A*S": lambda: gmat.mult_as(self.A, self.S),
+            "A*S^T": lambda: gmat.mult_ast(self.B, self.S),
+            "SDDMM": lambda: gmat.sddmm(self.S, self.A, self.B),
+        }[primitive]
+        self.call()
+
+    def time_primitive(self, primitive):
+        self.call()

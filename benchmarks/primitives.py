@@ -1,0 +1,88 @@
+"""Roofline table of the sparse primitives, Roofline and its peers side by side in one run.
+
+Usage::
+
+    python benchmarks/primitives.py                      # the issue's data: 2^20 x 100k, ~40 nnz
+    python benchmarks/primitives.py --examples 20000 --k 1 16 --repeat 3   # quick
+    python benchmarks/primitives.py --markdown           # table for the README
+
+Data: a Zipf (power-law) sparse matrix, features x examples, from a fixed seed.  For every
+primitive and k it prints achieved gflop/s and GB/s, the fraction of this machine's measured
+roofline (compulsory bytes / bandwidth vs flops / FMA ceiling: a true lower bound), BIDMach's
+main-memory figure (not a bound on such data), and the speed ratio to scipy.sparse (numpy for
+SDDMM), then checks the issue's targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from roofline import gmat, kernels
+
+# Targets of the foundation issue (float32, k >= 16): fraction of the roofline and x peer.
+TARGETS = {"A*S": 0.40, "A*S^T": 0.30, "SDDMM": 0.40}
+PEER_TARGET = 3.0
+
+
+def check_targets(rows) -> list[str]:
+    """One line per (primitive, k): the targets and whether the measurement meets them."""
+    lines = []
+    for r in rows:
+        if r.k >= 16 and r.dtype == "float32":
+            ok_rl = r.fraction >= TARGETS[r.primitive]
+            ok_peer = r.peer_ratio >= PEER_TARGET
+            lines.append(
+                f"{r.primitive:<6} k={r.k:<4} roofline {r.fraction:6.1%} (target "
+                f"{TARGETS[r.primitive]:.0%}: {'met' if ok_rl else 'NOT met'}), "
+                f"x{r.peer_ratio:.2f} {r.peer} (target x{PEER_TARGET:g}: "
+                f"{'met' if ok_peer else 'NOT met'})"
+            )
+        elif r.k == 1:
+            ok = r.peer_ratio >= 1.0
+            lines.append(
+                f"{r.primitive:<6} k=1    x{r.peer_ratio:.2f} {r.peer} (target: at least the "
+                f"peer's speed: {'met' if ok else 'NOT met'})"
+            )
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--features", type=int, default=2**20)
+    p.add_argument("--examples", type=int, default=100_000)
+    p.add_argument("--nnz", type=float, default=50.0,
+                   help="target nnz per example before merging duplicates (50 gives ~40)")
+    p.add_argument("--k", type=int, nargs="+", default=[1, 16, 128])
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--remeasure", action="store_true", help="re-measure the machine roofline")
+    p.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    args = p.parse_args(argv)
+
+    t0 = time.perf_counter()
+    S = gmat.powerlaw_csc(args.features, args.examples, args.nnz, dtype=np.dtype(args.dtype),
+                          random_state=args.seed)
+    gen = time.perf_counter() - t0
+    report = gmat.roofline_report(S, args.k, remeasure=args.remeasure, repeat=args.repeat)
+    print(report)
+    distinct = kernels.count_distinct_rows(S.indices, S.nnz, S.shape[0])
+    print(f"(threads: {kernels.default_threads()}; data generated in {gen:.1f} s; "
+          f"distinct features touched: {distinct})")
+    print()
+    print("Targets (float32, k >= 16: A*S and SDDMM >= 40%, A*S^T >= 30% of the roofline, "
+          ">= 3x peer; k = 1: >= peer):")
+    for line in check_targets(report.rows):
+        print("  " + line)
+    if args.markdown:
+        print()
+        print(report.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
