@@ -9,6 +9,7 @@ with its file-name functions).  Directories may be fsspec URLs.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import posixpath
@@ -473,8 +474,11 @@ class ShardWriter:
         if is_url(path):
             import fsspec
 
+            # remote writers may not seek (HDFS), which HDF5 needs: build the shard in memory
+            buf = io.BytesIO()
+            self._dump(buf, arrays)
             with fsspec.open(path, "wb") as f:
-                self._dump(f, arrays)
+                f.write(buf.getbuffer())
         else:
             tmp = path + ".tmp"
             with open(tmp, "wb") as f:

@@ -7,6 +7,7 @@ file is never downloaded first.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import zlib
@@ -21,6 +22,37 @@ DEFAULT_CHUNK = 8 << 20
 
 class TruncatedInputError(ValueError):
     """A compressed stream ended before its end-of-stream marker (raised after its data)."""
+
+
+class _ReadInto(io.RawIOBase):
+    """A raw binary reader over a file object that has ``read``/``seek`` but no ``readinto``."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, b):
+        data = self._f.read(len(b))
+        n = len(data)
+        memoryview(b).cast("B")[:n] = data
+        return n
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._f.seek(offset, whence)
+        return self._f.tell()
+
+    def tell(self):
+        return self._f.tell()
+
+    def close(self):
+        if not self.closed:
+            self._f.close()
+        super().close()
 
 
 def is_url(path) -> bool:
@@ -50,7 +82,12 @@ def open_binary(path, block_size: int = DEFAULT_CHUNK):
             raise ImportError(
                 f"reading {path!r} needs fsspec: pip install 'roofline[remote]'"
             ) from exc
-        return fsspec.open(path, "rb", block_size=block_size).open()
+        fs, p = fsspec.core.url_to_fs(path)  # block_size is an open() option, not an fs one
+        if "hdfs" in fs.protocol or "viewfs" in fs.protocol:
+            # hdfs-native's reader has no readinto (its own block_size wrapper, h5py and
+            # io.BufferedReader need it): adapt it, then buffer reads of block_size
+            return io.BufferedReader(_ReadInto(fs.open(p, "rb")), buffer_size=block_size)
+        return fs.open(p, "rb", block_size=block_size)
     return open(_local(path), "rb")
 
 

@@ -129,3 +129,27 @@ def http_server(tmp_path):
         srv.shutdown()
         srv.server_close()
         t.join(timeout=10)
+
+
+# -- a real HDFS (NameNode + DataNode JVMs), once per session, always stopped ---------------------
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory):
+    """A started :class:`hdfs_cluster.HDFSCluster`; skips when java or the jars are missing."""
+    pytest.importorskip("hdfs_native", reason="hdfs:// needs the hdfs-native client")
+    from hdfs_cluster import HDFSCluster, HDFSUnavailable
+
+    cluster = HDFSCluster(tmp_path_factory.mktemp("hdfs"))
+    try:
+        cluster.start()
+    except HDFSUnavailable as exc:
+        cluster.stop()
+        pytest.skip(f"no HDFS: {exc}")
+    except BaseException:
+        cluster.stop()
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
