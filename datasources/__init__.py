@@ -1,6 +1,7 @@
 """DataSources: iterators over minibatches in gmat layout (one column = one example)."""
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
+from ._config import SOURCE_TYPES, STAGE_TYPES, datasource_from_config
 from ._criteo import CRITEO_FIELDS, CriteoOptions, CriteoSource, criteo_field_seeds
 from ._files import FileSource, FileSourceOptions, ShardWriter, read_shard, write_shards
 from ._prefetch import Prefetch, PrefetchOptions
@@ -23,6 +24,9 @@ __all__ = [
     "MatSource",
     "MatSourceOptions",
     "Minibatch",
+    "SOURCE_TYPES",
+    "STAGE_TYPES",
+    "datasource_from_config",
     "CRITEO_FIELDS",
     "CRITEO_LIKE_CARDINALITIES",
     "CriteoOptions",

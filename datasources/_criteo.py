@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -119,6 +120,9 @@ class CriteoSource(DataSource):
         self.paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
         if not self.paths:
             raise ValueError("paths is empty: give at least one Criteo TSV file")
+        for p in self.paths:
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"paths must be file paths or URLs, got {p!r}")
         block = 1 << n_bits
         self.n_features = block * (N_INT + N_CAT) if layout == "per_field" else block
         self.n_examples = None

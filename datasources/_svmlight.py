@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -153,6 +154,9 @@ class SVMLightSource(DataSource):
             self.paths = [paths]
         if not self.paths:
             raise ValueError("paths is empty: give at least one svmlight file")
+        for p in self.paths:
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"paths must be file paths or URLs, got {p!r}")
         self.n_skipped = 0
         self._pool = None
         self._parallel_min = 1 << 16  # bytes; smaller ranges are parsed on one thread

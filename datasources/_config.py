@@ -1,0 +1,179 @@
+"""Build a source and its stages from a TOML file (or the equivalent dict).
+
+.. code-block:: toml
+
+    [source]
+    type = "svmlight"            # "svmlight" | "criteo" | "files"
+    paths = ["train.svm.gz"]     # relative paths are relative to the TOML file
+    n_features = 47236
+    zero_based = false
+    batch_size = 4096
+
+    [[stages]]                   # applied in order
+    type = "shuffle"             # "heldout" | "shuffle" | "to_device" | "prefetch"
+    buffer_size = 100000
+    seed = 0
+
+    [[stages]]
+    type = "prefetch"
+    depth = 4
+
+Every key is checked: an unknown key, a missing required key or a bad value raises
+``ValueError`` naming the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+
+from ._criteo import CriteoSource
+from ._files import FileSource
+from ._io import is_url
+from ._prefetch import Prefetch
+from ._stages import HeldOut, Shuffle, ToDevice
+from ._svmlight import SVMLightSource
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["datasource_from_config", "SOURCE_TYPES", "STAGE_TYPES"]
+
+SOURCE_TYPES = {"svmlight": SVMLightSource, "criteo": CriteoSource, "files": FileSource}
+STAGE_TYPES = {"heldout": HeldOut, "shuffle": Shuffle, "to_device": ToDevice,
+               "prefetch": Prefetch}
+# keys holding paths, resolved against the TOML file's directory
+_PATH_KEYS = {"paths", "pattern", "dirs"}
+
+
+def _params(cls):
+    sig = inspect.signature(cls.__init__)
+    ps = [p for p in sig.parameters.values() if p.name != "self"]
+    required = {p.name for p in ps if p.default is inspect.Parameter.empty}
+    return {p.name for p in ps}, required
+
+
+def _resolve(v, base):
+    if isinstance(v, list):
+        return [_resolve(x, base) for x in v]
+    if not isinstance(v, str) or is_url(v) or base is None or os.path.isabs(v):
+        return v
+    if v.startswith("file://"):
+        return v
+    return os.path.join(base, v)
+
+
+def _build(cls, table: dict, where: str, base, wrapped=None):
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} must be a table, got {type(table).__name__}")
+    names, required = _params(cls)
+    if wrapped is not None:
+        names.discard("source")
+        required.discard("source")
+    kw = {k: v for k, v in table.items() if k != "type"}
+    unknown = sorted(set(kw) - names)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)} for type {table.get('type')!r} "
+            f"(allowed: {', '.join(sorted(names))})"
+        )
+    missing = sorted(required - set(kw))
+    if missing:
+        raise ValueError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
+    defaults = {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()}
+    for k, v in kw.items():
+        d = defaults.get(k)
+        if isinstance(d, bool) and not isinstance(v, bool):
+            raise ValueError(f"{where}: key {k!r} must be true or false, got {v!r}")
+        if (isinstance(d, int) and not isinstance(d, bool)
+                and (isinstance(v, bool) or not isinstance(v, int))):
+            raise ValueError(f"{where}: key {k!r} must be an integer, got {v!r}")
+    for k in _PATH_KEYS & set(kw):
+        if k == "pattern" and kw.get("dirs"):
+            continue  # a bare file name inside each of the dirs
+        kw[k] = _resolve(kw[k], base)
+    args = [] if wrapped is None else [wrapped]
+    if "paths" in kw and cls in (SVMLightSource, CriteoSource):
+        args.append(kw.pop("paths"))
+    elif "pattern" in kw and cls is FileSource:
+        args.append(kw.pop("pattern"))
+    try:
+        return cls(*args, **kw)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        named = [k for k in table if k != "type" and k in msg]
+        hint = "" if named else f" (keys given: {', '.join(sorted(kw))})"
+        raise ValueError(f"{where}: bad value: {msg}{hint}") from exc
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"{where}: cannot build {cls.__name__}: {exc}") from exc
+
+
+def datasource_from_config(config, *, base_dir=None):
+    """Build a DataSource (and its stages) from a TOML file path or an equivalent dict.
+
+    Parameters
+    ----------
+    config : str, path-like or dict
+        A ``.toml`` file, or the parsed dict (``{"source": {...}, "stages": [{...}, ...]}``).
+    base_dir : str, optional
+        Directory for relative paths in a dict config (a file's own directory is used for a
+        file).
+
+    Returns
+    -------
+    DataSource
+        The last stage (or the source when there are no stages).
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the table (``[source]``, ``[[stages]] #2``) and the offending key.
+    """
+    if isinstance(config, dict):
+        where, doc, base = "config", config, base_dir
+    elif isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        where = path
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except FileNotFoundError as exc:
+            raise ValueError(f"{path}: config file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: invalid TOML: {exc}") from exc
+        base = os.path.dirname(os.path.abspath(path)) if base_dir is None else base_dir
+    else:
+        raise TypeError(f"config must be a TOML file path or a dict, got {type(config).__name__}")
+    unknown = sorted(set(doc) - {"source", "stages"})
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown top-level key(s) {', '.join(map(repr, unknown))} "
+            "(allowed: 'source', 'stages')"
+        )
+    if "source" not in doc:
+        raise ValueError(f"{where}: missing the [source] table")
+    src_t = doc["source"]
+    if not isinstance(src_t, dict):
+        raise ValueError(f"{where}: [source] must be a table")
+    typ = src_t.get("type")
+    if typ not in SOURCE_TYPES:
+        raise ValueError(
+            f"{where}: [source] key 'type' must be one of {sorted(SOURCE_TYPES)}, got {typ!r}"
+        )
+    src = _build(SOURCE_TYPES[typ], src_t, f"{where}: [source]", base)
+    stages = doc.get("stages", [])
+    if not isinstance(stages, list):
+        raise ValueError(f"{where}: 'stages' must be an array of tables ([[stages]])")
+    for k, st in enumerate(stages, 1):
+        w = f"{where}: [[stages]] #{k}"
+        styp = st.get("type") if isinstance(st, dict) else None
+        if styp not in STAGE_TYPES:
+            raise ValueError(
+                f"{w} key 'type' must be one of {sorted(STAGE_TYPES)}, got {styp!r}"
+            )
+        src = _build(STAGE_TYPES[styp], st, w, base, wrapped=src)
+    return src

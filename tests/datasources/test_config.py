@@ -1,0 +1,136 @@
+"""datasource_from_config (datasources/_config.py) and the example TOML files."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roofline.datasources import (
+    CriteoSource,
+    FileSource,
+    HeldOut,
+    MatSource,
+    Prefetch,
+    Shuffle,
+    SVMLightSource,
+    datasource_from_config,
+    load_svmlight,
+    make_criteo_like,
+    make_criteo_like_matrix,
+    write_shards,
+)
+from roofline.datasources._base import _hstack
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _svm(path, n=3000):
+    rng = np.random.default_rng(0)
+    lines = [f"{rng.integers(0, 2)} " + " ".join(
+        f"{i}:{rng.random():.4f}" for i in np.unique(rng.integers(1, 1001, 10)))
+        for _ in range(n)]
+    import gzip
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+
+
+def test_example_svmlight(tmp_path):
+    shutil.copy(EXAMPLES / "datasource_svmlight.toml", tmp_path)
+    _svm(tmp_path / "data" / "train.svm.gz")
+    src = datasource_from_config(tmp_path / "datasource_svmlight.toml")
+    assert isinstance(src, Prefetch) and isinstance(src.source, Shuffle)
+    assert isinstance(src.source.source, HeldOut)
+    inner = src.source.source.source
+    assert isinstance(inner, SVMLightSource) and inner.n_features == 1000
+    assert inner.opts.batch_size == 1024 and inner.opts.zero_based is False
+    X, y = load_svmlight(tmp_path / "data" / "train.svm.gz", n_features=1000, zero_based=False)
+    got = list(src)
+    n_train = sum(mb.n_examples for mb in got)
+    # 3 minibatches of 1024 (the last partial): none is the 11th, so all are training data
+    assert n_train == 3000
+    Xs = _hstack([mb.X for mb in got])
+    # same multiset of examples as the file (shuffled): compare column sums over features
+    np.testing.assert_allclose(np.sort(np.asarray(Xs.sum(axis=0)).ravel()),
+                               np.sort(np.asarray(X.sum(axis=0)).ravel()), rtol=1e-6)
+    src.close()
+
+
+def test_example_criteo(tmp_path):
+    shutil.copy(EXAMPLES / "datasource_criteo.toml", tmp_path)
+    (tmp_path / "data").mkdir()
+    make_criteo_like(2000, seed=0, path=tmp_path / "data" / "criteo.tsv.gz")
+    src = datasource_from_config(tmp_path / "datasource_criteo.toml")
+    assert isinstance(src.source, CriteoSource) and src.n_features == 39 << 16
+    (mb,) = list(src)
+    X, y = make_criteo_like_matrix(2000, seed=0, n_bits=16, layout="per_field")
+    assert (mb.X != X).nnz == 0 and np.array_equal(mb.y, y)
+
+
+def test_example_shards(tmp_path, data):
+    X, y, w = data
+    shutil.copy(EXAMPLES / "datasource_shards.toml", tmp_path)
+    write_shards(MatSource(X, y, w), "part-{i:05d}.npz",
+                 dirs=[tmp_path / "data" / "disk0", tmp_path / "data" / "disk1"],
+                 examples_per_shard=200)
+    src = datasource_from_config(tmp_path / "datasource_shards.toml")
+    assert isinstance(src.source, FileSource) and src.n_examples == X.shape[1]
+    (mb,) = list(src)
+    np.testing.assert_array_equal(np.sort(mb.w), np.sort(w))
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_featurs = 3\n',
+         r"c\.toml: \[source\]: unknown key 'n_featurs'"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false'
+         '\nbatch_size = "big"\n', r"c\.toml: \[source\]: key 'batch_size' must be an integer"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nzero_based = "maybe"\n',
+         r"c\.toml: \[source\]: bad value: zero_based"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = -3\nzero_based = true\n',
+         r"c\.toml: \[source\]: bad value: n_features"),
+        ('[source]\ntype = "parquet"\n', r"c\.toml: \[source\] key 'type' must be one of"),
+        ('[source]\ntype = "svmlight"\n', r"c\.toml: \[source\]: missing required key.*paths"),
+        ('[sourc]\ntype = "svmlight"\n', r"c\.toml: unknown top-level key.*'sourc'"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
+         '[[stages]]\ntype = "shuffle"\nbuffer_size = 10\n',
+         r"c\.toml: \[\[stages\]\] #1: bad value: seed"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
+         '[[stages]]\ntype = "prefetch"\ndepth = 2\n[[stages]]\ntype = "prefetch"\ndeep = 2\n',
+         r"c\.toml: \[\[stages\]\] #2: unknown key 'deep'"),
+        ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
+         '[[stages]]\ntype = "prefetch"\ndepth = true\n',
+         r"c\.toml: \[\[stages\]\] #1: key 'depth' must be an integer"),
+        ('[source]\ntype = "svmlight"\npaths = [5]\nn_features = 3\nzero_based = false\n',
+         r"c\.toml: \[source\]: bad value: paths"),
+        ('[source\n', r"c\.toml: invalid TOML"),
+    ],
+)
+def test_errors_name_file_and_key(tmp_path, text, match):
+    (tmp_path / "a.svm").write_text("1 1:1\n")
+    with pytest.raises(ValueError, match=match):
+        datasource_from_config(_write(tmp_path, text))
+
+
+def test_dict_config_and_missing_file(tmp_path):
+    (tmp_path / "a.svm").write_text("1 1:1\n0 2:2\n")
+    src = datasource_from_config(
+        {"source": {"type": "svmlight", "paths": ["a.svm"], "batch_size": 1}},
+        base_dir=str(tmp_path),
+    )
+    assert [mb.n_examples for mb in src] == [1, 1] and src.n_features == 2
+    with pytest.raises(ValueError, match="config: unknown top-level"):
+        datasource_from_config({"source": {}, "extra": 1})
+    with pytest.raises(ValueError, match=r"nope\.toml: config file not found"):
+        datasource_from_config(tmp_path / "nope.toml")
+    with pytest.raises(ValueError, match=r"\[source\]: cannot build"):
+        datasource_from_config({"source": {"type": "svmlight", "paths": ["missing.svm"]}},
+                               base_dir=str(tmp_path))
