@@ -27,7 +27,7 @@ _MESSAGES = {
     6: "a feature value is not a number",
     7: "a feature has no ':' (expected index:value)",
     8: "bytes that are not valid UTF-8 / not ASCII",
-    9: "non-finite value (inf, nan or overflow)",
+    9: "non-finite value (inf, nan, or too large for the dtype)",
     10: "missing label (the line starts with a feature)",
 }
 _MAX_LOGGED = 10
@@ -208,19 +208,26 @@ class SVMLightSource(DataSource):
             self._pool = ThreadPoolExecutor(self.opts.n_threads, thread_name_prefix="svmlight")
         return self._pool
 
+    def _protos(self, n_features):
+        dt = np.dtype(self.opts.dtype)
+        # per-chunk nnz always fits int32 (chunks are < 8 GB); the feature range decides
+        idt = np.dtype(np.int64) if n_features < 0 else _index_dtype(n_features, 0)
+        return np.zeros(0, idt), np.zeros(0, dt), float(np.finfo(dt).max)
+
     def _parse_range(self, arr, lo, hi, zero_based, n_features, skip):
         """Parse ``arr[lo:hi]`` (whole lines), in parallel; return per-part results in order."""
         nt = self.opts.n_threads
+        pi, pv, mx = self._protos(n_features)
         if nt > 1 and hi - lo > self._parallel_min:
             bounds = find_line_starts(arr, lo, hi, nt)
             pool = self._executor()
             futs = [
                 pool.submit(svmlight_parse, arr, bounds[k], bounds[k + 1], zero_based,
-                            n_features, skip)
+                            n_features, skip, pi, pv, mx)
                 for k in range(nt)
             ]
             return [f.result() for f in futs]
-        return [svmlight_parse(arr, lo, hi, zero_based, n_features, skip)]
+        return [svmlight_parse(arr, lo, hi, zero_based, n_features, skip, pi, pv, mx)]
 
     def _fail(self, path, line, code, byte, n_features, base):
         msg = _MESSAGES.get(int(code), f"parse error {code}")
@@ -287,20 +294,21 @@ class SVMLightSource(DataSource):
         st.line = line0
         labels = np.concatenate(out_l) if len(out_l) > 1 else out_l[0]
         st.n_rows += len(labels)
-        indptr = np.concatenate([np.zeros(1, np.int64)] + out_p)
+        indptr = np.concatenate([np.zeros(1, out_p[0].dtype)] + out_p)
         indices = np.concatenate(out_i) if len(out_i) > 1 else out_i[0]
         data = np.concatenate(out_d) if len(out_d) > 1 else out_d[0]
         return labels, indptr, indices, data
 
     def _slow_values(self, path, arr, slow, labels, data, line0):
+        mx = float(np.finfo(data.dtype).max)
         for s, e, t in slow:
             v = float(arr[s:e].tobytes())
-            if not np.isfinite(v):
-                # only numbers within a hair of the float64 maximum get here
+            if not abs(v) <= mx:
+                # numbers near the dtype's maximum that the kernel could not decide
                 line = line0 + int(np.count_nonzero(arr[:s] == 10)) + 1
                 raise ValueError(
-                    f"{display_name(path)}, line {line}: non-finite value (overflow) "
-                    f"{arr[s:e].tobytes().decode()!r}"
+                    f"{display_name(path)}, line {line}: non-finite value (overflow of "
+                    f"{data.dtype}) {arr[s:e].tobytes().decode()!r}"
                 )
             if t >= 0:
                 data[t] = v
@@ -320,8 +328,6 @@ class SVMLightSource(DataSource):
                 path, self._zero_based, n_f, st
             ):
                 nnz = len(data)
-                if dt == np.float32:
-                    _check_f32(path, data, labels, st.n_rows - len(labels))
                 idt = _index_dtype(n_f, nnz)
                 X = _csc(
                     data.astype(dt, copy=False),
@@ -360,20 +366,6 @@ class SVMLightSource(DataSource):
             f"{self.n_examples if self.n_examples is not None else '?'} examples, "
             f"batch_size={self.opts.batch_size})"
         )
-
-
-_F32_MAX = float(np.finfo(np.float32).max)
-
-
-def _check_f32(path, data, labels, row0):
-    """float32 output: a value beyond the float32 range would become inf silently."""
-    for arr, what in ((data, "feature value"), (labels, "label")):
-        if len(arr) and np.abs(arr).max() > _F32_MAX:
-            pos = int(np.argmax(np.abs(arr) > _F32_MAX))
-            raise ValueError(
-                f"{display_name(path)}: {what} {arr[pos]!r} (example {row0} or later) overflows "
-                "float32; use dtype='float64'"
-            )
 
 
 def load_svmlight(path, **kwargs):

@@ -179,7 +179,8 @@ def find_line_starts(buf, lo, hi, n_parts):
 
 
 @njit(cache=True, nogil=True)
-def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
+def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, proto_val,
+                   max_abs):
     """Parse the whole lines in ``buf[lo:hi]`` (uint8) into CSC arrays.
 
     Parameters
@@ -193,13 +194,18 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
         Indices (after the shift) must be ``< n_features``; pass a negative value for no bound.
     skip_errors : bool
         Skip malformed lines (recorded in ``skipped``) instead of stopping at the first one.
+    proto_idx, proto_val : arrays
+        Empty arrays whose dtypes are those of the outputs (indices and indptr; data and
+        labels), e.g. int32 and float32: the kernel writes the final dtypes directly.
+    max_abs : float
+        Largest magnitude representable in the value dtype; a larger value is error 9.
 
     Returns
     -------
-    labels : float64 (n_rows,)
-    indptr : int64 (n_rows + 1,)
-    indices : int64 (nnz,)
-    data : float64 (nnz,)
+    labels : (n_rows,) of proto_val's dtype
+    indptr : (n_rows + 1,) of proto_idx's dtype
+    indices : (nnz,) of proto_idx's dtype
+    data : (nnz,) of proto_val's dtype
     slow : int64 (n_slow, 3)
         ``(start, stop, target)`` byte ranges to convert with Python's ``float``; ``target >= 0``
         is a position in ``data``, ``target < 0`` the label of row ``-target - 1``.
@@ -219,10 +225,10 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
         elif c == 10:
             n_nl += 1
     max_rows = n_nl + 1
-    labels = np.empty(max_rows, dtype=np.float64)
-    indptr = np.empty(max_rows + 1, dtype=np.int64)
-    indices = np.empty(n_colon, dtype=np.int64)
-    data = np.empty(n_colon, dtype=np.float64)
+    labels = np.empty(max_rows, proto_val.dtype)
+    indptr = np.empty(max_rows + 1, proto_idx.dtype)
+    indices = np.empty(n_colon, proto_idx.dtype)
+    data = np.empty(n_colon, proto_val.dtype)
     slow = np.empty((64, 3), dtype=np.int64)
     skipped = np.empty((16, 3), dtype=np.int64)
     info = np.zeros(8, dtype=np.int64)
@@ -240,14 +246,19 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
     indptr[0] = 0
     p = lo
     while p < hi:
+        # one scan: line end, and the end of the data part (first '#')
         e = p
-        while e < hi and buf[e] != 10:
+        d_end = -1
+        while e < hi:
+            c = buf[e]
+            if c == 10:
+                break
+            if c == 35 and d_end < 0:
+                d_end = e
             e += 1
+        if d_end < 0:
+            d_end = e
         ls = p
-        # end of data part: first '#'
-        d_end = p
-        while d_end < e and buf[d_end] != 35:
-            d_end += 1
         code = 0
         bad = -1
         if d_end < e and not _utf8_ok(buf, d_end, e):
@@ -260,7 +271,10 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
         if code == 0 and q < d_end:
             # label
             v, r, st = _parse_float(buf, q, d_end)
-            if st == 0 or st == 1:
+            if (st == 0 or st == 1) and abs(v) > max_abs:
+                code = 9
+                bad = q
+            elif st == 0 or st == 1:
                 if r < d_end and buf[r] == 58:
                     code = 10
                     bad = q
@@ -355,7 +369,7 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors):
                         code = 6
                         bad = t
                     break
-                if st == 3:
+                if st == 3 or abs(v) > max_abs:
                     code = 9
                     bad = t
                     break
