@@ -50,26 +50,3 @@ __all__ = [
     "option",
     "save_checkpoint",
 ]
-
-from ._cd import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd  # noqa: E402 (issue 6)
-from ._cd_stream import fit_glm_cd_stream  # noqa: E402
-from ._cocoa import (  # noqa: E402
-    Communicator,
-    InProcessCommunicator,
-    InProcessGroup,
-    check_pure_blocks,
-    pure_blocks,
-)
-
-__all__ += [
-    "CDResult",
-    "Communicator",
-    "InProcessCommunicator",
-    "InProcessGroup",
-    "alpha_from_peer",
-    "alpha_to_peer",
-    "check_pure_blocks",
-    "fit_glm_cd",
-    "fit_glm_cd_stream",
-    "pure_blocks",
-]

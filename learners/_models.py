@@ -287,7 +287,7 @@ class GLM(Model):
             expit(eta, out=D)
             D -= y
         else:
-            mask = buf("glm.mask", np.bool_)
+            mask = buf("glm.mask")  # 0/1 in the value dtype (the cache holds float buffers)
             np.greater(y, 0, out=mask)  # s = 2 * [y > 0] - 1
             np.multiply(mask, 2, out=D)
             D -= 1

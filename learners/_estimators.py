@@ -1,0 +1,480 @@
+"""scikit-learn estimators over the Roofline learners.
+
+``LogisticRegression``, ``Ridge``, ``LinearRegression`` and ``LinearSVC`` take rows-as-examples
+input (numpy arrays or any scipy.sparse matrix), as scikit-learn expects, and convert it at the
+boundary to the column-example layout of the learners *without densifying*: a sparse ``X``
+(``n_samples x n_features``) becomes the CSC matrix ``X.tocsr().T`` (the same arrays, read as
+``n_features x n_samples``); a dense ``X`` becomes the view ``X.T``.
+
+Regularisation conventions (converted exactly, here and only here)
+-----------------------------------------------------------------
+The learners minimise ``(1 / sum_i s_i) sum_i s_i l(y_i, eta_i) + lambda/2 ||W||^2`` (``s_i`` the
+sample weights, the intercept not regularised).  scikit-learn's objectives convert as:
+
+* ``LogisticRegression(C)`` and ``LinearSVC(C)``: ``C sum_i s_i l_i + ||w||^2 / 2``, hence
+  ``lambda = 1 / (C sum_i s_i)``.  (scikit-learn's LinearSVC, through liblinear, also
+  regularises the intercept; ours does not.)
+* ``Ridge(alpha)``: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2``, i.e. with our squared loss
+  ``l = r^2 / 2`` the same minimiser as ``lambda = alpha / sum_i s_i``.
+* ``LinearRegression``: ``lambda = 0``.
+
+Multi-class classification is one-vs-rest: one output per class in a single ``k x n`` model (the
+multi-label GLM), ``predict_proba`` normalising the ``k`` sigmoids as scikit-learn's OvR does.
+
+Solvers: ``"lbfgs"`` (batch L-BFGS over full passes, the default), ``"adagrad"`` and ``"sgd"``
+(``max_iter`` passes of minibatches of ``batch_size``; these also provide ``partial_fit``), and
+the coordinate-descent solvers ``"scd"``, ``"tpa-scd"``, ``"cocoa"``, ``"hcocoa"``,
+``"pure-block"`` of :func:`roofline.learners.fit_glm_cd` (same objective scaling, ``alpha =
+lambda``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from roofline.datasources import MatSource
+
+from ._learner import Learner
+from ._mixins import L2Regularizer
+from ._models import GLM
+from ._optimizers import LBFGS, SGD, ADAGrad
+
+__all__ = ["LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"]
+
+logger = logging.getLogger(__name__)
+
+CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
+MINIBATCH_SOLVERS = ("adagrad", "sgd")
+SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS
+_CD_LOSS = {"logistic": "logistic", "linear": "squared", "hinge": "hinge"}
+
+
+def to_column_layout(X, dtype):
+    """Rows-as-examples ``X`` (validated) to the learners' ``n_features x n_samples`` layout.
+
+    Sparse input is converted to canonical CSR (sorted, no duplicates; copied only when it is
+    not already) and reinterpreted as CSC of the transpose: no densification, no extra copy of
+    the values.  Dense input becomes the transposed view.
+    """
+    if sp.issparse(X):
+        X = X.tocsr()
+        if X.dtype != dtype:
+            X = X.astype(dtype)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        Xc = sp.csc_matrix((X.data, X.indices, X.indptr), shape=(X.shape[1], X.shape[0]))
+        return Xc
+    X = np.asarray(X, dtype=dtype)
+    return X.T
+
+
+def _solver_check(solver, loss):
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
+    if solver in CD_SOLVERS and loss not in _CD_LOSS:
+        raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
+
+
+class _GLMEstimator(BaseEstimator):
+    """Shared fit/predict machinery (not public)."""
+
+    _loss = "linear"
+
+    # -- conversions --------------------------------------------------------------------------
+    def _lambda(self, total_weight: float) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _validate_X(self, X, reset):
+        return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
+                             reset=reset)
+
+    def _make_optimizer(self):
+        s = self.solver
+        if s == "lbfgs":
+            return LBFGS(max_iter=self.max_iter, tol=self.tol, ftol=min(1e-12, self.tol * 1e-3))
+        if s == "adagrad":
+            return ADAGrad(lr=self.learning_rate)
+        return SGD(lr=self.learning_rate)
+
+    def _fit_targets(self, Xc, Y, sw, lam, warm=None, passes=None):
+        """Train the k-output GLM on column-layout ``Xc`` and targets ``Y`` ((n,) or (k, n))."""
+        k = 1 if Y.ndim == 1 else Y.shape[0]
+        dt = Xc.dtype
+        if self.solver in CD_SOLVERS:
+            return self._fit_cd(Xc, Y, sw, lam)
+        model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
+                    dtype=dt.name)
+        n = Xc.shape[1]
+        opt = self._make_optimizer()
+        batch = max(n, 1) if self.solver == "lbfgs" else self.batch_size
+        src = MatSource(Xc, Y.astype(dt, copy=False), sw.astype(dt, copy=False),
+                        batch_size=batch)
+        mixins = [L2Regularizer(lam)] if lam > 0 else []
+        learner = Learner(src, model, opt, mixins=mixins, progress=bool(self.verbose),
+                          n_passes=passes or self.max_iter)
+        if warm is not None:
+            model.set_parameters(warm["coef"], warm["intercept"])
+            learner._setup()
+            if warm.get("opt") is not None:
+                opt.set_state(warm["opt"])
+        learner.train()
+        if self.solver == "lbfgs":
+            n_iter = int(opt.result.nit) if opt.result is not None else opt.t
+        else:
+            n_iter = passes or self.max_iter
+        return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
+                max(n_iter, 1), opt.state() if self.solver in MINIBATCH_SOLVERS else None)
+
+    def _fit_cd(self, Xc, Y, sw, lam):
+        try:
+            from roofline.learners import fit_glm_cd
+        except ImportError:  # pragma: no cover - until issue 6 lands
+            fit_glm_cd = None
+        if fit_glm_cd is None:  # pragma: no cover
+            raise ValueError(f"solver={self.solver!r} needs roofline.learners.fit_glm_cd "
+                             f"(coordinate-descent solvers), which is not available")
+        if not np.all(sw == sw[0]):
+            raise ValueError(f"solver={self.solver!r} does not support non-uniform "
+                             f"sample_weight; use solver='lbfgs'")
+        if lam <= 0:
+            raise ValueError(f"solver={self.solver!r} needs a positive regularisation")
+        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        coefs, inters, iters = [], [], []
+        for r in range(Ys.shape[0]):
+            res = fit_glm_cd(Xc, Ys[r], loss=_CD_LOSS[self._loss], alpha=lam,
+                             solver=self.solver, n_jobs=self.n_jobs, tol=self.tol,
+                             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
+                             random_state=self.random_state)
+            coefs.append(np.asarray(res.coef, dtype=np.float64))
+            inters.append(float(res.intercept))
+            iters.append(int(res.n_iter))
+        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
+
+    def _decision(self, X):
+        check_is_fitted(self, "coef_")
+        X = self._validate_X(X, reset=False)
+        Xc = to_column_layout(X, X.dtype)
+        coef = np.atleast_2d(self.coef_)
+        model = GLM(loss=self._loss, n_outputs=coef.shape[0], fit_intercept=self.fit_intercept,
+                    dtype=Xc.dtype.name)
+        model.set_parameters(coef, np.atleast_1d(self.intercept_))
+        eta = model.linear(Xc)
+        return eta.T  # (n_samples, k)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _common_doc(extra=""):
+    return f"""
+    fit_intercept : bool, default=True
+        Learn an unregularised intercept.
+    solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}}
+        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.
+    max_iter : int, default=200
+        L-BFGS iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.
+    tol : float, default=1e-6
+        L-BFGS projected-gradient tolerance (mean-loss scale); CD relative duality gap.
+    batch_size : int, default=256
+        Minibatch size of ``adagrad``/``sgd``.
+    learning_rate : float, default=0.1
+        Step size of ``adagrad``/``sgd``.
+    n_jobs : int, default=1
+        Threads of the CD solvers.
+    random_state : int or None
+        Seed of the CD solvers' coordinate order.
+    verbose : int, default=0
+        Show a progress bar.{extra}
+    """
+
+
+class _Classifier(ClassifierMixin, _GLMEstimator):
+    def _encode(self, y, classes):
+        if len(classes) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in the data, but "
+                f"the data contains only one class: {classes[0]!r}"
+            )
+        if len(classes) == 2:
+            return (y == classes[1]).astype(np.float64)
+        return (y[None, :] == classes[:, None]).astype(np.float64)  # (k, n), one-vs-rest
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
+        _solver_check(self.solver, self._loss)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        Y = self._encode(y, self.classes_)
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        Xc = to_column_layout(X, X.dtype)
+        lam = self._lambda(float(sw.sum()))
+        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
+        self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
+        self.n_iter_ = np.array([n_iter])
+        self._opt_state = state
+        return self
+
+    @available_if(lambda self: self.solver in MINIBATCH_SOLVERS)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One pass of the minibatch solver over ``(X, y)``, continuing from the current model
+        and optimizer state (``classes`` is required on the first call).  The L2 weight of this
+        call is ``1 / (C * sum(sample_weight))`` of this call's data."""
+        first = not hasattr(self, "classes_")
+        if first:
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit")
+            self.classes_ = np.unique(classes)
+        elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(f"classes={classes!r} differs from the first call's "
+                             f"{self.classes_!r}")
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
+                             reset=first)
+        check_classification_targets(y)
+        if not np.isin(y, self.classes_).all():
+            raise ValueError("y contains labels that are not in classes")
+        Y = self._encode(y, self.classes_)
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        Xc = to_column_layout(X, X.dtype)
+        warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
+                                   "opt": self._opt_state}
+        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())),
+                                              warm=warm, passes=1)
+        self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
+        self.n_iter_ = np.array([getattr(self, "n_iter_", np.array([0]))[0] + 1])
+        self._opt_state = state
+        return self
+
+    def decision_function(self, X):
+        """Margins ``eta``: shape (n_samples,) for two classes, (n_samples, n_classes) else."""
+        d = self._decision(X)
+        return d[:, 0].copy() if d.shape[1] == 1 else np.ascontiguousarray(d)
+
+    def predict(self, X):
+        d = self.decision_function(X)
+        idx = (d > 0).astype(int) if d.ndim == 1 else d.argmax(axis=1)
+        return self.classes_[idx]
+
+
+class LogisticRegression(_Classifier):
+    """L2-regularised logistic regression (scikit-learn's objective and ``C``).
+
+    Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` (``lambda = 1 / (C sum s)``
+    in the learners' scaling); multi-class is one-vs-rest.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength (scikit-learn's).
+    """ + _common_doc() + """
+    dtype : {"float64", "float32"}, default="float64"
+        Value dtype of the data and model.
+
+    Attributes
+    ----------
+    coef_ : ndarray (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray (1,) or (n_classes,)
+    classes_ : ndarray
+    n_iter_ : ndarray (1,)
+    """
+
+    _loss = "logistic"
+
+    def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
+                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
+                 dtype="float64"):
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+
+    def _lambda(self, total_weight):
+        if not self.C > 0:
+            raise ValueError(f"C must be positive, got {self.C!r}")
+        return 1.0 / (self.C * total_weight)
+
+    def predict_proba(self, X):
+        """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes)."""
+        d = self._decision(X)
+        p = 1.0 / (1.0 + np.exp(-d.astype(np.float64)))
+        if p.shape[1] == 1:
+            return np.hstack([1 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+
+class LinearSVC(_Classifier):
+    """Linear support vector classifier (hinge or squared hinge loss), one-vs-rest.
+
+    Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2``; unlike scikit-learn's liblinear-based
+    LinearSVC, the intercept is not regularised.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+    """ + _common_doc() + """
+    dtype : {"float64", "float32"}, default="float64"
+    """
+
+    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True, solver="lbfgs",
+                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
+                 random_state=None, verbose=0, dtype="float64"):
+        self.C = C
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+
+    @property
+    def _loss(self):
+        if self.loss not in ("hinge", "squared_hinge"):
+            raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {self.loss!r}")
+        return self.loss
+
+    def _lambda(self, total_weight):
+        if not self.C > 0:
+            raise ValueError(f"C must be positive, got {self.C!r}")
+        return 1.0 / (self.C * total_weight)
+
+
+class _Regressor(RegressorMixin, _GLMEstimator):
+    _loss = "linear"
+
+    def _prepare(self, X, y, sample_weight, reset=True):
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
+                             multi_output=True, y_numeric=True, reset=reset)
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        Y = y if y.ndim == 1 else np.asfortranarray(y.T)
+        return to_column_layout(X, X.dtype), y, Y, sw
+
+    def _store(self, y, coef, b):
+        if y.ndim == 1:
+            self.coef_, self.intercept_ = coef[0], float(b[0])
+        else:
+            self.coef_, self.intercept_ = coef, b
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (n_samples x n_features, dense or sparse) and targets ``y`` ((n,) or
+        (n, n_targets))."""
+        _solver_check(self.solver, self._loss)
+        Xc, y, Y, sw = self._prepare(X, y, sample_weight)
+        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())))
+        self._store(y, coef, b)
+        self.n_iter_ = n_iter
+        self._opt_state = state
+        return self
+
+    @available_if(lambda self: self.solver in MINIBATCH_SOLVERS)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One pass of the minibatch solver over ``(X, y)``, continuing from the current state."""
+        first = not hasattr(self, "coef_")
+        Xc, y, Y, sw = self._prepare(X, y, sample_weight, reset=first)
+        warm = None if first else {"coef": np.atleast_2d(self.coef_),
+                                   "intercept": np.atleast_1d(self.intercept_),
+                                   "opt": self._opt_state}
+        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())),
+                                              warm=warm, passes=1)
+        self._store(y, coef, b)
+        self.n_iter_ = getattr(self, "n_iter_", 0) + 1
+        self._opt_state = state
+        return self
+
+    def predict(self, X):
+        d = self._decision(X)
+        return d[:, 0].copy() if np.ndim(self.coef_) == 1 else np.ascontiguousarray(d)
+
+
+class Ridge(_Regressor):
+    """Ridge regression: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` (scikit-learn's).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        L2 strength (scikit-learn's); ``lambda = alpha / sum(sample_weight)`` in the learners.
+    """ + _common_doc() + """
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    coef_ : ndarray (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray (n_targets,)
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
+                 verbose=0, dtype="float64"):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+
+    def _lambda(self, total_weight):
+        if not self.alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        return self.alpha / total_weight
+
+
+class LinearRegression(_Regressor):
+    """Ordinary least squares (``Ridge`` with ``alpha = 0``).
+
+    Parameters
+    ----------""" + _common_doc() + """
+    dtype : {"float64", "float32"}, default="float64"
+    """
+
+    def __init__(self, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
+                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
+                 dtype="float64"):
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+
+    def _lambda(self, total_weight):
+        return 0.0
