@@ -11,6 +11,7 @@ Compose learning BIDMach's way::
 """
 
 from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from ._learner import Learner, LearnerOptions, TrainResult
 from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
 from ._models import GLM, LOSSES, GLMOptions, Model
@@ -37,16 +38,43 @@ __all__ = [
     "LBFGSOptions",
     "LOSSES",
     "Learner",
+    "LinearRegression",
+    "LinearSVC",
+    "LogisticRegression",
     "LearnerOptions",
     "MetricsRecorder",
     "Mixin",
     "Model",
     "Optimizer",
     "Options",
+    "Ridge",
     "SGD",
     "SGDOptions",
     "TrainResult",
     "load_checkpoint",
     "option",
     "save_checkpoint",
+]
+
+from ._cd import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd  # noqa: E402 (issue 6)
+from ._cd_stream import fit_glm_cd_stream  # noqa: E402
+from ._cocoa import (  # noqa: E402
+    Communicator,
+    InProcessCommunicator,
+    InProcessGroup,
+    check_pure_blocks,
+    pure_blocks,
+)
+
+__all__ += [
+    "CDResult",
+    "Communicator",
+    "InProcessCommunicator",
+    "InProcessGroup",
+    "alpha_from_peer",
+    "alpha_to_peer",
+    "check_pure_blocks",
+    "fit_glm_cd",
+    "fit_glm_cd_stream",
+    "pure_blocks",
 ]

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from roofline import (
     gmat,
     kernels,  # deliberate exception, see the module docstring

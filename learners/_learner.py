@@ -32,8 +32,9 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from roofline import gmat
 from tqdm.auto import tqdm
+
+from roofline import gmat
 
 from ._checkpoint import load_checkpoint, save_checkpoint
 from ._options import Options, option

@@ -28,8 +28,9 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-from roofline import gmat
 from scipy.special import expit
+
+from roofline import gmat
 
 from ._options import Options, option
 

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+
 from roofline import gmat
 
 from ._fused import FusedWorkspace, adagrad_glm_step

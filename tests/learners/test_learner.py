@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _learners_data import make_problem
+from sklearn.linear_model import LogisticRegression, Ridge
+
 from roofline import gmat
 from roofline.datasources import MatSource
 from roofline.learners import (
@@ -20,7 +22,6 @@ from roofline.learners import (
     MetricsRecorder,
 )
 from roofline.learners._demo_data import make_criteo_like
-from sklearn.linear_model import LogisticRegression, Ridge
 
 
 def lbfgs_learner(X, y, lam, loss="logistic", k=1, **kw):
