@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 from _learners_data import make_problem
+
 from roofline.datasources import MatSource
 from roofline.learners import GLM, ADAGrad, Learner, load_checkpoint, save_checkpoint
 
