@@ -298,7 +298,13 @@ def empty(shape, dtype=np.float32, *, order="F", device="cpu"):
         Fortran order (the default) keeps each column contiguous.
     device : {"cpu", "gpu"}
     """
-    dtype = _check_value_dtype(dtype, "dtype")
+    return aligned_alloc(shape, _check_value_dtype(dtype, "dtype"), order=order, device=device)
+
+
+def aligned_alloc(shape, dtype, *, order="C", device="cpu"):
+    """Uninitialised array of any dtype starting on a cache-line boundary (no dtype policy:
+    used by :func:`empty` and by the buffer cache, which also holds masks and index buffers)."""
+    dtype = np.dtype(dtype)
     shape = tuple(int(s) for s in (shape if np.iterable(shape) else (shape,)))
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")

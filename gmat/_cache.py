@@ -11,8 +11,7 @@ import threading
 
 import numpy as np
 
-from ._arrays import device_of
-from ._arrays import empty as aligned_empty
+from ._arrays import aligned_alloc, device_of
 
 __all__ = ["BufferCache", "default_cache"]
 
@@ -72,7 +71,7 @@ class BufferCache:
                 self._buffers[key] = buf  # move to most-recently-used position
                 self.n_hits += 1
                 return buf
-            buf = aligned_empty(shape, dtype, order=order, device=device)
+            buf = aligned_alloc(shape, dtype, order=order, device=device)
             self.n_allocations += 1
             self._buffers[key] = buf
             logger.debug("BufferCache: allocated %s %s %s tag=%r", shape, dtype, order, tag)

@@ -26,7 +26,7 @@ __all__ = ["MachineRoofline", "machine_roofline", "measure_machine"]
 
 logger = logging.getLogger(__name__)
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class MachineRoofline:
         Identification of the machine.
     measured_at : float
         Unix time of the measurement.
+    load : float
+        One-minute load average when measured; a busy machine gives low ceilings, and then
+        roofline fractions overstate how close a kernel is (see :attr:`busy`).
     """
 
     bandwidth: float
@@ -60,6 +63,12 @@ class MachineRoofline:
     cpu: str = ""
     host: str = ""
     measured_at: float = 0.0
+    load: float = 0.0
+
+    @property
+    def busy(self) -> bool:
+        """True when other work competed for the cores during the measurement."""
+        return self.load > 0.5 * max(self.threads, 1)
 
     def flops(self, dtype) -> float:
         """Flops ceiling for ``dtype`` (float32 or float64)."""
@@ -75,6 +84,12 @@ class MachineRoofline:
             f"  flops ceiling     {self.flops32 / 1e9:7.1f} gflop/s float32, "
             f"{self.flops64 / 1e9:.1f} gflop/s float64 (FMA loop)\n"
             f"  ridge point       {self.flops32 / self.bandwidth:7.2f} flop/byte float32"
+            + (
+                f"\n  WARNING: load average was {self.load:.1f} during the measurement: the "
+                f"ceilings are probably low; re-measure on a quiet machine (--remeasure)"
+                if self.busy
+                else ""
+            )
         )
 
 
@@ -121,6 +136,13 @@ def _measure_bandwidth(n, blocks, repeat):
     return 3 * 8 * n / t_triad, 8 * n / t_read
 
 
+def _load() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):  # pragma: no cover - platform without getloadavg
+        return 0.0
+
+
 def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> MachineRoofline:
     """Measure bandwidth and flops ceilings now (no cache).
 
@@ -129,8 +151,10 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     size_bytes : int
         Size of each streamed array; keep it well above the last-level cache.
     repeat : int
-        Repetitions; the best is kept (the machine may be shared).
+        Repetitions; the best is kept (the machine may be shared).  The FMA loop runs in
+        ``3 * repeat`` short bursts, so that one of them likely runs undisturbed.
     """
+    load = _load()
     threads = kernels.default_threads()
     blocks = threads * 4
     triad, read = _measure_bandwidth(size_bytes // 8, blocks, repeat)
@@ -138,10 +162,10 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     for dt in (np.float32, np.float64):
         seed = np.ones(threads, dtype=dt)
         kernels.fma_loop(seed, 10)
-        n_iter = 100_000
+        n_iter = 20_000
         best = float("inf")
         flops = 0
-        for _ in range(repeat):
+        for _ in range(3 * repeat):
             t0 = time.perf_counter()
             _, flops = kernels.fma_loop(seed, n_iter)
             best = min(best, time.perf_counter() - t0)
@@ -156,6 +180,7 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
         cpu=_cpu_name(),
         host=socket.gethostname(),
         measured_at=time.time(),
+        load=load,
     )
     logger.info("measured machine roofline: %s", m)
     return m

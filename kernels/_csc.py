@@ -131,6 +131,8 @@ def row_slabs(indices, nnz, n_rows, n_slabs):
 # Prefetch distance in nonzeros: far enough ahead to cover main-memory latency (~150 ns here)
 # at a few ns per nonzero, near enough that the prefetched lines are still in L1/L2 when used.
 PREFETCH_DISTANCE = 16
+# Rotating accumulators per output column in A*S (a power of two).
+N_ACC = 4
 
 
 @njit(inline="always", **_FLAGS)
@@ -146,24 +148,37 @@ def csc_mult(AT, indptr, indices, data, outT, bounds):
     """``outT[j, :] = sum_p data[p] * AT[indices[p], :]`` over the nonzeros ``p`` of column ``j``.
 
     This is ``C = A * S`` with ``AT = A.T`` (``n x k``) and ``outT = C.T`` (``m x k``).  The row
-    of ``AT`` needed ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.
+    of ``AT`` needed ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.  For small ``k`` the
+    running sum of a column rotates over ``N_ACC`` accumulator rows (summed at the end of the
+    column): one accumulator would chain every nonzero's FMA behind the previous one's store.
     """
     k = AT.shape[1]
     row_bytes = k * AT.itemsize
+    n_acc = N_ACC if k <= 32 else 1
+    mask = n_acc - 1
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
+        acc = np.empty((n_acc, k), dtype=outT.dtype)
         p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
-            o = outT[j]
-            for kk in range(k):
-                o[kk] = 0
-            for p in range(indptr[j], indptr[j + 1]):
+            for q in range(n_acc):
+                for kk in range(k):
+                    acc[q, kk] = 0
+            lo = indptr[j]
+            for p in range(lo, indptr[j + 1]):
                 if p < p_end:
                     _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
                 v = data[p]
                 a = AT[indices[p]]
+                o = acc[(p - lo) & mask]
                 for kk in range(k):
                     o[kk] += v * a[kk]
+            o = outT[j]
+            for kk in range(k):
+                o[kk] = acc[0, kk]
+            for q in range(1, n_acc):
+                for kk in range(k):
+                    o[kk] += acc[q, kk]
 
 
 @njit(parallel=True, **_FLAGS)

@@ -60,3 +60,10 @@ def test_bad_cache_argument():
     S = gmat.powerlaw_csc(50, 20, 3, random_state=0)
     with pytest.raises(TypeError, match="cache must be a BufferCache"):
         gmat.mult_as(gmat.zeros((1, 50)), S, cache="yes")
+
+
+def test_cache_holds_any_dtype():
+    cache = gmat.BufferCache()
+    mask = cache.zeros((7,), np.bool_, tag="mask")
+    idx = cache.empty((5,), np.int64, tag="idx")
+    assert mask.dtype == np.bool_ and not mask.any() and idx.dtype == np.int64

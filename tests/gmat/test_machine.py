@@ -60,3 +60,13 @@ def test_unreadable_cache_is_replaced(cache_dir, fast_measure):
     assert len(fast_measure) == 1
     assert json.loads((cache_dir / "machine.json").read_text())
     assert m.bandwidth > 0
+
+
+def test_busy_flag_and_warning():
+    import dataclasses
+
+    m = gmat.MachineRoofline(bandwidth=1e10, triad_bandwidth=1e10, read_bandwidth=1e10,
+                             flops32=1e11, flops64=5e10, threads=2, load=0.2)
+    assert not m.busy and "WARNING" not in str(m)
+    busy = dataclasses.replace(m, load=3.0)
+    assert busy.busy and "load average was 3.0" in str(busy)
