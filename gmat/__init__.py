@@ -24,6 +24,7 @@ from ._cache import BufferCache, default_cache
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
+from ._ops import axpy, log1pexp, sigmoid
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
 from ._report import PrimitiveTiming, RooflineReport, benchmark_primitives, roofline_report
@@ -45,6 +46,7 @@ __all__ = [
     "powerlaw_csc",
     "roofline_report",
     "as_dense",
+    "axpy",
     "check_csc",
     "default_cache",
     "device_of",
@@ -52,9 +54,11 @@ __all__ = [
     "get_array_module",
     "gpu_available",
     "is_sparse",
+    "log1pexp",
     "mult_as",
     "mult_ast",
     "sddmm",
+    "sigmoid",
     "slice_columns",
     "to_device",
     "zeros",
