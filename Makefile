@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml | $(PY)
 demo: $(STAMP)
 	$(VENV)/bin/roofline info
 	$(PY) benchmarks/primitives.py --examples 100000 --k 1 16 --repeat 3
+	$(VENV)/bin/roofline train examples/logistic_criteo.toml
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
