@@ -13,6 +13,8 @@ import io
 import logging
 import os
 import posixpath
+import struct
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -86,6 +88,55 @@ def _exists(path) -> bool:
 # -- reading ---------------------------------------------------------------------------------------
 
 
+def _readinto_exact(f, arr, name, what):
+    """Fill ``arr`` (contiguous) from the current position of the binary file ``f``."""
+    mv = memoryview(arr.reshape(-1, order="A")).cast("B")
+    got = 0
+    n = len(mv)
+    while got < n:
+        k = f.readinto(mv[got:])
+        if not k:
+            raise ValueError(f"shard {name}: {what} is truncated ({got} of {n} bytes)")
+        got += k
+
+
+def _read_npz_fast(f, name):
+    """The arrays of an uncompressed npz read straight into fresh arrays (one copy, no CRC
+    pass, unlike ``np.load``); ``None`` when a member is compressed or unusual."""
+    with zipfile.ZipFile(f) as z:
+        infos = z.infolist()
+    if any(i.compress_type != zipfile.ZIP_STORED or not i.filename.endswith(".npy")
+           for i in infos):
+        return None
+    out = {}
+    for i in infos:
+        f.seek(i.header_offset)
+        h = f.read(30)
+        if len(h) != 30 or h[:4] != b"PK\x03\x04":
+            raise ValueError(f"shard {name}: corrupt zip member {i.filename}")
+        n, m = struct.unpack("<HH", h[26:30])
+        start = i.header_offset + 30 + n + m
+        f.seek(start)
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            return None
+        if dtype.hasobject:
+            raise ValueError(f"shard {name}: {i.filename} holds Python objects")
+        arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        if f.tell() - start + arr.nbytes != i.file_size:
+            raise ValueError(
+                f"shard {name}: {i.filename} has {i.file_size} bytes, its header says "
+                f"{f.tell() - start + arr.nbytes}"
+            )
+        _readinto_exact(f, arr, name, i.filename)
+        out[i.filename[:-4]] = arr
+    return out
+
+
 def _read_npz(f, name):
     with np.load(f, allow_pickle=False) as z:
         keys = set(z.files)
@@ -95,6 +146,54 @@ def _read_npz(f, name):
         out = {k: z[k] for k in ("data", "indices", "indptr", "shape")}
         out["y"] = z["y"] if "y" in keys else None
         out["w"] = z["w"] if "w" in keys else None
+    return out
+
+
+def _read_local_npz(path, name):
+    with open(path, "rb", buffering=0) as f:
+        a = _read_npz_fast(f, name)
+        if a is None:
+            f.seek(0)
+            return _read_npz(f, name)
+    missing = {"data", "indices", "indptr", "shape"} - set(a)
+    if missing:
+        raise ValueError(f"shard {name}: missing arrays {sorted(missing)} (has {sorted(a)})")
+    a.setdefault("y", None)
+    a.setdefault("w", None)
+    return a
+
+
+def _read_local_h5(path, name):
+    """Contiguous, unfiltered HDF5 datasets read straight from the file at their offsets
+    (h5py only parses the metadata); anything else goes through h5py."""
+    import h5py
+
+    with h5py.File(path, "r") as h:
+        missing = {"data", "indices", "indptr"} - set(h.keys())
+        if missing or "shape" not in h.attrs:
+            raise ValueError(
+                f"shard {name}: missing datasets {sorted(missing)} or the 'shape' attribute"
+            )
+        meta = {}
+        for k in ("data", "indices", "indptr", "y", "w"):
+            if k not in h:
+                continue
+            ds = h[k]
+            off = ds.id.get_offset()
+            if ds.chunks is not None or ds.compression is not None or not ds.dtype.isnative or (
+                off is None and ds.size
+            ):
+                return _read_h5(path, name)
+            meta[k] = (off, ds.dtype, ds.shape)
+        shape = np.asarray(h.attrs["shape"])
+    out = {"shape": shape, "y": None, "w": None}
+    with open(path, "rb", buffering=0) as f:
+        for k, (off, dt, shp) in meta.items():
+            arr = np.empty(shp, dtype=dt)
+            if arr.nbytes:
+                f.seek(off)
+                _readinto_exact(f, arr, name, k)
+            out[k] = arr
     return out
 
 
@@ -128,8 +227,8 @@ def read_shard(path, fmt=None, *, n_features=None, validate=True):
             with open_binary(path) as f:
                 a = _read_npz(f, name) if fmt == "npz" else _read_h5(f, name)
         else:
-            a = _read_npz(path, name) if fmt == "npz" else _read_h5(path, name)
-    except (OSError, EOFError) as exc:
+            a = _read_local_npz(path, name) if fmt == "npz" else _read_local_h5(path, name)
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
     except ValueError as exc:
         if str(exc).startswith(f"shard {name}"):
@@ -200,7 +299,7 @@ def _shard_header(path, fmt):
         finally:
             if f is not path:
                 f.close()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
     if np.shape(s) != (2,):
         raise ValueError(f"shard {name}: 'shape' must be 2 integers, got {s!r}")

@@ -321,7 +321,7 @@ class SVMLightSource(DataSource):
         """Yield ``(X, y)`` CSC blocks (one per parsed chunk) of one pass."""
         dt = np.dtype(self.opts.dtype)
         n_f = self.n_features
-        total_skipped = 0
+        total_skipped = total_rows = 0
         for path in self.paths:
             st = _ParseState()
             for labels, indptr, indices, data in self._parse_file(
@@ -345,7 +345,10 @@ class SVMLightSource(DataSource):
                     st.n_skipped,
                 )
             total_skipped += st.n_skipped
+            total_rows += st.n_rows
         self.n_skipped = total_skipped
+        if self.n_examples is None:
+            self.n_examples = total_rows  # known after one full pass
 
     def _batches(self):
         rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)

@@ -160,3 +160,26 @@ def test_shard_writer_blocks_and_read_shard(tmp_path, data):
     np.testing.assert_array_equal(Xr.toarray(), X[:, 400:800].toarray())
     np.testing.assert_array_equal(wr_, w[400:800])
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("fmt", ["npz", "h5"])
+def test_compressed_shards_fallback_path(tmp_path, data, fmt):
+    """Compressed shards are read by np.load / h5py (the fast path handles stored ones)."""
+    X, y, w = data
+    write_shards(MatSource(X, y, w), str(tmp_path / f"z-{{i}}.{fmt}"), examples_per_shard=400,
+                 compress=True)
+    mb = next(iter(FileSource(str(tmp_path / f"z-{{i}}.{fmt}"), batch_size=5000)))
+    assert (mb.X != X).nnz == 0 and np.array_equal(mb.y, y) and np.array_equal(mb.w, w)
+
+
+@pytest.mark.parametrize("fmt", ["npz", "h5"])
+def test_truncated_shard_is_named(tmp_path, data, fmt):
+    X, y, w = data
+    paths = write_shards(MatSource(X, y, w), str(tmp_path / f"t-{{i}}.{fmt}"),
+                         examples_per_shard=400)
+    src = FileSource(str(tmp_path / f"t-{{i}}.{fmt}"), batch_size=100)
+    raw = open(paths[1], "rb").read()
+    # cut inside the arrays (past the headers, before the end)
+    open(paths[1], "wb").write(raw[: len(raw) * 2 // 3])
+    with pytest.raises(ValueError, match=rf"shard .*t-1\.{fmt}"):
+        list(src)

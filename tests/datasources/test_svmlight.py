@@ -128,6 +128,7 @@ def test_streamed_batches_concatenate_to_sklearn(tmp_path, case, bs):
                          batch_size=bs, chunk_bytes=1024)
     assert src.n_examples is None  # not scanned
     batches = list(src)
+    assert src.n_examples == Xs.shape[0]  # known after a full pass
     assert all(b.n_examples == bs for b in batches[:-1])
     assert [b.start for b in batches] == list(range(0, bs * len(batches), bs))
     if batches:
