@@ -199,9 +199,13 @@ def csc_mult_vec(a, indptr, indices, data, out, bounds):
 @njit(parallel=True, **_FLAGS)
 def csc_mult_t(AT, indptr, indices, data, outT, slabs):
     """``outT[i, :] = sum_{(i, j) in S} data * AT[j, :]``: ``C = A * S^T`` with ``AT = A.T``
-    (``m x k``) and ``outT = C.T`` (``n x k``).  Thread ``t`` owns output rows
-    ``slabs[t]:slabs[t+1]``; the output row needed ``PREFETCH_DISTANCE`` nonzeros ahead (when it
-    belongs to the thread's slab) is prefetched.
+    (``m x k``) and ``outT = C.T`` (``n x k``).
+
+    Thread ``t`` owns output rows ``slabs[t]:slabs[t+1]``.  Output rows are not zeroed up front
+    (a full extra pass over a ``k x n`` output that is mostly written by scattered updates
+    anyway): the first nonzero that touches a row *writes* it, later ones accumulate, and a final
+    sequential pass zeroes the rows no nonzero touched.  The output row needed
+    ``PREFETCH_DISTANCE`` nonzeros ahead (when it belongs to the thread's slab) is prefetched.
     """
     k = AT.shape[1]
     row_bytes = k * outT.itemsize
@@ -211,9 +215,7 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
     for s in prange(n_slabs):
         r0 = slabs[s]
         r1 = slabs[s + 1]
-        for i in range(r0, r1):
-            for kk in range(k):
-                outT[i, kk] = 0
+        seen = np.zeros(r1 - r0, dtype=np.uint8)
         for j in range(m):
             hi = indptr[j + 1]
             lo = _first_at_least(indices, indptr[j], hi, r0)
@@ -229,8 +231,17 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
                         _prefetch_rows(outT, indices, q, row_bytes)
                 v = data[p]
                 o = outT[i]
+                if seen[i - r0]:
+                    for kk in range(k):
+                        o[kk] += v * a[kk]
+                else:
+                    seen[i - r0] = 1
+                    for kk in range(k):
+                        o[kk] = v * a[kk]
+        for i in range(r0, r1):
+            if not seen[i - r0]:
                 for kk in range(k):
-                    o[kk] += v * a[kk]
+                    outT[i, kk] = 0
 
 
 @njit(cache=True, nogil=True, inline="always")
