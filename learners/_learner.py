@@ -61,6 +61,9 @@ class LearnerOptions(Options):
     progress: bool = option(True, "show a tqdm bar (only on a terminal)")
     checkpoint: str | None = option(None, "checkpoint file written at pass ends", kind=str)
     checkpoint_every: int = option(1, "passes between checkpoints", low=1)
+    roofline_gauge: str = option("auto", "report the fraction of the machine's roofline the "
+                                         "step's primitives (A*S, A*S^T) achieve: 'auto' = when "
+                                         "the progress bar is shown", choices=("auto", "on", "off"))
 
     def _check(self, prefix):
         if self.holdout_every == 1:
@@ -198,12 +201,17 @@ class Learner:
         self._step_time = 0.0
         self._flops = 0
         self._win = [0.0, 0.0]  # training loss, weight since last record
+        self._gauge_t = [0.0, 0]  # step time, steps since last record (roofline gauge)
+        self._last_batch = None
         self._ho = [0.0, 0.0]  # held-out loss, weight since last record (holdout_every)
         n_ex = getattr(self.datasource, "n_examples", None)
         total = n_ex * o.n_passes if (n_ex and not self.optimizer.batch) else None
         disable = None if o.progress else True
         self._pbar = tqdm(total=total, unit="ex", unit_scale=True, disable=disable,
                           desc=f"{type(self.optimizer).__name__}")
+        g = o.roofline_gauge
+        self._gauge = (g == "on" or (g == "auto" and not self._pbar.disable)) and hasattr(
+            gmat, "cost_mult_as") and not self.optimizer.batch
         passes = 0
         try:
             if self.optimizer.batch:
@@ -246,7 +254,11 @@ class Learner:
                 continue
             ts = time.perf_counter()
             ls, ws = self.optimizer.step(self.model, batch, self.mixins, self.cache)
-            self._step_time += time.perf_counter() - ts
+            dt = time.perf_counter() - ts
+            self._step_time += dt
+            self._gauge_t[0] += dt
+            self._gauge_t[1] += 1
+            self._last_batch = batch
             self._flops += self.model.flops_per_step(batch)
             self._steps += 1
             self._win[0] += ls
@@ -295,11 +307,14 @@ class Learner:
             "heldout_loss": heldout,
             "examples_per_s": self._examples / now if now > 0 else math.nan,
             "gflops": self._flops / self._step_time / 1e9 if self._step_time > 0 else math.nan,
+            "roofline_fraction": self._roofline_fraction(),
         }
         self.trace.append(rec)
         if self._pbar is not None and not self._pbar.disable:
-            self._pbar.set_postfix(heldout=f"{heldout:.4f}", gflops=f"{rec['gflops']:.2f}",
-                                   refresh=False)
+            post = {"heldout": f"{heldout:.4f}", "gflops": f"{rec['gflops']:.2f}"}
+            if not math.isnan(rec["roofline_fraction"]):
+                post["roofline"] = f"{100 * rec['roofline_fraction']:.1f}%"
+            self._pbar.set_postfix(post, refresh=False)
         logger.info("step %d: train %.5f heldout %.5f, %.0f ex/s", self._steps, train, heldout,
                     rec["examples_per_s"])
         for m in self.mixins:
@@ -314,6 +329,22 @@ class Learner:
                                 self._steps, heldout, self._best)
                     self._stop = True
         return rec
+
+    def _roofline_fraction(self) -> float:
+        """Roofline time of the last minibatch's primitives (``A*S`` and ``A*S^T``, gmat's cost
+        model on the measured machine) over the mean measured step time since the last record.
+        The step also does elementwise work, so this is the fraction of the whole step's time
+        that the primitives' lower bound accounts for."""
+        t, n = self._gauge_t
+        self._gauge_t = [0.0, 0]
+        b = getattr(self, "_last_batch", None)
+        if not getattr(self, "_gauge", False) or n == 0 or b is None or not gmat.is_sparse(b.X):
+            return math.nan
+        machine = gmat.machine_roofline()
+        k = self.model.n_outputs
+        rt = (gmat.cost_mult_as(b.X, k).roofline_time(machine)
+              + gmat.cost_mult_ast(b.X, k).roofline_time(machine))
+        return rt / (t / n)
 
     # -- evaluation ---------------------------------------------------------------------------
     def _evaluate_batches(self, batches) -> dict:

@@ -1,6 +1,7 @@
 """Learner, optimizers and mixins against known optima (scikit-learn) and by construction."""
 
 import csv
+import math
 import tracemalloc
 
 import numpy as np
@@ -293,3 +294,15 @@ def test_predict_and_dense_source():
     assert p.shape == (90,) and ((p > 0) & (p < 1)).all()
     assert L.evaluate(MatSource(sp.csc_matrix(X), y))["loss"] == pytest.approx(
         L.evaluate(MatSource(Xd, y))["loss"], rel=1e-12)
+
+
+@pytest.mark.slow  # the first call measures the machine (then cached by gmat)
+def test_roofline_gauge_is_a_fraction():
+    X, y, _ = make_criteo_like(20000, n_features=2**16, n_fields=20, dtype=np.float32, seed=4)
+    L = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), eval_every=3,
+                roofline_gauge="on", progress=False)
+    res = L.train()
+    fr = [r["roofline_fraction"] for r in res.trace]
+    assert all(0 < f <= 1 for f in fr), fr
+    off = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), progress=False).train()
+    assert all(math.isnan(r["roofline_fraction"]) for r in off.trace)
