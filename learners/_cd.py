@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+
 from roofline import gmat
 from roofline import kernels as _k
 
@@ -405,9 +406,15 @@ def _perm(rng, n):
 
 def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
                 n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
-                sub_epochs=1):
+                sub_epochs=1, callback=None):
     """Sequential (``n_threads == 1``) or TPA-SCD primal coordinate descent."""
     ip, ix, dt = pb.Xt
+    # features that occur nowhere have their optimum at 0: set once, never visited
+    feats = np.flatnonzero(np.diff(ip)).astype(np.int64)
+    if feats.size < pb.d:
+        keep = w[feats]
+        w[:] = 0.0
+        w[feats] = keep
     z = pb.margins(w, b)
     dummy = np.empty(0)
     conv = False
@@ -418,7 +425,7 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
     bar = _tqdm(max_iter, verbose, "scd")
     for it in range(1, max_iter + 1):
         trace.start()
-        perm = _perm(rng, pb.d)
+        perm = rng.permutation(feats)
         if n_threads == 1:
             _k.cd_primal_epoch(ip, ix, dt, pb.y, w, z, dummy, perm, pb.loss, pb.l1, pb.lam_n,
                                1.0, 1.0, pb.colsq_primal, False)
@@ -429,10 +436,10 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
                 w0, z0, b0 = w.copy(), z.copy(), b
                 bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
                 if tpa_mode == "hogwild":
-                    Z = z.reshape(1, -1)
-                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
-                                     pb.lam_n, damp, pb.colsq_primal, dummy)
-                    z = pb.margins(w, b, z)  # unsynchronised adds may be lost: re-sync exactly
+                    # unsynchronised adds may lose an update now and then: z is re-synchronised
+                    # exactly at every check
+                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, z.reshape(1, -1), part, bounds,
+                                     pb.loss, pb.l1, pb.lam_n, damp, pb.colsq_primal, dummy)
                 else:
                     Z = np.repeat(z[None, :], n_threads, axis=0)
                     _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
@@ -453,8 +460,11 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
         bar.update(1)
         if it % check_every == 0 or it == max_iter:
             t0 = time.perf_counter()
+            z = pb.margins(w, b, z)  # exact: drops the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.primal_gap(w, b, z)
+            if callback is not None:
+                callback(it, w, b)
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
                 break
@@ -463,7 +473,8 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
 
 
 def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
-              tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1):
+              tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1,
+              callback=None):
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA)."""
     X = pb.X
     colsq = pb.dual_colsq()
@@ -485,11 +496,9 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             for part in np.array_split(perm, sub_epochs):
                 a0, v0 = alpha.copy(), v.copy()
                 bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
-                if tpa_mode == "hogwild":
-                    V = v.reshape(1, -1)
-                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
-                                   pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
-                    v = pb.dual_point(alpha)  # re-sync exactly
+                if tpa_mode == "hogwild":  # v is re-synchronised exactly at every check
+                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, v.reshape(1, -1),
+                                   part, bounds, pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
                 else:
                     V = np.repeat(v[None, :], n_threads, axis=0)
                     _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
@@ -511,6 +520,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             v = pb.dual_point(alpha)  # drop the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.dual_gap(alpha, v)
+            if callback is not None:
+                callback(it, *pb.dual_primal(v))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
                 break
@@ -571,6 +582,7 @@ def fit_glm_cd(
     blocks=None,
     comm_stats=None,
     coef_init=None,
+    callback=None,
 ):
     """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
 
@@ -630,6 +642,9 @@ def fit_glm_cd(
         Filled with communication counts (CoCoA, pure-block).
     coef_init : array, optional
         Warm start for the primal solvers.
+    callback : callable, optional
+        ``callback(iteration, coef, intercept)`` at every check of ``scd``/``tpa-scd`` (its
+        time counts as check time, not solver time); ``coef`` is a live view, copy it to keep.
 
     Returns
     -------
@@ -682,7 +697,8 @@ def fit_glm_cd(
         n_threads = n_jobs if solver == "tpa-scd" else 1
         kw = dict(max_iter=max_iter, check_every=check_every, rng=rng, trace=trace,
                   verbose=verbose, n_threads=n_threads, tpa_mode=tpa_mode,
-                  adaptive_damping=adaptive_damping, damping=damping, sub_epochs=sub_epochs)
+                  adaptive_damping=adaptive_damping, damping=damping, sub_epochs=sub_epochs,
+                  callback=callback)
         if use_dual:
             w, b, a, it, conv, info = _scd_dual(pb, np.zeros(pb.n), **kw)
         else:

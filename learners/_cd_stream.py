@@ -16,6 +16,7 @@ import logging
 import time
 
 import numpy as np
+
 from roofline import gmat
 from roofline import kernels as _k
 

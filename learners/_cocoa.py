@@ -34,6 +34,7 @@ import threading
 import time
 
 import numpy as np
+
 from roofline import kernels as _k
 
 from ._cd import GLMProblem

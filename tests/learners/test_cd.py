@@ -5,9 +5,10 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from roofline.learners import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd
 from sklearn.linear_model import Lasso, LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
+
+from roofline.learners import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd
 
 
 def make_data(n=300, d=25, density=0.3, seed=0, dtype=np.float64, task="regression"):
@@ -98,7 +99,7 @@ def test_hinge_svm_matches_liblinear(fit_intercept):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sk = LinearSVC(C=0.1, loss="hinge", dual=True, tol=1e-12, max_iter=1_000_000,
-                       fit_intercept=fit_intercept).fit(A, y)
+                       fit_intercept=fit_intercept, random_state=0).fit(A, y)
     assert res.converged and res.dual
     b_sk = sk.intercept_[0] if fit_intercept else 0.0
     # liblinear regularises the intercept (intercept_scaling=1), as our dual does

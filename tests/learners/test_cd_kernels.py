@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from roofline import kernels as K
 from scipy.optimize import minimize_scalar
+
+from roofline import kernels as K
 
 LOSS = {"squared": 0, "logistic": 1, "hinge": 2}
 

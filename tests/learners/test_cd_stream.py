@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from roofline.datasources import DataSource, DataSourceOptions, MatSource, Minibatch
 from roofline.learners import fit_glm_cd, fit_glm_cd_stream
 

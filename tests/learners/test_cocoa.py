@@ -5,6 +5,8 @@ import threading
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_cd import make_data
+
 from roofline.learners import (
     InProcessGroup,
     alpha_from_peer,
@@ -13,7 +15,6 @@ from roofline.learners import (
     pure_blocks,
 )
 from roofline.learners._cocoa import run_in_threads
-from test_cd import make_data
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,404 @@
+"""L2 logistic regression by coordinate descent vs peers, on Criteo-like hashed data.
+
+One run prints one table, Roofline's CD solvers and the peers side by side:
+
+* Roofline: ``scd`` primal and dual (1 thread), ``tpa-scd`` primal and dual (``--threads``);
+* scikit-learn ``liblinear`` (dual CD) and ``saga``;
+* ``snapml`` dual and primal with the same thread count, and Vowpal Wabbit (1 and 3 passes), when
+  they are importable (they are optional: ``pip install snapml vowpalwabbit``; never project
+  dependencies).
+
+Protocol (issue 6):
+
+1. Criteo-like data (``roofline.datasources.make_criteo_like_matrix``: 39 hashed fields in
+   ``2^20`` features), the last 20% held out; a constant feature is appended so every solver
+   fits the same (regularised) intercept the same way.
+2. ``alpha`` (our scaling: mean logloss + ``alpha ||w||^2 / 2``; sklearn ``C = 1 / (alpha n)``,
+   snapml ``regularizer = alpha n``) chosen on the held-out logloss over a grid of ``C``.
+3. ``P*``: the lowest objective any solver reached (our dual SCD run to a ``1e-11`` relative gap
+   first).  For each solver: time to a training objective within ``1e-3`` and ``1e-6``
+   (relative) of ``P*``, held-out logloss / AUC at the ``1e-3`` point, and the best held-out
+   logloss with the time it was first reached.  Peers are timed over separate runs of growing
+   effort (``max_iter`` or ``tol``); a time is that of the first run that reached the target.
+   Roofline's times are setup + epochs, *excluding* the duality-gap / held-out evaluations
+   done for this table (reported in the footer).  VW has only its own implicit regularisation:
+   it is compared on held-out logloss only.
+
+Usage::
+
+    python benchmarks/cd_solvers.py --n-examples 200000          # the table
+    python benchmarks/cd_solvers.py --link-cost                  # hierarchical vs flat CoCoA
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+LEVELS = (1e-3, 1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# data and metrics
+
+
+def load(n_examples, seed, n_bits=20):
+    from roofline.datasources import make_criteo_like_matrix
+
+    n_test = max(1, n_examples // 4)
+    X, y = make_criteo_like_matrix(n_examples + n_test, seed=seed, n_bits=n_bits)
+    X = sp.vstack([X, sp.csr_matrix(np.ones((1, X.shape[1]), dtype=X.dtype))]).tocsc()
+    X.sort_indices()
+    Xtr, Xte = X[:, :n_examples].tocsc(), X[:, n_examples:].tocsc()
+    return Xtr, y[:n_examples].astype(np.float64), Xte, y[n_examples:].astype(np.float64)
+
+
+def logloss(z, y):
+    ys = 2 * y - 1
+    return float(np.logaddexp(0, -ys * z).mean())
+
+
+def auc(z, y):
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, z))
+
+
+class Problem:
+    def __init__(self, Xtr, ytr, Xte, yte):
+        self.Xtr, self.ytr, self.Xte, self.yte = Xtr, ytr, Xte, yte
+        self.Atr = Xtr.T.tocsr()  # scikit-learn layout: examples x features
+        self.Ate = Xte.T.tocsr()
+        self.n = Xtr.shape[1]
+
+    def objective(self, w, alpha):
+        return logloss(self.Atr @ w, self.ytr) + 0.5 * alpha * float(w @ w)
+
+    def heldout(self, w):
+        z = self.Ate @ w
+        return logloss(z, self.yte), auc(z, self.yte)
+
+
+# ---------------------------------------------------------------------------------------------
+# solvers: each returns a list of points (seconds, objective, heldout logloss, auc)
+
+
+def run_roofline(pb, alpha, *, dual, solver, threads, max_iter, time_cap):
+    from roofline.learners import fit_glm_cd
+
+    hold = []
+
+    def cb(it, w, b):
+        hold.append(pb.heldout(w))
+
+    res = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=dual, solver=solver,
+                     n_jobs=threads, fit_intercept=False, tol=1e-7, max_iter=max_iter,
+                     random_state=0, callback=cb)
+    setup = res.time - res.check_time - res.times[-1]
+    pts = [(setup + t, P, h[0], h[1]) for t, P, h in zip(res.times, res.objective, hold,
+                                                                 strict=True)]
+    return pts, {"check_s": res.check_time, "epochs": res.n_iter}
+
+
+def _effort_runs(fit, efforts, time_cap):
+    """Fit with growing effort until the cumulative time passes ``time_cap``."""
+    pts, total = [], 0.0
+    for e in efforts:
+        t0 = time.perf_counter()
+        w = fit(e)
+        dt = time.perf_counter() - t0
+        total += dt
+        pts.append((dt, w))
+        if total > time_cap:
+            break
+    return pts
+
+
+def run_sklearn(pb, alpha, *, solver, time_cap):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    C = 1.0 / (alpha * pb.n)
+
+    def fit(tol):
+        kw = dict(dual=True) if solver == "liblinear" else {}
+        m = LogisticRegression(C=C, solver=solver, tol=tol, max_iter=10_000, fit_intercept=False,
+                               **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m.fit(pb.Atr, pb.ytr)
+        return m.coef_.ravel()
+
+    tols = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8]
+    return [(t, pb.objective(w, alpha), *pb.heldout(w))
+            for t, w in _effort_runs(fit, tols, time_cap)], {}
+
+
+def run_snapml(pb, alpha, *, dual, threads, time_cap):
+    from snapml import LogisticRegression
+
+    A = pb.Atr if dual else pb.Atr.tocsc()
+
+    def fit(iters):
+        m = LogisticRegression(regularizer=alpha * pb.n, dual=dual, n_jobs=threads,
+                               fit_intercept=False, tol=1e-15, max_iter=iters)
+        m.fit(A, pb.ytr)
+        return np.asarray(m.coef_, dtype=np.float64).ravel()
+
+    its = [1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 120, 200, 400]
+    return [(t, pb.objective(w, alpha), *pb.heldout(w))
+            for t, w in _effort_runs(fit, its, time_cap)], {}
+
+
+def _vw_lines(A, y):
+    out = []
+    for i in range(A.shape[0]):
+        lo, hi = A.indptr[i], A.indptr[i + 1]
+        feats = " ".join(f"{j}:{v:g}" for j, v in zip(A.indices[lo:hi], A.data[lo:hi],
+                                                                strict=True))
+        out.append(f"{1 if y[i] > 0 else -1} |f {feats}")
+    return out
+
+
+def run_vw(pb, passes, tmp):
+    import vowpalwabbit
+
+    train = os.path.join(tmp, "train.vw")
+    if not os.path.exists(train):
+        with open(train, "w") as f:
+            f.write("\n".join(_vw_lines(pb.Atr, pb.ytr)) + "\n")
+    model = os.path.join(tmp, f"m{passes}.vw")
+    extra = f"--passes {passes} -c -k --holdout_off" if passes > 1 else ""
+    t0 = time.perf_counter()
+    ws = vowpalwabbit.Workspace(
+        f"-d {train} --loss_function logistic -b 20 {extra} -f {model} --quiet")
+    ws.run_parser()
+    ws.finish()
+    dt = time.perf_counter() - t0
+    ws = vowpalwabbit.Workspace(f"-i {model} -t --quiet")
+    z = np.array([ws.predict(line) for line in _vw_lines(pb.Ate, pb.yte)])
+    ws.finish()
+    return [(dt, np.nan, logloss(z, pb.yte), auc(z, pb.yte))], {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+def select_alpha(pb, Cs):
+    from roofline.learners import fit_glm_cd
+
+    rows = []
+    for C in Cs:
+        alpha = 1.0 / (C * pb.n)
+        r = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
+                       fit_intercept=False, tol=1e-6, max_iter=200, random_state=0)
+        rows.append((C, alpha, *pb.heldout(r.coef)))
+        print(f"  C={C:<8g} alpha={alpha:.3e}  held-out logloss {rows[-1][2]:.5f}  "
+              f"AUC {rows[-1][3]:.4f}", flush=True)
+    best = min(rows, key=lambda r: r[2])
+    return best[0], best[1]
+
+
+def first_time(pts, pstar, level):
+    for t, P, *_ in pts:
+        if np.isfinite(P) and (P - pstar) / abs(pstar) <= level:
+            return t
+    return None
+
+
+def at_level(pts, pstar, level):
+    for _, P, ll, a in pts:
+        if np.isfinite(P) and (P - pstar) / abs(pstar) <= level:
+            return ll, a
+    return None, None
+
+
+def fmt(v, f="{:.2f}"):
+    return "-" if v is None else f.format(v)
+
+
+def warmup(threads):
+    """Compile the numba kernels (cached on disk) outside the timed runs."""
+    from roofline.learners import fit_glm_cd
+
+    rng = np.random.default_rng(0)
+    X = sp.random(50, 200, density=0.1, format="csc", random_state=rng, dtype=np.float32)
+    y = (rng.random(200) < 0.5).astype(float)
+    for dual in (False, True):
+        for solver in ("scd", "tpa-scd"):
+            fit_glm_cd(X, y, loss="logistic", alpha=0.1, dual=dual, solver=solver,
+                       n_jobs=threads, fit_intercept=False, max_iter=2)
+
+
+def table(args):
+    import numba
+
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    t0 = time.perf_counter()
+    Xtr, ytr, Xte, yte = load(args.n_examples, args.seed)
+    pb = Problem(Xtr, ytr, Xte, yte)
+    print(f"data: {Xtr.shape[0]} features x {Xtr.shape[1]} train examples "
+          f"({Xtr.nnz / Xtr.shape[1]:.1f} nnz/example incl. the constant), {Xte.shape[1]} "
+          f"held out, CTR {ytr.mean():.3f}; built in {time.perf_counter() - t0:.1f} s", flush=True)
+    warmup(args.threads)
+    print("choosing C by held-out logloss:", flush=True)
+    C, alpha = select_alpha(pb, args.C)
+    print(f"chosen C = {C:g} (alpha = {alpha:.3e})", flush=True)
+
+    from roofline.learners import fit_glm_cd
+
+    ref = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
+                     fit_intercept=False, tol=1e-11, max_iter=1000, random_state=1)
+    runs = {}
+    th = args.threads
+    runs["roofline scd primal"] = (1, *run_roofline(pb, alpha, dual=False, solver="scd",
+                                                    threads=1, max_iter=args.max_epochs,
+                                                    time_cap=args.time_cap))
+    runs["roofline scd dual"] = (1, *run_roofline(pb, alpha, dual=True, solver="scd", threads=1,
+                                                  max_iter=args.max_epochs,
+                                                  time_cap=args.time_cap))
+    runs["roofline tpa-scd primal"] = (th, *run_roofline(pb, alpha, dual=False, solver="tpa-scd",
+                                                         threads=th, max_iter=args.max_epochs,
+                                                         time_cap=args.time_cap))
+    runs["roofline tpa-scd dual"] = (th, *run_roofline(pb, alpha, dual=True, solver="tpa-scd",
+                                                       threads=th, max_iter=args.max_epochs,
+                                                       time_cap=args.time_cap))
+    skip = set(args.skip)
+    try:
+        import snapml  # noqa: F401
+
+        have_snap = "snapml" not in skip
+    except ImportError:
+        have_snap = False
+        print("snapml not importable: skipped (pip install snapml)")
+    if have_snap:
+        for dual in (True, False):
+            name = f"snapml {'dual' if dual else 'primal'}"
+            print(f"running {name} ...", flush=True)
+            runs[name] = (th, *run_snapml(pb, alpha, dual=dual, threads=th,
+                                          time_cap=args.time_cap))
+    for solver in ("liblinear", "saga"):
+        if solver in skip:
+            continue
+        print(f"running sklearn {solver} ...", flush=True)
+        runs[f"sklearn {solver}"] = (1, *run_sklearn(pb, alpha, solver=solver,
+                                                     time_cap=args.time_cap))
+    try:
+        import vowpalwabbit  # noqa: F401
+
+        have_vw = "vw" not in skip
+    except ImportError:
+        have_vw = False
+        print("vowpalwabbit not importable: skipped (pip install vowpalwabbit)")
+    if have_vw:
+        with tempfile.TemporaryDirectory() as tmp:
+            for passes in (1, 3):
+                print(f"running vw {passes} pass(es) ...", flush=True)
+                runs[f"vw {passes} pass{'es' if passes > 1 else ''}"] = (1, *run_vw(pb, passes,
+                                                                                  tmp))
+    pstar = min([ref.objective[-1]] + [P for _, pts, _ in runs.values() for _, P, *_ in pts
+                                       if np.isfinite(P)])
+    print()
+    print(f"L2 logistic regression, {pb.n} train examples, {Xtr.shape[0]} features, C = {C:g}; "
+          f"P* = {pstar:.10f}; times in seconds")
+    hdr = (f"{'solver':<26}{'thr':>4}{'t(1e-3)':>9}{'t(1e-6)':>9}{'logloss@1e-3':>14}"
+           f"{'AUC@1e-3':>10}{'best logloss':>14}{'t(best)':>9}")
+    print(hdr)
+    print("-" * len(hdr))
+    for name, (thr, pts, _) in runs.items():
+        t3, t6 = (first_time(pts, pstar, lv) for lv in LEVELS)
+        ll3, a3 = at_level(pts, pstar, 1e-3)
+        bi = int(np.argmin([p[2] for p in pts]))
+        print(f"{name:<26}{thr:>4}{fmt(t3):>9}{fmt(t6):>9}{fmt(ll3, '{:.5f}'):>14}"
+              f"{fmt(a3, '{:.4f}'):>10}{pts[bi][2]:>14.5f}{pts[bi][0]:>9.2f}")
+    print()
+    for name, (_, _, extra) in runs.items():
+        if extra:
+            print(f"  {name}: {extra['epochs']} epochs, {extra['check_s']:.2f} s of gap and "
+                  "held-out evaluations not counted")
+    sp_ = {k: first_time(v[1], pstar, 1e-3) for k, v in runs.items()}
+    best_ours = min((v for k, v in sp_.items() if k.startswith("roofline") and v), default=None)
+    for peer in ("snapml dual", "snapml primal", "sklearn liblinear", "sklearn saga"):
+        if best_ours and sp_.get(peer):
+            print(f"  speed-up to 1e-3 vs {peer}: {sp_[peer] / best_ours:.1f}x")
+
+
+# ---------------------------------------------------------------------------------------------
+# hierarchical vs flat CoCoA under a link-cost model
+
+
+def link_cost(args):
+    from roofline.learners import fit_glm_cd
+
+    Xtr, ytr, _, _ = load(args.link_examples, args.seed, n_bits=args.link_bits)
+    n, d = Xtr.shape[1], Xtr.shape[0]
+    alpha = 1.0 / (0.1 * n)
+    K, N = 8, 2
+    vec_bytes = 8 * (d + 1)
+    # link model: (latency s, bandwidth B/s) per all-reduce of the shared vector
+    inner = (5e-6, 10e9)  # within a node (shared memory / NVLink-class)
+    outer = (50e-6, 1.25e8)  # across nodes (1 GbE)
+    c_in = inner[0] + 2 * vec_bytes / inner[1]
+    c_out = outer[0] + 2 * vec_bytes / outer[1]
+    print(f"link-cost model: {K} workers = {N} nodes x {K // N}; all-reduce of "
+          f"{vec_bytes / 1e6:.2f} MB costs {c_in * 1e3:.3f} ms inside a node, "
+          f"{c_out * 1e3:.3f} ms across nodes")
+    print(f"data: {d} features x {n} examples, dual CoCoA, C = 0.1")
+    targets = (1e-3, 1e-5)
+    hdr = (f"{'method':<24}" + "".join(f"{'outer@' + format(t, 'g'):>12}" for t in targets)
+           + "".join(f"{'comm s@' + format(t, 'g'):>12}" for t in targets)
+           + f"{'compute s':>11}")
+    print(hdr)
+    print("-" * len(hdr))
+    configs = [("flat CoCoA+ (K=8)", "cocoa", 1)] + [
+        (f"hier. CoCoA R={r}", "hcocoa", r) for r in args.inner_rounds]
+    for name, solver, R in configs:
+        res = fit_glm_cd(Xtr, ytr, loss="logistic", alpha=alpha, dual=True, solver=solver,
+                         n_workers=K, n_nodes=N, inner_rounds=R, tol=min(targets), max_iter=500,
+                         fit_intercept=False, random_state=0)
+        rel = res.gap_history / np.abs(res.objective)
+        outs, comms = [], []
+        for t in targets:
+            hit = np.flatnonzero(rel <= t)
+            r = int(hit[0]) + 1 if hit.size else None
+            outs.append(r)
+            per_round = c_out if solver == "cocoa" else R * c_in + c_out
+            comms.append(None if r is None else r * per_round)
+        print(f"{name:<24}" + "".join(f"{fmt(o, '{:d}'):>12}" for o in outs)
+              + "".join(f"{fmt(c, '{:.3f}'):>12}" for c in comms) + f"{res.times[-1]:>11.2f}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n-examples", type=int, default=1_000_000)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--C", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01])
+    p.add_argument("--max-epochs", type=int, default=300)
+    p.add_argument("--time-cap", type=float, default=120.0,
+                   help="seconds of growing-effort runs per peer solver")
+    p.add_argument("--skip", nargs="*", default=[],
+                   help="peers to skip: snapml liblinear saga vw")
+    p.add_argument("--link-cost", action="store_true",
+                   help="run the hierarchical vs flat CoCoA link-cost benchmark instead")
+    p.add_argument("--link-examples", type=int, default=50_000)
+    p.add_argument("--link-bits", type=int, default=16)
+    p.add_argument("--inner-rounds", type=int, nargs="+", default=[2, 4, 8])
+    args = p.parse_args(argv)
+    if args.link_cost:
+        link_cost(args)
+    else:
+        table(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
