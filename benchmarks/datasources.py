@@ -40,6 +40,15 @@ from roofline.datasources import (
     write_shards,
 )
 
+SHARD_EXAMPLES = 200_000
+
+
+def _load():
+    try:
+        return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "load average n/a"
+
 
 def _svm_file(path, size_mb, seed, n_features):
     """Generate (once) a svmlight file of about ``size_mb`` MB; returns its path."""
@@ -161,7 +170,7 @@ def bench_shards(X, y, tmpdir, repeat):
         pattern = f"s-{{i:04d}}.{fmt}"
         if not os.path.exists(os.path.join(dirs[0], pattern.format(i=0))):
             write_shards(MatSource(X, y, batch_size=50_000), pattern, dirs=dirs,
-                         examples_per_shard=50_000)
+                         examples_per_shard=SHARD_EXAMPLES)
         src = FileSource(pattern, dirs=dirs, batch_size=10_000)
         size = sum(os.path.getsize(p) for p in src.paths)
         for p in src.paths:
@@ -259,13 +268,13 @@ def main(argv=None) -> int:
     svm = _svm_file(os.path.join(a.dir, f"data-{a.size_mb}mb-s{a.seed}.svm"), a.size_mb, a.seed,
                     a.features)
     print(f"# Roofline datasources benchmark  (python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cpus, file {svm})")
+          f"{os.cpu_count()} cpus, {_load()}, file {svm})")
     if "svmlight" not in a.skip:
         bench_svmlight(svm, a.features, a.repeat)
     if "shards" in a.skip and "loop" in a.skip:
         return 0
     X, y = load_svmlight(svm, n_features=a.features, zero_based=False)
-    shard_dir = os.path.join(a.dir, f"shards-{a.size_mb}mb-s{a.seed}")
+    shard_dir = os.path.join(a.dir, f"shards-{a.size_mb}mb-s{a.seed}-{SHARD_EXAMPLES}")
     os.makedirs(shard_dir, exist_ok=True)
     if "shards" not in a.skip:
         bench_shards(X, y, shard_dir, a.repeat)
@@ -273,6 +282,7 @@ def main(argv=None) -> int:
         if "shards" in a.skip:
             bench_shards(X, y, shard_dir, 1)
         bench_loop(X, y, shard_dir, svm, a.features, a.repeat)
+    print(f"\n# done ({_load()}; timings on a shared machine are noisy above ~2)")
     return 0
 
 

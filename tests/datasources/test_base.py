@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from ds_testdata import power_law_csc
 
 from roofline.datasources import MatSource, Minibatch
 from roofline.datasources._base import _hstack, _Rebatcher, _slice_cols, _take_cols
@@ -41,8 +42,6 @@ def test_matsource_bad_input():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_helpers_match_scipy(dtype, seed):
-    from conftest import power_law_csc
-
     rng = np.random.default_rng(seed)
     blocks = [power_law_csc(50, int(rng.integers(0, 40)), seed=seed * 10 + k, dtype=dtype)
               for k in range(4)]
@@ -63,8 +62,6 @@ def test_helpers_match_scipy(dtype, seed):
 
 @pytest.mark.parametrize("bs", [1, 3, 10, 64])
 def test_rebatcher_exact_sizes(bs):
-    from conftest import power_law_csc
-
     rng = np.random.default_rng(bs)
     sizes = rng.integers(0, 25, size=12)
     blocks = [power_law_csc(40, int(s), seed=int(s) + 100 * k) for k, s in enumerate(sizes)]
