@@ -1,4 +1,17 @@
-"""DataSources: iterators over minibatches in gmat layout (one column = one example)."""
+"""DataSources: iterators over minibatches in gmat layout (one column = one example).
+
+Sources
+    :class:`MatSource` (in-memory arrays), :class:`SVMLightSource` (svmlight/libsvm text, numba
+    parser), :class:`CriteoSource` (Criteo TSV with MurmurHash3 feature hashing),
+    :class:`FileSource` (npz/HDF5 CSC shards, striped, read ahead in parallel).  Paths may be
+    fsspec URLs (``hdfs://``, ``http(s)://``, ``memory://``...), streamed by ranges.
+Stages (composable: ``src.heldout(11).shuffle(10**5, seed=0).prefetch(4)``)
+    :class:`HeldOut`, :class:`Shuffle`, :class:`ToDevice`, :class:`Prefetch`.
+Tools
+    :func:`write_shards` / :class:`ShardWriter` (convert any source to shards),
+    :func:`load_svmlight`, :func:`datasource_from_config` (TOML),
+    :func:`make_criteo_like` / :func:`make_criteo_like_matrix` (synthetic Criteo-like data).
+"""
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
 from ._config import SOURCE_TYPES, STAGE_TYPES, datasource_from_config
