@@ -242,3 +242,38 @@ def test_parallel_chunks_equal_serial(tmp_path):
     Xa, Xb = _hstack([m.X for m in a]), _hstack([m.X for m in b])
     assert Xa.shape == (1 << 16, 3000)
     assert (Xa != Xb).nnz == 0
+
+
+@st.composite
+def _criteo_line(draw):
+    label = draw(st.sampled_from(["0", "1"]))
+    ints = [draw(st.one_of(st.just(""), st.integers(-(10**6), 10**14).map(str)))
+            for _ in range(13)]
+    hexd = st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=16)
+    cats = [draw(st.one_of(st.just(""), hexd)) for _ in range(26)]
+    return "\t".join([label] + ints + cats)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lines=st.lists(_criteo_line(), min_size=1, max_size=20),
+       layout=st.sampled_from(["hashed", "per_field"]), n_bits=st.integers(1, 20),
+       hash_seed=st.integers(0, 2**32 - 1))
+def test_parser_matches_reference_definition(lines, layout, n_bits, hash_seed):
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".tsv")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        src = CriteoSource(path, n_bits=n_bits, layout=layout, hash_seed=hash_seed,
+                           dtype="float64", batch_size=100)
+        (mb,) = list(src)
+    finally:
+        os.unlink(path)
+    for j, line in enumerate(lines):
+        cols, counts = _expected_columns(line, n_bits, layout == "per_field", hash_seed)
+        lo, hi = mb.X.indptr[j], mb.X.indptr[j + 1]
+        np.testing.assert_array_equal(mb.X.indices[lo:hi], cols)
+        np.testing.assert_array_equal(mb.X.data[lo:hi], counts)
+        assert mb.y[j] == float(line[0])
