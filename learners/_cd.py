@@ -463,10 +463,11 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
             z = pb.margins(w, b, z)  # exact: drops the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.primal_gap(w, b, z)
-            if callback is not None:
-                callback(it, w, b)
+            stop = callback is not None and bool(callback(it, w, b))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
+                break
+            if stop:
                 break
     bar.close()
     return w, b, None, it, conv, {"damping": damp, "n_rejected": n_rejected}
@@ -520,10 +521,11 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             v = pb.dual_point(alpha)  # drop the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.dual_gap(alpha, v)
-            if callback is not None:
-                callback(it, *pb.dual_primal(v))
+            stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
+                break
+            if stop:
                 break
     bar.close()
     w, b = pb.dual_primal(pb.dual_point(alpha))
@@ -645,6 +647,7 @@ def fit_glm_cd(
     callback : callable, optional
         ``callback(iteration, coef, intercept)`` at every check of ``scd``/``tpa-scd`` (its
         time counts as check time, not solver time); ``coef`` is a live view, copy it to keep.
+        Returning ``True`` stops the solver (``converged`` stays ``False``).
 
     Returns
     -------

@@ -258,3 +258,19 @@ def test_empty_and_malformed_input():
         fit_glm_cd(X, y, loss="squared", penalty="l1", alpha=0.1, dual=True)
     with pytest.raises(ValueError, match="not supported with loss='hinge'"):
         fit_glm_cd(X, yc, loss="hinge", penalty="l1", alpha=0.1)
+
+
+def test_callback_sees_every_check_and_can_stop():
+    X, A, y = make_data(task="classification", seed=9)
+    for dual in (False, True):
+        seen = []
+
+        def cb(it, w, b, seen=seen):
+            seen.append((it, w.copy(), b))
+            return it == 3
+
+        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=dual, tol=1e-14, max_iter=50,
+                         random_state=0, callback=cb)
+        assert [s[0] for s in seen] == [1, 2, 3] and res.n_iter == 3 and not res.converged
+        np.testing.assert_array_equal(seen[-1][1], res.coef)
+        assert seen[-1][2] == res.intercept
