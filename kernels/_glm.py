@@ -1,21 +1,24 @@
 """Fused GLM kernels: the ADAGrad step fused with the gradient ``A*S^T`` (BIDMach ``multUpdate``).
 
-The unfused step computes the full ``k x n`` gradient ``G = D * S^T`` (zeroing and writing all
-``n`` feature columns) and then sweeps the whole model, accumulator and gradient once more for the
-update.  Only the features that occur in the minibatch ("touched" columns) have a nonzero
-gradient, so the fused step:
+The unfused step computes the full ``k x n`` gradient ``G = D * S^T`` (writing all ``n`` feature
+columns) and then sweeps the whole model, accumulator and gradient once more for the update.
+Only the features that occur in the minibatch ("touched" columns) have a nonzero gradient, so the
+fused step works on those alone:
 
-1. :func:`glm_touched_transpose` lists the touched features (in order of first occurrence) and,
-   for each, the examples where it occurs with their values: a transposed (CSR-like) view of the
-   minibatch, built in ``O(nnz)`` with a persistent ``mark`` array of length ``n`` that is ``-1``
-   everywhere between calls;
-2. :func:`adagrad_glm_update` computes, per touched feature, the ``k`` gradient entries from that
-   list (summing over examples in increasing order, as ``A*S^T`` does) and applies the ADAGrad
-   update (with optional L2 gradient and L1 proximal terms on the touched columns) in registers:
-   the gradient matrix is never materialised.  It then restores ``mark`` to ``-1``.
+1. :func:`glm_accumulate_touched` makes one pass over the minibatch's nonzeros (examples in
+   order).  It numbers the touched features in order of first occurrence and accumulates their
+   gradient columns into a *compact* ``n_touched x k`` buffer (summing over examples in
+   increasing order, exactly as ``A*S^T`` does).  The ``k x n`` gradient is never built, and no
+   ``n``-long marker array is needed: a touched feature is marked by storing ``-(t + 1)`` (its
+   position) in its first ADAGrad accumulator ``sumsq[i, 0]``, which is always >= 0 otherwise;
+   the saved value is kept in ``sval[t]``.  So the marker lookup touches the cache line that the
+   update needs anyway.
+2. :func:`adagrad_glm_update` applies the ADAGrad update (with optional L2 gradient and L1
+   proximal terms) to the touched columns and restores the accumulators.
 
 Dense layout as in :mod:`._csc`: a Fortran ``k x n`` matrix is passed as its C-contiguous
-``n x k`` transpose.
+``n x k`` transpose.  Positions are stored as floats: exact while ``n_touched < 2^24`` (float32),
+which the caller guarantees (``nnz < 2^24``).
 """
 
 from __future__ import annotations
@@ -23,99 +26,84 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["adagrad_glm_update", "glm_touched_transpose"]
+__all__ = ["adagrad_glm_update", "glm_accumulate_touched"]
 
 
-@njit(cache=True, nogil=True)
-def glm_touched_transpose(indptr, indices, data, mark, touched, offsets, ex, val, tpos):
-    """Transpose the minibatch onto its touched features.
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_accumulate_touched(indptr, indices, data, DT, sumsqT, touched, sval, gbuf):
+    """Accumulate the gradient columns of the touched features.
 
     Parameters
     ----------
     indptr, indices, data : CSC arrays of the minibatch (``n x m``)
-    mark : int32 array (n,)
-        ``-1`` everywhere on entry; on exit ``mark[i]`` is the position of feature ``i`` in
-        ``touched`` (restored by :func:`adagrad_glm_update`).
+    DT : array (m, k), C-contiguous
+        Scaled derivatives of the examples: the gradient is ``D * S^T``.
+    sumsqT : array (n, k), C-contiguous
+        ADAGrad accumulators (all >= 0 on entry); ``sumsqT[i, 0]`` is set to ``-(t + 1)`` for
+        the ``t``-th touched feature (restored by :func:`adagrad_glm_update`).
     touched : int64 array (>= nnz,)
-        Out: the touched features, in order of first occurrence.
-    offsets : int64 array (>= nnz + 1,)
-        Out: ``ex[offsets[t]:offsets[t+1]]`` are the examples of feature ``touched[t]``.
-    ex : int32 array (>= nnz,), val : array (>= nnz,)
-        Out: example indices (increasing within a feature) and values.
-    tpos : int32 array (>= nnz,)
-        Scratch: the touched position of each nonzero (saves a second random ``mark`` lookup).
+        Out: the touched features in order of first occurrence.
+    sval : array (>= nnz,)
+        Out: the saved ``sumsqT[touched[t], 0]``.
+    gbuf : array (>= nnz, k)
+        Out: ``gbuf[t] = sum_j S[touched[t], j] * DT[j]``.
 
     Returns
     -------
     n_touched : int
     """
     m = indptr.shape[0] - 1
+    k = DT.shape[1]
     nt = 0
     for j in range(m):
         for p in range(indptr[j], indptr[j + 1]):
             i = indices[p]
-            t = mark[i]
-            if t < 0:
+            v = sumsqT[i, 0]
+            x = data[p]
+            if v >= 0:
                 t = nt
-                mark[i] = nt
-                touched[nt] = i
-                offsets[nt + 1] = 0
                 nt += 1
-            offsets[t + 1] += 1
-            tpos[p - indptr[0]] = t
-    offsets[0] = 0
-    for t in range(nt):
-        offsets[t + 1] += offsets[t]
-    # fill, using offsets[t] as a cursor (shifted back afterwards)
-    for j in range(m):
-        for p in range(indptr[j], indptr[j + 1]):
-            t = tpos[p - indptr[0]]
-            q = offsets[t]
-            ex[q] = j
-            val[q] = data[p]
-            offsets[t] = q + 1
-    for t in range(nt, 0, -1):
-        offsets[t] = offsets[t - 1]
-    offsets[0] = 0
+                touched[t] = i
+                sval[t] = v
+                sumsqT[i, 0] = -(t + 1)
+                for r in range(k):
+                    gbuf[t, r] = DT[j, r] * x
+            else:
+                t = np.int64(-v) - 1
+                for r in range(k):
+                    gbuf[t, r] += DT[j, r] * x
     return nt
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=True)
-def adagrad_glm_update(coefT, sumsqT, DT, mark, touched, offsets, ex, val, nt, lr, eps, l2, l1):
-    """ADAGrad step on the touched feature columns, gradient computed on the fly.
+def adagrad_glm_update(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
+    """ADAGrad step on the touched feature columns.
 
-    For each touched feature ``i`` and output ``r``::
+    For each touched feature ``i = touched[t]`` and output ``r``::
 
-        g          = sum_{(i, j) in S} DT[j, r] * S[i, j]  + l2 * coefT[i, r]
-        sumsq      += g * g
+        g          = gbuf[t, r] + l2 * coef[i, r]
+        sumsq      += g * g                  (sumsq[i, 0] taken from sval[t])
         step       = lr / (sqrt(sumsq) + eps)
         coef       -= step * g
         coef       = sign(coef) * max(|coef| - l1 * step, 0)      (when l1 > 0)
 
     Parameters
     ----------
-    coefT, sumsqT : arrays (n, k), C-contiguous (updated in place)
-    DT : array (m, k), C-contiguous
-        Derivatives ``dl/deta`` of the minibatch's examples, already scaled (e.g. by
-        ``w_j / sum w``).
-    mark, touched, offsets, ex, val, nt
-        From :func:`glm_touched_transpose`; ``mark`` is reset to ``-1`` on the touched features.
+    coefT, sumsqT : arrays (n, k), C-contiguous (updated in place; the marks are removed)
+    touched, sval, gbuf, nt
+        From :func:`glm_accumulate_touched`.
     lr, eps, l2, l1 : float
     """
     k = coefT.shape[1]
     for t in prange(nt):
         i = touched[t]
-        lo = offsets[t]
-        hi = offsets[t + 1]
         c = coefT[i]
         s = sumsqT[i]
+        g_t = gbuf[t]
         for r in range(k):
-            g = 0.0
-            for q in range(lo, hi):
-                g += DT[ex[q], r] * val[q]
             w = c[r]
-            g += l2 * w
-            sr = s[r] + g * g
+            g = g_t[r] + l2 * w
+            sr = (sval[t] if r == 0 else s[r]) + g * g
             s[r] = sr
             step = lr / (np.sqrt(sr) + eps)
             w -= step * g
@@ -128,4 +116,3 @@ def adagrad_glm_update(coefT, sumsqT, DT, mark, touched, offsets, ex, val, nt, l
                 else:
                     w = a
             c[r] = w
-        mark[i] = -1

@@ -20,30 +20,26 @@ __all__ = ["FusedWorkspace", "adagrad_glm_step"]
 
 
 class FusedWorkspace:
-    """Persistent buffers of the fused step; they grow to the largest minibatch and are reused.
-
-    ``mark`` (length ``n_features``) is ``-1`` everywhere between steps (the kernel restores it).
-    """
+    """Buffers of the fused step (touched features, saved accumulators, compact gradient);
+    they grow to the largest minibatch and are then reused."""
 
     def __init__(self):
-        self.mark = None
         self.capacity = 0
         self.n_allocations = 0
-        self._val_dtype = None
+        self._key = None
 
-    def ensure(self, n_features: int, nnz: int, dtype) -> None:
-        if self.mark is None or self.mark.shape[0] != n_features:
-            self.mark = np.full(n_features, -1, dtype=np.int32)
-            self.n_allocations += 1
-        if nnz > self.capacity or self._val_dtype != np.dtype(dtype):
+    def ensure(self, nnz: int, k: int, dtype) -> None:
+        key = (int(k), np.dtype(dtype))
+        if nnz > self.capacity or self._key != key:
             cap = max(16, 1 << int(np.ceil(np.log2(max(nnz, 1)))))
             self.touched = np.empty(cap, np.int64)
-            self.offsets = np.empty(cap + 1, np.int64)
-            self.ex = np.empty(cap, np.int32)
-            self.tpos = np.empty(cap, np.int32)
-            self.val = np.empty(cap, dtype)
-            self.capacity, self._val_dtype = cap, np.dtype(dtype)
+            self.sval = np.empty(cap, dtype)
+            self.gbuf = np.empty((cap, k), dtype)
+            self.capacity, self._key = cap, key
             self.n_allocations += 1
+
+
+MAX_NNZ = 1 << 24  # touched positions are stored as floats in the accumulator (exact below)
 
 
 def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
@@ -52,9 +48,9 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     Parameters
     ----------
     coef, sumsq : arrays (k, n), Fortran order
-        Model and ADAGrad accumulator, updated in place.
+        Model and ADAGrad accumulator (all >= 0), updated in place.
     X : CSC matrix (n, m)
-        The minibatch.
+        The minibatch, with fewer than ``MAX_NNZ`` (2^24) nonzeros.
     D : array (k, m), Fortran order
         Scaled derivatives: the gradient is ``D * X^T`` (plus ``l2 * coef``).
     lr, eps, l2, l1 : float
@@ -68,14 +64,14 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     gmat.check_csc(X, "X")
     k, n = coef.shape
     nnz = int(X.indptr[-1])
-    workspace.ensure(n, nnz, X.dtype)
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+    workspace.ensure(nnz, k, X.dtype)
     ws = workspace
-    nt = kernels.glm_touched_transpose(
-        X.indptr, X.indices, X.data, ws.mark, ws.touched, ws.offsets, ws.ex, ws.val,
-        ws.tpos,
-    )
-    kernels.adagrad_glm_update(
-        coef.T, sumsq.T, D.T, ws.mark, ws.touched, ws.offsets, ws.ex, ws.val, nt,
-        float(lr), float(eps), float(l2), float(l1),
-    )
+    sT = sumsq.T
+    nt = kernels.glm_accumulate_touched(X.indptr, X.indices, X.data, D.T, sT, ws.touched,
+                                        ws.sval, ws.gbuf)
+    kernels.adagrad_glm_update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr),
+                               float(eps), float(l2), float(l1))
     return int(nt)

@@ -16,7 +16,7 @@ import numpy as np
 
 from roofline import gmat
 
-from ._fused import FusedWorkspace, adagrad_glm_step
+from ._fused import MAX_NNZ, FusedWorkspace, adagrad_glm_step
 from ._options import Options, option
 
 __all__ = [
@@ -185,6 +185,7 @@ class ADAGrad(Optimizer):
         return (
             self.opts.fused
             and gmat.is_sparse(batch.X)
+            and batch.X.nnz < MAX_NNZ
             and gmat.device_of(batch.X) == "cpu"
             and all(m.fusable for m in mixins)
         )

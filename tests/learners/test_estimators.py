@@ -37,6 +37,9 @@ def expected_failed(est):
     expected_failed_checks=expected_failed,
 )
 def test_sklearn_compatible(estimator, check):
+    name = getattr(check, "func", check).__name__
+    if name in expected_failed(estimator):  # known failures (see above): not worth their time
+        pytest.skip(expected_failed(estimator)[name])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         check(estimator)
