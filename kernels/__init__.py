@@ -5,28 +5,100 @@ Learners never call these directly; they go through ``roofline.gmat``.
 
 from ._csc import (
     check_csc_structure,
+    count_distinct_rows,
     csc_mult,
     csc_mult_t,
+    csc_mult_t_vec,
+    csc_mult_vec,
     csc_sddmm,
+    csc_sddmm_vec,
     default_threads,
     nnz_chunks,
     row_slabs,
 )
+from ._machine import fma_loop, stream_read, stream_triad
 
 __all__ = [
     "check_csc_structure",
+    "count_distinct_rows",
     "csc_mult",
+    "csc_mult_vec",
     "csc_mult_t",
+    "csc_mult_t_vec",
     "csc_sddmm",
+    "csc_sddmm_vec",
     "default_threads",
     "nnz_chunks",
     "row_slabs",
+    "fma_loop",
+    "stream_read",
+    "stream_triad",
 ]
+
+from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)
+    cd_block_apply,
+    cd_block_stats,
+    cd_block_steps,
+    cd_col_sqnorms,
+    cd_conj_sum,
+    cd_dual_epoch,
+    cd_dual_tpa,
+    cd_grad,
+    cd_greedy_pure_blocks,
+    cd_intercept_step,
+    cd_loss_sum,
+    cd_matvec,
+    cd_matvec_t,
+    cd_primal_epoch,
+    cd_primal_tpa,
+)
+
+__all__ += [
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+    "cd_conj_sum",
+    "cd_dual_epoch",
+    "cd_dual_tpa",
+    "cd_grad",
+    "cd_greedy_pure_blocks",
+    "cd_intercept_step",
+    "cd_loss_sum",
+    "cd_matvec",
+    "cd_matvec_t",
+    "cd_primal_epoch",
+    "cd_primal_tpa",
+]
+
+from ._glm import adagrad_glm_update, glm_accumulate_touched  # noqa: E402  (fused GLM, issue 5)
+
+__all__ += ["adagrad_glm_update", "glm_accumulate_touched"]
 
 from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
 
 __all__ += ["find_line_starts", "svmlight_parse"]
 
-from ._glm import adagrad_glm_update, glm_accumulate_touched  # noqa: E402  (fused GLM, issue 5)
+from ._criteo import (  # noqa: E402  (Criteo TSV parse/hash/format, issue 4)
+    N_CAT,
+    N_INT,
+    criteo_format,
+    criteo_hash_fields,
+    criteo_int_bucket,
+    criteo_parse,
+    log_bucket_thresholds,
+)
+from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int  # noqa: E402  (issue 4)
 
-__all__ += ["adagrad_glm_update", "glm_accumulate_touched"]
+__all__ += [
+    "N_CAT",
+    "N_INT",
+    "criteo_format",
+    "criteo_hash_fields",
+    "criteo_int_bucket",
+    "criteo_parse",
+    "log_bucket_thresholds",
+    "murmur3_32",
+    "murmur3_32_hex8",
+    "murmur3_32_int",
+]
