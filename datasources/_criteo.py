@@ -155,7 +155,7 @@ class CriteoSource(DataSource):
     def _blocks(self):
         o = self.opts
         dt = np.dtype(o.dtype)
-        total_skipped = 0
+        total_skipped = total_rows = 0
         for path in self.paths:
             name = display_name(path)
             line0, n_rows, n_skipped = 0, 0, 0
@@ -212,7 +212,10 @@ class CriteoSource(DataSource):
                 logger.warning("%s: skipped %d malformed lines (on_error='skip')", name,
                                n_skipped)
             total_skipped += n_skipped
+            total_rows += n_rows
         self.n_skipped = total_skipped
+        if self.n_examples is None:
+            self.n_examples = total_rows  # known after one full pass
 
     def _batches(self):
         rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)

@@ -241,6 +241,7 @@ def test_parallel_chunks_equal_serial(tmp_path):
     b = CriteoSource(p, n_bits=16, n_threads=1, batch_size=700)
     Xa, Xb = _hstack([m.X for m in a]), _hstack([m.X for m in b])
     assert Xa.shape == (1 << 16, 3000)
+    assert a.n_examples == 3000  # known after a pass
     assert (Xa != Xb).nnz == 0
 
 
