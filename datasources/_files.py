@@ -100,15 +100,15 @@ def _readinto_exact(f, arr, name, what):
         got += k
 
 
-def _read_npz_fast(f, name):
-    """The arrays of an uncompressed npz read straight into fresh arrays (one copy, no CRC
-    pass, unlike ``np.load``); ``None`` when a member is compressed or unusual."""
+def _npz_layout(f, name):
+    """Where each array of an uncompressed npz lies: ``{key: (offset, dtype, shape, fortran)}``;
+    ``None`` when a member is compressed or unusual (then ``np.load`` reads it)."""
     with zipfile.ZipFile(f) as z:
         infos = z.infolist()
     if any(i.compress_type != zipfile.ZIP_STORED or not i.filename.endswith(".npy")
            for i in infos):
         return None
-    out = {}
+    layout = {}
     for i in infos:
         f.seek(i.header_offset)
         h = f.read(30)
@@ -126,14 +126,79 @@ def _read_npz_fast(f, name):
             return None
         if dtype.hasobject:
             raise ValueError(f"shard {name}: {i.filename} holds Python objects")
-        arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-        if f.tell() - start + arr.nbytes != i.file_size:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if f.tell() - start + nbytes != i.file_size:
             raise ValueError(
                 f"shard {name}: {i.filename} has {i.file_size} bytes, its header says "
-                f"{f.tell() - start + arr.nbytes}"
+                f"{f.tell() - start + nbytes}"
             )
-        _readinto_exact(f, arr, name, i.filename)
-        out[i.filename[:-4]] = arr
+        layout[i.filename[:-4]] = (f.tell(), dtype, shape, fortran)
+    return layout
+
+
+def _h5_layout(path, name):
+    """Where each contiguous, unfiltered dataset of an HDF5 shard lies (h5py parses only the
+    metadata), plus its ``shape`` attribute; ``None`` when a dataset is chunked/filtered."""
+    import h5py
+
+    with h5py.File(path, "r") as h:
+        missing = {"data", "indices", "indptr"} - set(h.keys())
+        if missing or "shape" not in h.attrs:
+            raise ValueError(
+                f"shard {name}: missing datasets {sorted(missing)} or the 'shape' attribute"
+            )
+        layout = {"shape": np.asarray(h.attrs["shape"])}
+        for k in ("data", "indices", "indptr", "y", "w"):
+            if k not in h:
+                continue
+            ds = h[k]
+            off = ds.id.get_offset()
+            if ds.chunks is not None or ds.compression is not None or not ds.dtype.isnative or (
+                off is None and ds.size
+            ):
+                return None
+            layout[k] = (off or 0, ds.dtype, ds.shape, False)
+    return layout
+
+
+# Array layouts of local shards, keyed by path and validated by (mtime, size): after the first
+# pass a shard is read with plain reads at known offsets (no zip/HDF5 parsing per pass).
+_LAYOUTS: dict = {}
+_MAX_LAYOUTS = 100_000
+
+
+def _read_local(path, fmt, name):
+    st = os.stat(path)
+    key = (st.st_mtime_ns, st.st_size)
+    ent = _LAYOUTS.get(path)
+    if ent is not None and ent[0] == key:
+        layout = ent[1]
+    else:
+        if fmt == "npz":
+            with open(path, "rb", buffering=0) as f:
+                layout = _npz_layout(f, name)
+        else:
+            layout = _h5_layout(path, name)
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[path] = (key, layout)
+    if layout is None:  # compressed or unusual: the libraries read it
+        return _read_npz(path, name) if fmt == "npz" else _read_h5(path, name)
+    out = {"y": None, "w": None}
+    with open(path, "rb", buffering=0) as f:
+        for k, v in layout.items():
+            if not isinstance(v, tuple):
+                out[k] = v
+                continue
+            off, dt, shp, fortran = v
+            arr = np.empty(shp, dtype=dt, order="F" if fortran else "C")
+            if arr.nbytes:
+                f.seek(off)
+                _readinto_exact(f, arr, name, k)
+            out[k] = arr
+    missing = {"data", "indices", "indptr", "shape"} - set(out)
+    if missing:
+        raise ValueError(f"shard {name}: missing arrays {sorted(missing)} (has {sorted(out)})")
     return out
 
 
@@ -146,54 +211,6 @@ def _read_npz(f, name):
         out = {k: z[k] for k in ("data", "indices", "indptr", "shape")}
         out["y"] = z["y"] if "y" in keys else None
         out["w"] = z["w"] if "w" in keys else None
-    return out
-
-
-def _read_local_npz(path, name):
-    with open(path, "rb", buffering=0) as f:
-        a = _read_npz_fast(f, name)
-        if a is None:
-            f.seek(0)
-            return _read_npz(f, name)
-    missing = {"data", "indices", "indptr", "shape"} - set(a)
-    if missing:
-        raise ValueError(f"shard {name}: missing arrays {sorted(missing)} (has {sorted(a)})")
-    a.setdefault("y", None)
-    a.setdefault("w", None)
-    return a
-
-
-def _read_local_h5(path, name):
-    """Contiguous, unfiltered HDF5 datasets read straight from the file at their offsets
-    (h5py only parses the metadata); anything else goes through h5py."""
-    import h5py
-
-    with h5py.File(path, "r") as h:
-        missing = {"data", "indices", "indptr"} - set(h.keys())
-        if missing or "shape" not in h.attrs:
-            raise ValueError(
-                f"shard {name}: missing datasets {sorted(missing)} or the 'shape' attribute"
-            )
-        meta = {}
-        for k in ("data", "indices", "indptr", "y", "w"):
-            if k not in h:
-                continue
-            ds = h[k]
-            off = ds.id.get_offset()
-            if ds.chunks is not None or ds.compression is not None or not ds.dtype.isnative or (
-                off is None and ds.size
-            ):
-                return _read_h5(path, name)
-            meta[k] = (off, ds.dtype, ds.shape)
-        shape = np.asarray(h.attrs["shape"])
-    out = {"shape": shape, "y": None, "w": None}
-    with open(path, "rb", buffering=0) as f:
-        for k, (off, dt, shp) in meta.items():
-            arr = np.empty(shp, dtype=dt)
-            if arr.nbytes:
-                f.seek(off)
-                _readinto_exact(f, arr, name, k)
-            out[k] = arr
     return out
 
 
@@ -227,7 +244,7 @@ def read_shard(path, fmt=None, *, n_features=None, validate=True):
             with open_binary(path) as f:
                 a = _read_npz(f, name) if fmt == "npz" else _read_h5(f, name)
         else:
-            a = _read_local_npz(path, name) if fmt == "npz" else _read_local_h5(path, name)
+            a = _read_local(path, fmt, name)
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
     except ValueError as exc:

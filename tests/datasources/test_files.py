@@ -178,6 +178,7 @@ def test_truncated_shard_is_named(tmp_path, data, fmt):
     paths = write_shards(MatSource(X, y, w), str(tmp_path / f"t-{{i}}.{fmt}"),
                          examples_per_shard=400)
     src = FileSource(str(tmp_path / f"t-{{i}}.{fmt}"), batch_size=100)
+    assert sum(mb.n_examples for mb in src) == X.shape[1]  # a pass caches the shard layouts
     raw = open(paths[1], "rb").read()
     # cut inside the arrays (past the headers, before the end)
     open(paths[1], "wb").write(raw[: len(raw) * 2 // 3])
