@@ -171,33 +171,36 @@ def bench_shards(X, y, tmpdir, repeat):
         if not os.path.exists(os.path.join(dirs[0], pattern.format(i=0))):
             write_shards(MatSource(X, y, batch_size=50_000), pattern, dirs=dirs,
                          examples_per_shard=SHARD_EXAMPLES)
-        src = FileSource(pattern, dirs=dirs, batch_size=10_000)
-        size = sum(os.path.getsize(p) for p in src.paths)
-        for p in src.paths:
+        srcs = {v: FileSource(pattern, dirs=dirs, batch_size=10_000, validate=v, n_readers=2)
+                for v in (False, True)}
+        paths = srcs[False].paths
+        size = sum(os.path.getsize(p) for p in paths)
+        for p in paths:
             _warm(p)
-        t_raw, _ = _time(lambda src=src: _raw_read(src.paths), repeat)
-        t_fresh, _ = _time(lambda src=src: _raw_read_fresh(src.paths), repeat)
-        print(f"{fmt:<6} {'raw read (readinto, 16 MB buffer)':<36} {t_raw:8.3f} "
-              f"{size / 1e6 / t_raw:9.0f} {100:6.0f}%")
-        print(f"{fmt:<6} {'raw read (fresh buffer per file)':<36} {t_fresh:8.3f} "
-              f"{size / 1e6 / t_fresh:9.0f} {100 * t_raw / t_fresh:6.0f}%")
-        for validate in (False, True):
-            s = FileSource(pattern, dirs=dirs, batch_size=10_000, validate=validate,
-                           n_readers=2)
-
-            def run(s=s):
-                return sum(mb.n_examples for mb in s)
-
-            t, m = _time(run, repeat)
-            assert m == X.shape[1]
-            frac = t_raw / t
-            results[(fmt, validate)] = frac
-            name = f"FileSource validate={validate}"
-            print(f"{fmt:<6} {name:<36} {t:8.3f} {size / 1e6 / t:9.0f} {100 * frac:6.0f}%")
-            s.close()
-    best = max(results[(f, False)] for f in ("npz", "h5"))
-    print(f"target: >= 80% of raw bandwidth (validate=False): npz {results[('npz', False)]:.0%}, "
-          f"h5 {results[('h5', False)]:.0%} ({'met' if best >= 0.8 else 'NOT met'} by the best)")
+        runs = {
+            "raw read (readinto, 16 MB buffer)": lambda paths=paths: _raw_read(paths),
+            "raw read (fresh buffer per file)": lambda paths=paths: _raw_read_fresh(paths),
+            "FileSource validate=False": lambda s=srcs[False]: sum(mb.n_examples for mb in s),
+            "FileSource validate=True": lambda s=srcs[True]: sum(mb.n_examples for mb in s),
+        }
+        best = dict.fromkeys(runs, np.inf)
+        for fn in runs.values():  # warm-up (threads, layouts, allocator)
+            fn()
+        # interleaved best-of-N: load changes on a shared machine hit all readers alike
+        for _ in range(max(5, repeat)):
+            for name, fn in runs.items():
+                t0 = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t0)
+        t_raw = best["raw read (readinto, 16 MB buffer)"]
+        for name, t in best.items():
+            print(f"{fmt:<6} {name:<36} {t:8.3f} {size / 1e6 / t:9.0f} {100 * t_raw / t:6.0f}%")
+        results[fmt] = t_raw / best["FileSource validate=False"]
+        for s_ in srcs.values():
+            s_.close()
+    ok = max(results.values()) >= 0.8
+    print(f"target: >= 80% of raw bandwidth (validate=False): npz {results['npz']:.0%}, "
+          f"h5 {results['h5']:.0%} ({'met' if ok else 'NOT met'} by the best)")
     return results
 
 
