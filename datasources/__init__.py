@@ -14,7 +14,13 @@ Tools
 """
 
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
-from ._config import SOURCE_TYPES, STAGE_TYPES, datasource_from_config
+from ._config import (
+    SOURCE_TYPES,
+    STAGE_TYPES,
+    config_to_toml,
+    datasource_from_config,
+    datasource_to_config,
+)
 from ._criteo import CRITEO_FIELDS, CriteoOptions, CriteoSource, criteo_field_seeds
 from ._files import FileSource, FileSourceOptions, ShardWriter, read_shard, write_shards
 from ._prefetch import Prefetch, PrefetchOptions
@@ -40,6 +46,8 @@ __all__ = [
     "SOURCE_TYPES",
     "STAGE_TYPES",
     "datasource_from_config",
+    "datasource_to_config",
+    "config_to_toml",
     "CRITEO_FIELDS",
     "CRITEO_LIKE_CARDINALITIES",
     "CriteoOptions",

@@ -24,6 +24,7 @@ Every key is checked: an unknown key, a missing required key or a bad value rais
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -32,7 +33,7 @@ from ._criteo import CriteoSource
 from ._files import FileSource
 from ._io import is_url
 from ._prefetch import Prefetch
-from ._stages import HeldOut, Shuffle, ToDevice
+from ._stages import HeldOut, Shuffle, Stage, ToDevice
 from ._svmlight import SVMLightSource
 
 if sys.version_info >= (3, 11):
@@ -40,7 +41,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["datasource_from_config", "SOURCE_TYPES", "STAGE_TYPES"]
+__all__ = [
+    "datasource_from_config",
+    "datasource_to_config",
+    "config_to_toml",
+    "SOURCE_TYPES",
+    "STAGE_TYPES",
+]
 
 SOURCE_TYPES = {"svmlight": SVMLightSource, "criteo": CriteoSource, "files": FileSource}
 STAGE_TYPES = {"heldout": HeldOut, "shuffle": Shuffle, "to_device": ToDevice,
@@ -177,3 +184,57 @@ def datasource_from_config(config, *, base_dir=None):
             )
         src = _build(STAGE_TYPES[styp], st, w, base, wrapped=src)
     return src
+
+
+def _table(type_name, opts) -> dict:
+    t = {"type": type_name}
+    for k, v in dataclasses.asdict(opts).items():
+        if k == "compression" and v is None:
+            v = "none"
+        if v is not None:  # TOML has no null: None means "the default" for every option here
+            t[k] = v
+    return t
+
+
+def datasource_to_config(source) -> dict:
+    """The config dict that rebuilds ``source`` and its stages with
+    :func:`datasource_from_config` (options round-trip; paths are written as given)."""
+    stages = []
+    s = source
+    while isinstance(s, Stage):
+        stages.append(s)
+        s = s.source
+    names = {v: k for k, v in SOURCE_TYPES.items()}
+    if type(s) not in names:
+        raise TypeError(
+            f"{type(s).__name__} cannot be written as a config (only {sorted(SOURCE_TYPES)} "
+            "sources: in-memory data has no file to point to)"
+        )
+    src = _table(names[type(s)], s.opts)
+    if isinstance(s, (SVMLightSource, CriteoSource)):
+        src["paths"] = [p if isinstance(p, str) else os.fspath(p) for p in s.paths]
+    snames = {v: k for k, v in STAGE_TYPES.items()}
+    return {"source": src,
+            "stages": [_table(snames[type(st)], st.opts) for st in reversed(stages)]}
+
+
+def _toml_value(v, where):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x, where) for x in v) + "]"
+    raise TypeError(f"{where}: cannot write {type(v).__name__} {v!r} to TOML")
+
+
+def config_to_toml(config: dict) -> str:
+    """TOML text of a config dict (``{"source": {...}, "stages": [...]}``)."""
+    lines = ["[source]"]
+    lines += [f"{k} = {_toml_value(v, f'[source] {k}')}" for k, v in config["source"].items()]
+    for i, st in enumerate(config.get("stages", []), 1):
+        lines += ["", "[[stages]]"]
+        lines += [f"{k} = {_toml_value(v, f'[[stages]] #{i} {k}')}" for k, v in st.items()]
+    return "\n".join(lines) + "\n"

@@ -92,9 +92,11 @@ def open_binary(path, block_size: int = DEFAULT_CHUNK):
 
 
 def _want_gzip(path, compression, head: bytes) -> bool:
-    if compression not in ("infer", "gzip", None):
-        raise ValueError(f"compression must be 'infer', 'gzip' or None, got {compression!r}")
-    if compression is None:
+    if compression not in ("infer", "gzip", "none", None):
+        raise ValueError(
+            f"compression must be 'infer', 'gzip' or None ('none'), got {compression!r}"
+        )
+    if compression is None or compression == "none":
         return False
     if compression == "gzip":
         if head[:2] != _GZIP_MAGIC and head:

@@ -14,7 +14,9 @@ from roofline.datasources import (
     Prefetch,
     Shuffle,
     SVMLightSource,
+    config_to_toml,
     datasource_from_config,
+    datasource_to_config,
     load_svmlight,
     make_criteo_like,
     make_criteo_like_matrix,
@@ -134,3 +136,30 @@ def test_dict_config_and_missing_file(tmp_path):
     with pytest.raises(ValueError, match=r"\[source\]: cannot build"):
         datasource_from_config({"source": {"type": "svmlight", "paths": ["missing.svm"]}},
                                base_dir=str(tmp_path))
+
+
+def test_round_trip_through_toml(tmp_path, data):
+    X, y, w = data
+    shutil.copy(EXAMPLES / "datasource_svmlight.toml", tmp_path)
+    _svm(tmp_path / "data" / "train.svm.gz")
+    a = datasource_from_config(tmp_path / "datasource_svmlight.toml")
+    cfg = datasource_to_config(a)
+    assert [st["type"] for st in cfg["stages"]] == ["heldout", "shuffle", "prefetch"]
+    assert cfg["source"]["n_features"] == 1000 and cfg["source"]["zero_based"] is False
+    text = config_to_toml(cfg)
+    (tmp_path / "rt.toml").write_text(text)
+    b = datasource_from_config(tmp_path / "rt.toml")
+    assert datasource_to_config(b) == cfg
+    for ma, mb in zip(a, b, strict=True):
+        assert (ma.X != mb.X).nnz == 0 and np.array_equal(ma.y, mb.y)
+    # shards + compression=None survive too
+    write_shards(MatSource(X, y, w), str(tmp_path / "sh" / "p{i}.h5"), examples_per_shard=300)
+    src = FileSource(str(tmp_path / "sh" / "p{i}.h5"), order="random", seed=3).shuffle(
+        100, seed=1)
+    c = datasource_from_config(datasource_to_config(src))
+    assert datasource_to_config(c) == datasource_to_config(src)
+    s2 = SVMLightSource(tmp_path / "data" / "train.svm.gz", compression=None, n_features=1000,
+                        zero_based=False)
+    assert datasource_to_config(s2)["source"]["compression"] == "none"
+    with pytest.raises(TypeError, match="MatSource cannot be written"):
+        datasource_to_config(MatSource(X, y))
