@@ -19,6 +19,7 @@ from roofline.kernels import (
 
 from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
+from ._prefetch import background
 
 __all__ = ["CriteoSource", "CriteoOptions", "criteo_field_seeds", "CRITEO_FIELDS"]
 
@@ -57,6 +58,7 @@ class CriteoOptions(DataSourceOptions):
     n_threads: int = 2
     chunk_bytes: int = DEFAULT_CHUNK
     compression: str | None = "infer"
+    readahead: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -77,6 +79,8 @@ class CriteoOptions(DataSourceOptions):
             raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
         if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
             raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
+        if not isinstance(self.readahead, bool):
+            raise ValueError(f"readahead must be a bool, got {self.readahead!r}")
 
 
 class CriteoSource(DataSource):
@@ -105,17 +109,18 @@ class CriteoSource(DataSource):
     hash_seed : int
     has_label : bool
         ``False`` for the unlabeled test layout (39 fields); ``y`` is then ``None``.
-    dtype, on_error, n_threads, chunk_bytes, compression, batch_size, drop_last
+    dtype, on_error, n_threads, chunk_bytes, compression, readahead, batch_size, drop_last
         As for :class:`SVMLightSource`.
     """
 
     def __init__(self, paths, *, n_bits=20, layout="hashed", hash_seed=0, has_label=True,
                  dtype="float32", batch_size=10_000, drop_last=False, on_error="raise",
-                 n_threads=2, chunk_bytes=DEFAULT_CHUNK, compression="infer"):
+                 n_threads=2, chunk_bytes=DEFAULT_CHUNK, compression="infer", readahead=True):
         self.opts = CriteoOptions(
             batch_size=batch_size, drop_last=drop_last, n_bits=n_bits, layout=layout,
             hash_seed=hash_seed, has_label=has_label, dtype=dtype, on_error=on_error,
             n_threads=n_threads, chunk_bytes=chunk_bytes, compression=compression,
+            readahead=readahead,
         )
         self.paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
         if not self.paths:
@@ -160,54 +165,62 @@ class CriteoSource(DataSource):
             name = display_name(path)
             line0, n_rows, n_skipped = 0, 0, 0
             pending = b""
-            chunks = iter_chunks(path, o.chunk_bytes, o.compression)
-            final = False
-            while not final:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    chunk, final = b"", True
-                except TruncatedInputError as exc:
-                    raise ValueError(f"{exc} (at line {line0 + 1})") from exc
-                buf = pending + chunk if pending else chunk
-                cut = len(buf) if final else buf.rfind(b"\n") + 1
-                if cut == 0:
-                    pending = buf
-                    continue
-                pending = buf[cut:]
-                arr = np.frombuffer(buf, dtype=np.uint8)
-                parts = self._parse(arr, 0, cut)
-                ls, ps, ix, ds = [], [np.zeros(1, np.int64)], [], []
-                off = 0
-                for labels, indptr, indices, data, info, skipped in parts:
-                    if info[0]:
-                        raise ValueError(
-                            f"{name}, line {line0 + int(info[1]) + 1}: "
-                            f"{_MESSAGES.get(int(info[0]), 'parse error')} "
-                            f"(at byte {int(info[2])} of the line)"
-                        )
-                    for ln, code, byte in skipped:
-                        if n_skipped < _MAX_LOGGED:
-                            logger.warning("skipped: %s, line %d: %s (at byte %d)", name,
-                                           line0 + int(ln) + 1, _MESSAGES.get(int(code)), byte)
-                        n_skipped += 1
-                    line0 += int(info[3])
-                    ls.append(labels)
-                    ps.append(indptr[1:] + off)
-                    ix.append(indices)
-                    ds.append(data)
-                    off += len(data)
-                labels = np.concatenate(ls)
-                if not len(labels):
-                    continue
-                n_rows += len(labels)
-                indptr = np.concatenate(ps)
-                nnz = int(indptr[-1])
-                idt = _index_dtype(self.n_features, nnz)
-                X = _csc(np.concatenate(ds).astype(dt, copy=False),
-                         np.concatenate(ix).astype(idt, copy=False),
-                         indptr.astype(idt, copy=False), (self.n_features, len(labels)))
-                yield X, (labels.astype(dt) if o.has_label else None)
+            if o.readahead:
+                chunks = background(
+                    lambda path=path: iter_chunks(path, o.chunk_bytes, o.compression), 2, name,
+                    "chunk")
+            else:
+                chunks = iter_chunks(path, o.chunk_bytes, o.compression)
+            try:
+                final = False
+                while not final:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        chunk, final = b"", True
+                    except TruncatedInputError as exc:
+                        raise ValueError(f"{exc} (at line {line0 + 1})") from exc
+                    buf = pending + chunk if pending else chunk
+                    cut = len(buf) if final else buf.rfind(b"\n") + 1
+                    if cut == 0:
+                        pending = buf
+                        continue
+                    pending = buf[cut:]
+                    arr = np.frombuffer(buf, dtype=np.uint8)
+                    parts = self._parse(arr, 0, cut)
+                    ls, ps, ix, ds = [], [np.zeros(1, np.int64)], [], []
+                    off = 0
+                    for labels, indptr, indices, data, info, skipped in parts:
+                        if info[0]:
+                            raise ValueError(
+                                f"{name}, line {line0 + int(info[1]) + 1}: "
+                                f"{_MESSAGES.get(int(info[0]), 'parse error')} "
+                                f"(at byte {int(info[2])} of the line)"
+                            )
+                        for ln, code, byte in skipped:
+                            if n_skipped < _MAX_LOGGED:
+                                logger.warning("skipped: %s, line %d: %s (at byte %d)", name,
+                                               line0 + int(ln) + 1, _MESSAGES.get(int(code)), byte)
+                            n_skipped += 1
+                        line0 += int(info[3])
+                        ls.append(labels)
+                        ps.append(indptr[1:] + off)
+                        ix.append(indices)
+                        ds.append(data)
+                        off += len(data)
+                    labels = np.concatenate(ls)
+                    if not len(labels):
+                        continue
+                    n_rows += len(labels)
+                    indptr = np.concatenate(ps)
+                    nnz = int(indptr[-1])
+                    idt = _index_dtype(self.n_features, nnz)
+                    X = _csc(np.concatenate(ds).astype(dt, copy=False),
+                             np.concatenate(ix).astype(idt, copy=False),
+                             indptr.astype(idt, copy=False), (self.n_features, len(labels)))
+                    yield X, (labels.astype(dt) if o.has_label else None)
+            finally:
+                chunks.close()
             if n_skipped:
                 logger.warning("%s: skipped %d malformed lines (on_error='skip')", name,
                                n_skipped)

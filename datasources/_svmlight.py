@@ -13,6 +13,7 @@ from roofline.kernels import find_line_starts, svmlight_parse
 
 from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
+from ._prefetch import background
 
 __all__ = ["SVMLightSource", "SVMLightOptions", "load_svmlight"]
 
@@ -50,6 +51,7 @@ class SVMLightOptions(DataSourceOptions):
     n_threads: int = 2
     chunk_bytes: int = DEFAULT_CHUNK
     compression: str | None = "infer"
+    readahead: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -69,6 +71,8 @@ class SVMLightOptions(DataSourceOptions):
             raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
         if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
             raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
+        if not isinstance(self.readahead, bool):
+            raise ValueError(f"readahead must be a bool, got {self.readahead!r}")
 
 
 class _ParseState:
@@ -113,6 +117,9 @@ class SVMLightSource(DataSource):
     chunk_bytes : int
         Bytes parsed per step.
     compression : {"infer", "gzip", None}
+    readahead : bool
+        Read (and decompress) the next chunk on a background thread while the current one is
+        parsed: overlaps network or disk reads, and gzip, with parsing.
     batch_size, drop_last
         See :class:`DataSourceOptions`.
 
@@ -136,6 +143,7 @@ class SVMLightSource(DataSource):
         n_threads=2,
         chunk_bytes=DEFAULT_CHUNK,
         compression="infer",
+        readahead=True,
     ):
         self.opts = SVMLightOptions(
             batch_size=batch_size,
@@ -147,6 +155,7 @@ class SVMLightSource(DataSource):
             n_threads=n_threads,
             chunk_bytes=chunk_bytes,
             compression=compression,
+            readahead=readahead,
         )
         if isinstance(paths, (list, tuple)):
             self.paths = list(paths)
@@ -237,10 +246,21 @@ class SVMLightSource(DataSource):
 
     def _parse_file(self, path, zero_based, n_features, st, log=True):
         """Yield ``(labels, indptr, indices, data)`` blocks of one file (one per chunk)."""
+        o = self.opts
+        if o.readahead:
+            chunks = background(lambda: iter_chunks(path, o.chunk_bytes, o.compression), 2,
+                                display_name(path), "chunk")
+        else:
+            chunks = iter_chunks(path, o.chunk_bytes, o.compression)
+        try:
+            yield from self._parse_chunks(path, chunks, zero_based, n_features, st, log)
+        finally:
+            chunks.close()
+
+    def _parse_chunks(self, path, chunks, zero_based, n_features, st, log):
         skip = self.opts.on_error == "skip"
         base = 0 if zero_based else 1
         pending = b""
-        chunks = iter_chunks(path, self.opts.chunk_bytes, self.opts.compression)
         final = False
         while not final:
             try:

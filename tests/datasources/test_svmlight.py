@@ -245,13 +245,35 @@ def test_skip_mode_counts_and_keeps_good_lines(tmp_path, caplog, text, line, wha
     assert any("skipped 1 malformed lines" in m for m in msgs)
 
 
-def test_truncated_gzip(tmp_path):
+@pytest.mark.parametrize("readahead", [True, False])
+def test_truncated_gzip(tmp_path, readahead):
     text = b"".join(b"%d 1:%d 2:0.5\n" % (i % 2, i) for i in range(20000))
     z = gzip.compress(text)
     p = tmp_path / "t.svm.gz"
     p.write_bytes(z[: len(z) // 2])
     with pytest.raises(ValueError, match=r"t\.svm\.gz: gzip stream is truncated.*at line \d+"):
-        load_svmlight(p, zero_based=False, n_features=2)
+        load_svmlight(p, zero_based=False, n_features=2, readahead=readahead,
+                      chunk_bytes=4096)
+
+
+def test_readahead_equal_and_no_leaked_threads(tmp_path):
+    import threading
+    import time
+
+    path = _power_law_file(tmp_path / "r.svm.gz", 3000, seed=4, gz=True)
+    a = SVMLightSource(path, n_features=100_000, zero_based=False, chunk_bytes=16 << 10,
+                       batch_size=256, readahead=True)
+    b = SVMLightSource(path, n_features=100_000, zero_based=False, chunk_bytes=16 << 10,
+                       batch_size=256, readahead=False)
+    for x, y in zip(a, b, strict=True):
+        assert (x.X != y.X).nnz == 0 and np.array_equal(x.y, y.y)
+    it = iter(a)
+    next(it)
+    it.close()  # stop mid-file: the chunk reader thread must stop too
+    t0 = time.monotonic()
+    while [t for t in threading.enumerate() if t.name == "roofline-prefetch"]:
+        assert time.monotonic() - t0 < 10, "reader thread leaked"
+        time.sleep(0.01)
 
 
 def test_corrupt_gzip(tmp_path):
