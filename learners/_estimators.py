@@ -199,6 +199,11 @@ def _common_doc(extra=""):
 
 
 class _Classifier(ClassifierMixin, _GLMEstimator):
+    def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
+        if not self.C > 0:
+            raise ValueError(f"C must be positive, got {self.C!r}")
+        return 1.0 / (self.C * total_weight)
+
     def _encode(self, y, classes):
         if len(classes) < 2:
             raise ValueError(
@@ -305,11 +310,6 @@ class LogisticRegression(_Classifier):
         self.verbose = verbose
         self.dtype = dtype
 
-    def _lambda(self, total_weight):
-        if not self.C > 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
-        return 1.0 / (self.C * total_weight)
-
     def predict_proba(self, X):
         """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes)."""
         d = self._decision(X)
@@ -357,11 +357,6 @@ class LinearSVC(_Classifier):
         if self.loss not in ("hinge", "squared_hinge"):
             raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {self.loss!r}")
         return self.loss
-
-    def _lambda(self, total_weight):
-        if not self.C > 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
-        return 1.0 / (self.C * total_weight)
 
 
 class _Regressor(RegressorMixin, _GLMEstimator):

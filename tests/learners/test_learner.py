@@ -11,7 +11,7 @@ from _learners_data import make_problem
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from roofline import gmat
-from roofline.datasources import MatSource
+from roofline.datasources import MatSource, make_criteo_like_matrix
 from roofline.learners import (
     GLM,
     LBFGS,
@@ -22,7 +22,6 @@ from roofline.learners import (
     Learner,
     MetricsRecorder,
 )
-from roofline.learners._demo_data import make_criteo_like
 
 
 def lbfgs_learner(X, y, lam, loss="logistic", k=1, **kw):
@@ -116,7 +115,7 @@ def test_multilabel_equals_independent_fits(make_opt, rtol):
 
 @pytest.mark.parametrize("k", [1, 4])
 def test_fused_adagrad_equals_unfused(k, dtype):
-    X, y, _ = make_criteo_like(3000, n_features=2**11, n_fields=12, dtype=dtype, seed=k)
+    X, y = make_criteo_like_matrix(3000, n_bits=11, dtype=dtype, seed=k)
     Y = np.vstack([y] + [np.roll(y, r) for r in range(1, k)]) if k > 1 else y
     models = []
     for fused in (True, False):
@@ -133,7 +132,7 @@ def test_fused_adagrad_equals_unfused(k, dtype):
 @pytest.mark.parametrize("l1,l2", [(0.0, 1e-3), (2e-3, 0.0), (1e-3, 1e-3)])
 def test_fused_adagrad_lazy_regularisation_reference(l1, l2):
     """With L1/L2 the fused step regularises the touched columns only (BIDMach/VW)."""
-    X, y, _ = make_criteo_like(600, n_features=2**10, n_fields=8, dtype=np.float64, seed=9)
+    X, y = make_criteo_like_matrix(600, n_bits=10, dtype=np.float64, seed=9)
     mixins = ([L1Regularizer(l1)] if l1 else []) + ([L2Regularizer(l2)] if l2 else [])
     lr, eps, init = 0.3, 1e-8, 1e-8
     L = Learner(MatSource(X, y, batch_size=100), GLM(dtype="float64"),
@@ -167,7 +166,7 @@ def test_fused_adagrad_lazy_regularisation_reference(l1, l2):
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_steady_state_step_allocates_nothing(fused):
-    X, y, _ = make_criteo_like(16000, n_features=2**12, n_fields=10, dtype=np.float64, seed=2)
+    X, y = make_criteo_like_matrix(16000, n_bits=12, dtype=np.float64, seed=2)
     Y = np.vstack([y, 1 - y, y, 1 - y])
     src = MatSource(X, Y, batch_size=2000)
     model = GLM(n_outputs=4, dtype="float64")
@@ -298,7 +297,7 @@ def test_predict_and_dense_source():
 
 @pytest.mark.slow  # the first call measures the machine (then cached by gmat)
 def test_roofline_gauge_is_a_fraction():
-    X, y, _ = make_criteo_like(20000, n_features=2**16, n_fields=20, dtype=np.float32, seed=4)
+    X, y = make_criteo_like_matrix(20000, n_bits=16, dtype=np.float32, seed=4)
     L = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), eval_every=3,
                 roofline_gauge="on", progress=False)
     res = L.train()
