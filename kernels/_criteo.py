@@ -85,9 +85,8 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
     """
     n_fields = N_INT + N_CAT
     n_nl = 0
-    for p in range(lo, hi):
-        if buf[p] == 10:
-            n_nl += 1
+    for p in range(lo, hi):  # branchless: vectorizes
+        n_nl += np.int64(buf[p] == 10)
     max_rows = n_nl + 1
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.empty(max_rows + 1, dtype=np.int64)
