@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["adagrad_glm_update", "glm_accumulate_touched"]
+__all__ = ["adagrad_glm_update", "adagrad_glm_update_serial", "glm_accumulate_touched"]
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -75,9 +75,31 @@ def glm_accumulate_touched(indptr, indices, data, DT, sumsqT, touched, sval, gbu
     return nt
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1):
+    k = coefT.shape[1]
+    i = touched[t]
+    for r in range(k):
+        w = coefT[i, r]
+        g = gbuf[t, r] + l2 * w
+        sr = (sval[t] if r == 0 else sumsqT[i, r]) + g * g
+        sumsqT[i, r] = sr
+        step = lr / (np.sqrt(sr) + eps)
+        w -= step * g
+        if l1 > 0.0:
+            a = abs(w) - l1 * step
+            if a <= 0.0:
+                w = 0.0
+            elif w < 0.0:
+                w = -a
+            else:
+                w = a
+        coefT[i, r] = w
+
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=True)
 def adagrad_glm_update(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
-    """ADAGrad step on the touched feature columns.
+    """ADAGrad step on the touched feature columns (parallel over them).
 
     For each touched feature ``i = touched[t]`` and output ``r``::
 
@@ -94,25 +116,13 @@ def adagrad_glm_update(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
         From :func:`glm_accumulate_touched`.
     lr, eps, l2, l1 : float
     """
-    k = coefT.shape[1]
     for t in prange(nt):
-        i = touched[t]
-        c = coefT[i]
-        s = sumsqT[i]
-        g_t = gbuf[t]
-        for r in range(k):
-            w = c[r]
-            g = g_t[r] + l2 * w
-            sr = (sval[t] if r == 0 else s[r]) + g * g
-            s[r] = sr
-            step = lr / (np.sqrt(sr) + eps)
-            w -= step * g
-            if l1 > 0.0:
-                a = abs(w) - l1 * step
-                if a <= 0.0:
-                    w = 0.0
-                elif w < 0.0:
-                    w = -a
-                else:
-                    w = a
-            c[r] = w
+        _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def adagrad_glm_update_serial(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
+    """:func:`adagrad_glm_update` on the calling thread (for small updates, where waking the
+    thread pool costs more than the work)."""
+    for t in range(nt):
+        _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1)

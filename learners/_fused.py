@@ -40,6 +40,10 @@ class FusedWorkspace:
 
 
 MAX_NNZ = 1 << 24  # touched positions are stored as floats in the accumulator (exact below)
+# Below this many updated coefficients the update runs on the calling thread: waking numba's
+# pool costs more than the work (measured: a 10k-column update took 4x longer on 2 threads of a
+# loaded 2-core machine than on one).
+PARALLEL_MIN_WORK = 1 << 18
 
 
 def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
@@ -72,6 +76,8 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     sT = sumsq.T
     nt = kernels.glm_accumulate_touched(X.indptr, X.indices, X.data, D.T, sT, ws.touched,
                                         ws.sval, ws.gbuf)
-    kernels.adagrad_glm_update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr),
-                               float(eps), float(l2), float(l1))
+    update = (kernels.adagrad_glm_update if nt * k >= PARALLEL_MIN_WORK
+              else kernels.adagrad_glm_update_serial)
+    update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr), float(eps), float(l2),
+           float(l1))
     return int(nt)
