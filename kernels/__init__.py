@@ -71,9 +71,13 @@ __all__ += [
     "cd_primal_tpa",
 ]
 
-from ._glm import adagrad_glm_update, glm_accumulate_touched  # noqa: E402  (fused GLM, issue 5)
+from ._glm import (  # noqa: E402  (fused GLM, issue 5)
+    adagrad_glm_update,
+    adagrad_glm_update_serial,
+    glm_accumulate_touched,
+)
 
-__all__ += ["adagrad_glm_update", "glm_accumulate_touched"]
+__all__ += ["adagrad_glm_update", "adagrad_glm_update_serial", "glm_accumulate_touched"]
 
 from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
 
