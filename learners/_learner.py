@@ -433,6 +433,19 @@ class Learner:
             with open(path, "w") as f:
                 json.dump(self.trace, f, indent=1, default=float)
 
+    def what(self) -> str:
+        """Every component's option table (BIDMach's ``opts.what``): learner, model, optimizer,
+        mixins and, when it has dataclass options, the datasource."""
+        import dataclasses
+
+        parts = [self.opts.what(), self.model.opts.what(), self.optimizer.opts.what()]
+        parts += [m.opts.what() for m in self.mixins if m.opts is not None]
+        ds_opts = getattr(self.datasource, "opts", None)
+        if dataclasses.is_dataclass(ds_opts):
+            rows = [f"  {k:<20} {v!r}" for k, v in dataclasses.asdict(ds_opts).items()]
+            parts.append("\n".join([type(ds_opts).__name__, *rows]))
+        return "\n\n".join(parts)
+
     def __repr__(self):
         return (f"Learner({self.datasource!r}, {self.model!r}, {self.optimizer!r}, "
                 f"mixins={self.mixins!r})")

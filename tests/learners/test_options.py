@@ -69,3 +69,23 @@ def test_to_toml_nested_and_load(tmp_path):
     p.write_text("a = [")
     with pytest.raises(ValueError, match="c.toml: invalid TOML"):
         load_toml(p)
+
+
+def test_learner_what_prints_every_component():
+    import scipy.sparse as sp
+
+    from roofline.datasources import MatSource
+    from roofline.learners import GLM, ADAGrad, Learner, MetricsRecorder
+
+    X = sp.random(5, 10, density=0.5, format="csc", random_state=0)
+    L = Learner(MatSource(X, np.zeros(10), batch_size=4), GLM(loss="linear", dtype="float64"),
+                ADAGrad(lr=0.7), mixins=[L2Regularizer(0.25), MetricsRecorder()], n_passes=3)
+    text = L.what()
+    for title in ["LearnerOptions", "GLMOptions", "ADAGradOptions", "L2Options",
+                  "MetricsOptions", "MatSourceOptions"]:
+        assert title in text.splitlines()
+    lines = text.splitlines()
+    assert any(ln.split()[:3] == ["n_passes", "int", "3"] for ln in lines)
+    assert any(ln.split()[:3] == ["lr", "float", "0.7"] for ln in lines)
+    assert any(ln.split()[:3] == ["reg2weight", "float", "0.25"] for ln in lines)
+    assert any(ln.split()[:2] == ["batch_size", "4"] for ln in lines)
