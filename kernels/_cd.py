@@ -37,6 +37,7 @@ __all__ = [
     "cd_intercept_step",
     "cd_loss_sum",
     "cd_matvec",
+    "cd_matvec_serial",
     "cd_matvec_t",
     "cd_primal_epoch",
     "cd_primal_tpa",
@@ -151,6 +152,19 @@ def cd_matvec(indptr, indices, data, x, out, offset):
     (``X^T w`` for the project layout), float64 accumulation, parallel over columns."""
     m = indptr.shape[0] - 1
     for j in prange(m):
+        acc = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            acc += data[p] * x[indices[p]]
+        out[j] = acc + offset
+    return out
+
+
+@njit(**_FLAGS)
+def cd_matvec_serial(indptr, indices, data, x, out, offset):
+    """:func:`cd_matvec` on the calling thread only (for callers that are threads themselves:
+    numba's workqueue layer does not allow concurrent parallel launches)."""
+    m = indptr.shape[0] - 1
+    for j in range(m):
         acc = 0.0
         for p in range(indptr[j], indptr[j + 1]):
             acc += data[p] * x[indices[p]]
@@ -324,7 +338,8 @@ def _logistic_dual_beta(beta, ym, q):
         tn = t - g / dg
         if tn <= lo or tn >= hi:
             tn = 0.5 * (lo + hi)
-        if abs(tn - t) <= 1e-12 * (1.0 + abs(t)):
+        # a logit step below 1e-7 moves b by < 1e-7 b (1 - b): the dual by O(1e-14)
+        if abs(tn - t) <= 1e-7 * (1.0 + abs(t)):
             t = tn
             break
         t = tn

@@ -239,8 +239,10 @@ class GLMProblem:
     """
 
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
-                 primal=True, n_total=None):
+                 primal=True, n_total=None, serial=False):
         self.X = X
+        # a worker thread must not launch numba parallel kernels (see cd_matvec_serial)
+        self._matvec = _k.cd_matvec_serial if serial else _k.cd_matvec
         self.y = y
         self.loss = int(loss_code)
         self.l1 = bool(l1)
@@ -261,7 +263,7 @@ class GLMProblem:
     def margins(self, w, b, out=None):
         """``z = X^T w + b`` in float64."""
         out = np.empty(self.n_local) if out is None else out
-        return _k.cd_matvec(self.X.indptr, self.X.indices, self.X.data, w, out, float(b))
+        return self._matvec(self.X.indptr, self.X.indices, self.X.data, w, out, float(b))
 
     def xdot(self, a, out=None):
         """``X a`` (a d-vector) in float64."""
@@ -396,10 +398,6 @@ def _tqdm(total, verbose, desc):
     return tqdm(total=total, desc=desc, disable=not (verbose and sys.stderr.isatty()))
 
 
-def _perm(rng, n):
-    return rng.permutation(n).astype(np.int64)
-
-
 # ---------------------------------------------------------------------------------------------
 # local solvers
 
@@ -489,7 +487,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     bar = _tqdm(max_iter, verbose, "sdca")
     for it in range(1, max_iter + 1):
         trace.start()
-        perm = _perm(rng, pb.n)
+        perm = rng.permutation(pb.n).astype(np.int64)
         if n_threads == 1:
             _k.cd_dual_epoch(X.indptr, X.indices, X.data, pb.y, alpha, v, dummy, perm, pb.loss,
                              pb.lam_n, 1.0, 1.0, colsq, pb.icpt, False)
@@ -551,8 +549,9 @@ def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
             raise ValueError("penalty='l1' is solved in the primal only (dual=True not supported)")
         return False
     if dual is None:
-        # the primal keeps the intercept unregularised: it is the default whenever it matters
-        return False
+        # the primal keeps the intercept unregularised, so it is the default with an intercept;
+        # without one the dual (SDCA, Snap ML's default) usually converges in fewer epochs
+        return not fit_intercept
     return bool(dual)
 
 
@@ -616,7 +615,8 @@ def fit_glm_cd(
         Maximum epochs (``scd``, ``tpa-scd``, ``pure-block``) or global rounds (CoCoA).
     dual : bool or None
         Solve the dual (SDCA, coordinates = examples) or the primal (coordinates = features).
-        ``None``: the primal, except for the hinge loss (dual only).  l1 is primal only.
+        ``None``: the dual without an intercept, the primal with one (it keeps the intercept
+        unregularised); the hinge loss is dual only, the l1 penalty primal only.
     fit_intercept : bool
     intercept_scaling : float
         The constant feature's value in the dual (its weight is regularised there).

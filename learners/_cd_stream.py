@@ -172,7 +172,8 @@ def _certificate(source, depth, loss_code, alpha_v, y_all, v, lam_n, icpt, n, d)
     v_new = np.zeros_like(v)
     L = 0.0
     for _, X, y, start in _chunks(source, depth, loss_code):
-        z = _k.cd_matvec(X.indptr, X.indices, X.data, wf[:d], np.empty(X.shape[1]), b)
+        # serial: the prefetch thread may be running numba parallel kernels of the source
+        z = _k.cd_matvec_serial(X.indptr, X.indices, X.data, wf[:d], np.empty(X.shape[1]), b)
         L += _k.cd_loss_sum(z, y, loss_code)
         _k.cd_matvec_t(X.indptr, X.indices, X.data, alpha_v[start : start + X.shape[1]],
                        v_new[:d])

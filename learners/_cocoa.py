@@ -229,7 +229,7 @@ class _Ctx:
 
     def problem(self, X, y, primal, n_total=None):
         return GLMProblem(X, y, self.loss, self.l1, self.alpha, self.fit_intercept,
-                          self.intercept_scaling, primal=primal, n_total=n_total)
+                          self.intercept_scaling, primal=primal, n_total=n_total, serial=True)
 
     def done(self, rank, it, P, gap, t_check):
         """Identical on every rank (same all-reduced inputs); rank 0 records the trace."""

@@ -40,6 +40,8 @@ def test_matvecs_match_scipy(dtype, shape):
     Xd = X.toarray().astype(np.float64)
     z = K.cd_matvec(X.indptr, X.indices, X.data, w, np.empty(shape[1]), 0.5)
     np.testing.assert_allclose(z, Xd.T @ w + 0.5, rtol=1e-12, atol=1e-12)
+    zs = K.cd_matvec_serial(X.indptr, X.indices, X.data, w, np.empty(shape[1]), 0.5)
+    np.testing.assert_array_equal(zs, z)
     u = K.cd_matvec_t(X.indptr, X.indices, X.data, a, np.ones(shape[0]))
     np.testing.assert_allclose(u, Xd @ a + 1.0, rtol=1e-12, atol=1e-12)
     cs = K.cd_col_sqnorms(X.indptr, X.data, np.empty(shape[1]))
