@@ -78,3 +78,25 @@ def test_rebatcher_exact_sizes(bs):
     np.testing.assert_array_equal(_hstack([mb.X for mb in out]).toarray(),
                                   sp.hstack(blocks).toarray())
     np.testing.assert_array_equal(np.concatenate([mb.y for mb in out]), np.concatenate(ys))
+
+
+def test_csc_constructor_gives_independent_matrices():
+    from roofline import gmat
+    from roofline.datasources._base import _csc
+
+    a = _csc(np.array([1.0, 2.0], np.float32), np.array([0, 3], np.int32),
+             np.array([0, 1, 2], np.int32), (4, 2))
+    b = _csc(np.array([5.0], np.float32), np.array([1], np.int32), np.array([0, 0, 1], np.int32),
+             (4, 2))
+    gmat.check_csc(a)
+    a.data *= 10
+    a.indices = a.indices.copy()
+    np.testing.assert_array_equal(a.toarray(), [[10, 0], [0, 0], [0, 0], [0, 20]])
+    np.testing.assert_array_equal(b.toarray(), [[0, 0], [0, 5], [0, 0], [0, 0]])
+    assert not hasattr(b, "_roofline_checked")
+    gmat.check_csc(b)
+    b.check_format(full_check=True)
+    assert type(a) is sp.csc_matrix and a.has_sorted_indices and a.shape == (4, 2)
+    c = _csc(np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(3, np.int64), (4, 2),
+             sp.csc_array)
+    assert type(c) is sp.csc_array and c.dtype == np.float64 and c.nnz == 0
