@@ -22,6 +22,8 @@ from ._arrays import (
 )
 from ._cache import BufferCache, default_cache
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
+from ._fused import MAX_NNZ as FUSED_MAX_NNZ
+from ._fused import FusedWorkspace, adagrad_glm_step
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, log1pexp, sigmoid
@@ -33,6 +35,8 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "BufferCache",
     "Cost",
+    "FUSED_MAX_NNZ",
+    "FusedWorkspace",
     "GMat",
     "MachineRoofline",
     "PrimitiveTiming",
@@ -45,6 +49,7 @@ __all__ = [
     "measure_machine",
     "powerlaw_csc",
     "roofline_report",
+    "adagrad_glm_step",
     "as_dense",
     "axpy",
     "check_csc",

@@ -16,7 +16,6 @@ import numpy as np
 
 from roofline import gmat
 
-from ._fused import MAX_NNZ, FusedWorkspace, adagrad_glm_step
 from ._options import Options, option
 
 __all__ = [
@@ -153,7 +152,7 @@ class ADAGrad(Optimizer):
         super().init(model, cache)
         self.sumsq = np.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
         self.sumsq0 = np.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
-        self.workspace = FusedWorkspace()
+        self.workspace = gmat.FusedWorkspace()
 
     def state(self) -> dict:
         return {**super().state(), "sumsq": self.sumsq, "sumsq0": self.sumsq0}
@@ -185,7 +184,7 @@ class ADAGrad(Optimizer):
         return (
             self.opts.fused
             and gmat.is_sparse(batch.X)
-            and batch.X.nnz < MAX_NNZ
+            and batch.X.nnz < gmat.FUSED_MAX_NNZ
             and gmat.device_of(batch.X) == "cpu"
             and all(m.fusable for m in mixins)
         )
@@ -206,7 +205,7 @@ class ADAGrad(Optimizer):
             self._step_intercept(model, g0, lr)
         l1 = float(sum(m.l1 for m in mixins))
         l2 = float(sum(m.l2 for m in mixins))
-        adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
+        gmat.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
                          l2=l2, l1=l1, workspace=self.workspace)
         self.t += 1
         return loss_sum, weight_sum

@@ -1,11 +1,11 @@
-"""The fused ADAGrad kernels (kernels/_glm.py) through learners/_fused.py, against numpy."""
+"""The fused ADAGrad kernels (kernels/_glm.py) through gmat.adagrad_glm_step, against numpy."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from roofline import kernels
-from roofline.learners._fused import FusedWorkspace, adagrad_glm_step
+from roofline.gmat import FusedWorkspace, adagrad_glm_step
 
 
 def zipf_csc(n, m, dtype, rng, empty_cols=True):

@@ -1,20 +1,17 @@
-"""Dispatch of the fused ADAGrad GLM step (gradient ``A*S^T`` and update in one kernel).
+"""The fused ADAGrad GLM step: gradient ``A*S^T`` and update in one pass over the touched columns.
 
-.. note::
-   This module is a **deliberate, isolated exception** to the layering rule "learners never
-   import kernels": the fused step has no gmat primitive yet.  Everything kernel-specific of the
-   learners lives here, behind :func:`adagrad_glm_step`, so that the lead can move it behind
-   ``roofline.gmat`` without touching the optimizers.
+BIDMach's end-to-end rooflining: the ``k x n`` gradient is never materialised; the step gathers a
+compact gradient for the feature columns the minibatch touches and updates only those.  The
+unfused reference (``mult_ast`` then a dense ADAGrad update) is what it is tested against.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from roofline import (
-    gmat,
-    kernels,  # deliberate exception, see the module docstring
-)
+from roofline import kernels
+
+from ._arrays import check_csc
 
 __all__ = ["FusedWorkspace", "adagrad_glm_step"]
 
@@ -65,7 +62,7 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     n_touched : int
         The number of feature columns updated.
     """
-    gmat.check_csc(X, "X")
+    check_csc(X, "X")
     k, n = coef.shape
     nnz = int(X.indptr[-1])
     if nnz >= MAX_NNZ:
