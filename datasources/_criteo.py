@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,13 +11,12 @@ from roofline.kernels import (
     N_CAT,
     N_INT,
     criteo_parse,
-    find_line_starts,
     log_bucket_thresholds,
 )
 
-from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
-from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
-from ._prefetch import background
+from ._base import _csc, _index_dtype, _Rebatcher
+from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
+from ._text import TextOptions, TextSource
 
 __all__ = ["CriteoSource", "CriteoOptions", "criteo_field_seeds", "CRITEO_FIELDS"]
 
@@ -46,19 +43,13 @@ def criteo_field_seeds(hash_seed: int = 0) -> np.ndarray:
 
 
 @dataclass
-class CriteoOptions(DataSourceOptions):
+class CriteoOptions(TextOptions):
     """Options of :class:`CriteoSource` (see its parameters)."""
 
     n_bits: int = 20
     layout: str = "hashed"
     hash_seed: int = 0
     has_label: bool = True
-    dtype: str = "float32"
-    on_error: str = "raise"
-    n_threads: int = 2
-    chunk_bytes: int = DEFAULT_CHUNK
-    compression: str | None = "infer"
-    readahead: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -70,20 +61,9 @@ class CriteoOptions(DataSourceOptions):
             raise ValueError(f"hash_seed must be an integer, got {self.hash_seed!r}")
         if not isinstance(self.has_label, bool):
             raise ValueError(f"has_label must be a bool, got {self.has_label!r}")
-        if np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        self.dtype = np.dtype(self.dtype).name
-        if self.on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
-        if not isinstance(self.n_threads, (int, np.integer)) or self.n_threads < 1:
-            raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
-        if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
-            raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
-        if not isinstance(self.readahead, bool):
-            raise ValueError(f"readahead must be a bool, got {self.readahead!r}")
 
 
-class CriteoSource(DataSource):
+class CriteoSource(TextSource):
     """Minibatches from Criteo click-log TSV files, with the hashing trick.
 
     Line layout: ``label \\t I1..I13 \\t C1..C26`` (integer fields decimal, categorical
@@ -113,6 +93,8 @@ class CriteoSource(DataSource):
         As for :class:`SVMLightSource`.
     """
 
+    _thread_prefix = "criteo"
+
     def __init__(self, paths, *, n_bits=20, layout="hashed", hash_seed=0, has_label=True,
                  dtype="float32", batch_size=10_000, drop_last=False, on_error="raise",
                  n_threads=2, chunk_bytes=DEFAULT_CHUNK, compression="infer", readahead=True):
@@ -122,19 +104,11 @@ class CriteoSource(DataSource):
             n_threads=n_threads, chunk_bytes=chunk_bytes, compression=compression,
             readahead=readahead,
         )
-        self.paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
-        if not self.paths:
-            raise ValueError("paths is empty: give at least one Criteo TSV file")
-        for p in self.paths:
-            if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"paths must be file paths or URLs, got {p!r}")
+        self._init_paths(paths, "Criteo TSV")
         block = 1 << n_bits
         self.n_features = block * (N_INT + N_CAT) if layout == "per_field" else block
         self.n_examples = None
         self.seeds = criteo_field_seeds(hash_seed)
-        self.n_skipped = 0
-        self._pool = None
-        self._parallel_min = 1 << 16
 
     def feature_blocks(self):
         """``[(start, stop), ...]`` column range of each field (39 pure blocks) in the
@@ -146,16 +120,9 @@ class CriteoSource(DataSource):
 
     def _parse(self, arr, lo, hi):
         o = self.opts
-        args = (o.has_label, o.n_bits, o.layout == "per_field", self.seeds,
-                log_bucket_thresholds(), o.on_error == "skip")
-        if o.n_threads > 1 and hi - lo > self._parallel_min:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(o.n_threads, thread_name_prefix="criteo")
-            bounds = find_line_starts(arr, lo, hi, o.n_threads)
-            futs = [self._pool.submit(criteo_parse, arr, bounds[k], bounds[k + 1], *args)
-                    for k in range(o.n_threads)]
-            return [f.result() for f in futs]
-        return [criteo_parse(arr, lo, hi, *args)]
+        return self._parse_parts(criteo_parse, arr, lo, hi, o.has_label, o.n_bits,
+                                 o.layout == "per_field", self.seeds, log_bucket_thresholds(),
+                                 o.on_error == "skip")
 
     def _blocks(self):
         o = self.opts
@@ -164,29 +131,8 @@ class CriteoSource(DataSource):
         for path in self.paths:
             name = display_name(path)
             line0, n_rows, n_skipped = 0, 0, 0
-            pending = b""
-            if o.readahead:
-                chunks = background(
-                    lambda path=path: iter_chunks(path, o.chunk_bytes, o.compression), 2, name,
-                    "chunk")
-            else:
-                chunks = iter_chunks(path, o.chunk_bytes, o.compression)
             try:
-                final = False
-                while not final:
-                    try:
-                        chunk = next(chunks)
-                    except StopIteration:
-                        chunk, final = b"", True
-                    except TruncatedInputError as exc:
-                        raise ValueError(f"{exc} (at line {line0 + 1})") from exc
-                    buf = pending + chunk if pending else chunk
-                    cut = len(buf) if final else buf.rfind(b"\n") + 1
-                    if cut == 0:
-                        pending = buf
-                        continue
-                    pending = buf[cut:]
-                    arr = np.frombuffer(buf, dtype=np.uint8)
+                for arr, cut in self._line_blocks(path):
                     parts = self._parse(arr, 0, cut)
                     ls, ps, ix, ds = [], [np.zeros(1, np.int64)], [], []
                     off = 0
@@ -219,8 +165,8 @@ class CriteoSource(DataSource):
                              np.concatenate(ix).astype(idt, copy=False),
                              indptr.astype(idt, copy=False), (self.n_features, len(labels)))
                     yield X, (labels.astype(dt) if o.has_label else None)
-            finally:
-                chunks.close()
+            except TruncatedInputError as exc:
+                raise ValueError(f"{exc} (at line {line0 + 1})") from exc
             if n_skipped:
                 logger.warning("%s: skipped %d malformed lines (on_error='skip')", name,
                                n_skipped)
@@ -235,11 +181,6 @@ class CriteoSource(DataSource):
         for X, y in self._blocks():
             yield from rb.push(X, y)
         yield from rb.finish()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
     def __repr__(self) -> str:
         return (

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.kernels import find_line_starts, svmlight_parse
+from roofline.kernels import svmlight_parse
 
-from ._base import DataSource, DataSourceOptions, _csc, _index_dtype, _Rebatcher
-from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name, iter_chunks
-from ._prefetch import background
+from ._base import _csc, _index_dtype, _Rebatcher
+from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
+from ._text import TextOptions, TextSource
 
 __all__ = ["SVMLightSource", "SVMLightOptions", "load_svmlight"]
 
@@ -34,24 +32,12 @@ _MESSAGES = {
 _MAX_LOGGED = 10
 
 
-def _check_on_error(on_error):
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    return on_error
-
-
 @dataclass
-class SVMLightOptions(DataSourceOptions):
+class SVMLightOptions(TextOptions):
     """Options of :class:`SVMLightSource` (see its parameters)."""
 
     n_features: int | None = None
     zero_based: bool | str = "auto"
-    dtype: str = "float32"
-    on_error: str = "raise"
-    n_threads: int = 2
-    chunk_bytes: int = DEFAULT_CHUNK
-    compression: str | None = "infer"
-    readahead: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -63,16 +49,6 @@ class SVMLightOptions(DataSourceOptions):
             )
         if self.zero_based not in (True, False, "auto"):
             raise ValueError(f"zero_based must be True, False or 'auto', got {self.zero_based!r}")
-        if np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        self.dtype = np.dtype(self.dtype).name
-        _check_on_error(self.on_error)
-        if not isinstance(self.n_threads, (int, np.integer)) or self.n_threads < 1:
-            raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
-        if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
-            raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
-        if not isinstance(self.readahead, bool):
-            raise ValueError(f"readahead must be a bool, got {self.readahead!r}")
 
 
 class _ParseState:
@@ -87,7 +63,7 @@ class _ParseState:
         self.max_idx = -1
 
 
-class SVMLightSource(DataSource):
+class SVMLightSource(TextSource):
     """Minibatches streamed from svmlight / libsvm files, parsed by a numba kernel.
 
     The file is read in chunks of ``chunk_bytes`` (decompressed), each chunk is cut at newlines
@@ -130,6 +106,8 @@ class SVMLightSource(DataSource):
     (correctly rounded), then cast to ``dtype``.  inf/nan values are rejected.
     """
 
+    _thread_prefix = "svmlight"
+
     def __init__(
         self,
         paths,
@@ -157,18 +135,7 @@ class SVMLightSource(DataSource):
             compression=compression,
             readahead=readahead,
         )
-        if isinstance(paths, (list, tuple)):
-            self.paths = list(paths)
-        else:
-            self.paths = [paths]
-        if not self.paths:
-            raise ValueError("paths is empty: give at least one svmlight file")
-        for p in self.paths:
-            if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"paths must be file paths or URLs, got {p!r}")
-        self.n_skipped = 0
-        self._pool = None
-        self._parallel_min = 1 << 16  # bytes; smaller ranges are parsed on one thread
+        self._init_paths(paths, "svmlight")
         self.n_examples = None
         if n_features is None or zero_based == "auto":
             self._scan()
@@ -212,11 +179,6 @@ class SVMLightSource(DataSource):
 
     # -- parsing ------------------------------------------------------------------------------
 
-    def _executor(self):
-        if self.opts.n_threads > 1 and self._pool is None:
-            self._pool = ThreadPoolExecutor(self.opts.n_threads, thread_name_prefix="svmlight")
-        return self._pool
-
     def _protos(self, n_features):
         dt = np.dtype(self.opts.dtype)
         # per-chunk nnz always fits int32 (chunks are < 8 GB); the feature range decides
@@ -225,18 +187,8 @@ class SVMLightSource(DataSource):
 
     def _parse_range(self, arr, lo, hi, zero_based, n_features, skip):
         """Parse ``arr[lo:hi]`` (whole lines), in parallel; return per-part results in order."""
-        nt = self.opts.n_threads
-        pi, pv, mx = self._protos(n_features)
-        if nt > 1 and hi - lo > self._parallel_min:
-            bounds = find_line_starts(arr, lo, hi, nt)
-            pool = self._executor()
-            futs = [
-                pool.submit(svmlight_parse, arr, bounds[k], bounds[k + 1], zero_based,
-                            n_features, skip, pi, pv, mx)
-                for k in range(nt)
-            ]
-            return [f.result() for f in futs]
-        return [svmlight_parse(arr, lo, hi, zero_based, n_features, skip, pi, pv, mx)]
+        return self._parse_parts(svmlight_parse, arr, lo, hi, zero_based, n_features, skip,
+                                 *self._protos(n_features))
 
     def _fail(self, path, line, code, byte, n_features, base):
         msg = _MESSAGES.get(int(code), f"parse error {code}")
@@ -246,45 +198,16 @@ class SVMLightSource(DataSource):
 
     def _parse_file(self, path, zero_based, n_features, st, log=True):
         """Yield ``(labels, indptr, indices, data)`` blocks of one file (one per chunk)."""
-        o = self.opts
-        if o.readahead:
-            chunks = background(lambda: iter_chunks(path, o.chunk_bytes, o.compression), 2,
-                                display_name(path), "chunk")
-        else:
-            chunks = iter_chunks(path, o.chunk_bytes, o.compression)
-        try:
-            yield from self._parse_chunks(path, chunks, zero_based, n_features, st, log)
-        finally:
-            chunks.close()
-
-    def _parse_chunks(self, path, chunks, zero_based, n_features, st, log):
         skip = self.opts.on_error == "skip"
         base = 0 if zero_based else 1
-        pending = b""
-        final = False
-        while not final:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                chunk, final = b"", True
-            except TruncatedInputError as exc:
-                raise ValueError(
-                    f"{exc} (at line {st.line + 1}, after {st.n_rows} complete examples)"
-                ) from exc
-            buf = pending + chunk if pending else chunk
-            if final:
-                cut = len(buf)
-            else:
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0:
-                    pending = buf
-                    continue
-            pending = buf[cut:]
-            if cut == 0:
-                continue
-            arr = np.frombuffer(buf, dtype=np.uint8)
-            parts = self._parse_range(arr, 0, cut, zero_based, n_features, skip)
-            yield self._combine(path, arr, parts, st, n_features, base, log)
+        try:
+            for arr, cut in self._line_blocks(path):
+                parts = self._parse_range(arr, 0, cut, zero_based, n_features, skip)
+                yield self._combine(path, arr, parts, st, n_features, base, log)
+        except TruncatedInputError as exc:
+            raise ValueError(
+                f"{exc} (at line {st.line + 1}, after {st.n_rows} complete examples)"
+            ) from exc
 
     def _combine(self, path, arr, parts, st, n_features, base, log):
         line0 = st.line
@@ -375,11 +298,6 @@ class SVMLightSource(DataSource):
         for X, y in self._blocks():
             yield from rb.push(X, y)
         yield from rb.finish()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
     def __repr__(self) -> str:
         files = display_name(self.paths[0]) + (f" +{len(self.paths) - 1}" if len(self.paths) > 1
