@@ -401,6 +401,11 @@ def _tqdm(total, verbose, desc):
 # ---------------------------------------------------------------------------------------------
 # local solvers
 
+# TPA-SCD's damping test tolerates a rise of the objective this small (relative): near the
+# optimum the changes of a sub-epoch are below the rounding of the sums, and rejecting them on
+# noise would halve the damping down to zero.
+_NOISE = 1e-12
+
 
 def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
                 n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
@@ -434,10 +439,11 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
                 w0, z0, b0 = w.copy(), z.copy(), b
                 bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
                 if tpa_mode == "hogwild":
-                    # unsynchronised adds may lose an update now and then: z is re-synchronised
-                    # exactly at every check
                     _k.cd_primal_tpa(ip, ix, dt, pb.y, w, z.reshape(1, -1), part, bounds,
                                      pb.loss, pb.l1, pb.lam_n, damp, pb.colsq_primal, dummy)
+                    # unsynchronised adds lose updates where threads collide (often on dense
+                    # data): re-synchronise exactly before judging the sub-epoch
+                    z = pb.margins(w, b, z)
                 else:
                     Z = np.repeat(z[None, :], n_threads, axis=0)
                     _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
@@ -447,7 +453,7 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
                     b = _k.cd_intercept_step(pb.y, z, dummy, b, pb.loss, 1.0, damp, False)
                 with np.errstate(over="ignore", invalid="ignore"):
                     P_new = pb.primal_obj(z, w)
-                if adaptive_damping and not P_new <= P_cur:
+                if adaptive_damping and not P_new <= P_cur + _NOISE * abs(P_cur):
                     w[:], z, b = w0, z0, b0  # discard the sub-epoch, halve the damping
                     damp *= 0.5
                     n_rejected += 1
@@ -461,6 +467,7 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
             z = pb.margins(w, b, z)  # exact: drops the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.primal_gap(w, b, z)
+            P_cur = P
             stop = callback is not None and bool(callback(it, w, b))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
@@ -495,9 +502,10 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             for part in np.array_split(perm, sub_epochs):
                 a0, v0 = alpha.copy(), v.copy()
                 bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
-                if tpa_mode == "hogwild":  # v is re-synchronised exactly at every check
+                if tpa_mode == "hogwild":
                     _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, v.reshape(1, -1),
                                    part, bounds, pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
+                    v = pb.dual_point(alpha)  # lost updates: re-synchronise exactly
                 else:
                     V = np.repeat(v[None, :], n_threads, axis=0)
                     _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
@@ -505,7 +513,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
                     v = v0 + (V - v0).sum(axis=0)
                 with np.errstate(over="ignore", invalid="ignore"):
                     D_new = pb.dual_obj(alpha, v)
-                if adaptive_damping and not D_new >= D_cur:
+                if adaptive_damping and not D_new >= D_cur - _NOISE * abs(D_cur):
                     alpha[:], v = a0, v0
                     damp *= 0.5
                     n_rejected += 1
@@ -519,6 +527,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             v = pb.dual_point(alpha)  # drop the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.dual_gap(alpha, v)
+                D_cur = pb.dual_obj(alpha, v)
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
