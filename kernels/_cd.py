@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 SQUARED, LOGISTIC, HINGE = 0, 1, 2
-_EPS = 1e-300
 
 _FLAGS = dict(cache=True, nogil=True)
 

@@ -284,11 +284,18 @@ class GLMProblem:
             return 1.0
         return self.lam_n / u_inf
 
-    def grad_parts(self, z, b, s):
-        """Local sums for the primal certificate over this object's examples:
-        ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]`` with ``a = -loss'(z)``."""
+    def dual_candidate(self, z):
+        """``(a, g_b, h_b)``: the dual point ``a = -loss'(z)`` of margins ``z`` and the
+        intercept's gradient and curvature sums."""
         a = np.empty(self.n_local)
         g_b, h_b = _k.cd_grad(z, self.y, self.loss, a)
+        return a, g_b, h_b
+
+    def grad_parts(self, z, cand, b, s):
+        """Local sums for the primal certificate over this object's examples:
+        ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]``, ``cand`` from
+        :meth:`dual_candidate`."""
+        a, g_b, h_b = cand
         return np.array([_k.cd_loss_sum(z, self.y, self.loss),
                          _k.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
 
@@ -307,11 +314,10 @@ class GLMProblem:
 
     def primal_gap(self, w, b, z):
         """``(P, gap)`` for a primal iterate (see the module docstring)."""
-        a = np.empty(self.n_local)
-        _k.cd_grad(z, self.y, self.loss, a)
-        u = self.xdot(a)
+        cand = self.dual_candidate(z)
+        u = self.xdot(cand[0])
         s = self.dual_scale(float(np.abs(u).max()))
-        return self.certificate(self.grad_parts(z, b, s), self.reg(w), float(u @ u), b)
+        return self.certificate(self.grad_parts(z, cand, b, s), self.reg(w), float(u @ u), b)
 
     def dual_point(self, alpha):
         """Exact ``v = [X alpha; icpt * sum(alpha)]`` for the dual variables."""

@@ -343,14 +343,13 @@ def primal_worker(ctx, comms, X_k, y, seed):
             t0 = time.perf_counter()
             b_all = float(world.allreduce(np.array([b if rank == 0 else 0.0]))[0])
             z = world.allreduce(pb.margins(w, 0.0)) + b_all  # exact margins
-            a = np.empty(pb.n)
-            _k.cd_grad(z, y, pb.loss, a)
-            u = pb.xdot(a)
+            cand = pb.dual_candidate(z)
+            u = pb.xdot(cand[0])
             u_inf = float(world.allreduce(np.array([np.abs(u).max() if u.size else 0.0]),
                                           op="max")[0])
             s = pb.dual_scale(u_inf)
             reg, u_sq = world.allreduce(np.array([pb.reg(w), float(u @ u)]))
-            P, gap = pb.certificate(pb.grad_parts(z, b_all, s), reg, u_sq, b_all)
+            P, gap = pb.certificate(pb.grad_parts(z, cand, b_all, s), reg, u_sq, b_all)
             if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
                 conv = True
                 break
@@ -386,8 +385,7 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
             _k.cd_block_steps(w, feats, stats[:m], stats[m:], pb.l1, pb.lam_n, delta)
             _k.cd_block_apply(ip, ix, dt, z, feats, delta)
         if pb.fit_intercept:
-            a = np.empty(pb.n_local)
-            gh = world.allreduce(np.array(_k.cd_grad(z, y_k, pb.loss, a)))
+            gh = world.allreduce(np.array(pb.dual_candidate(z)[1:]))
             if gh[1] > 0:
                 step = -gh[0] / gh[1]
                 b += step
@@ -396,11 +394,10 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
         if it % ctx.check_every == 0 or it == ctx.max_iter:
             t0 = time.perf_counter()
             z = pb.margins(w, b, z)
-            a = np.empty(pb.n_local)
-            _k.cd_grad(z, y_k, pb.loss, a)
-            u = world.allreduce(pb.xdot(a))
+            cand = pb.dual_candidate(z)
+            u = world.allreduce(pb.xdot(cand[0]))
             s = pb.dual_scale(float(np.abs(u).max()))
-            parts = world.allreduce(pb.grad_parts(z, b, s))
+            parts = world.allreduce(pb.grad_parts(z, cand, b, s))
             P, gap = pb.certificate(parts, pb.reg(w), float(u @ u), b)
             if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
                 conv = True
