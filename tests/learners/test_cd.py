@@ -195,6 +195,9 @@ def test_result_object():
     assert isinstance(res, CDResult)
     assert res.coef.shape == (A.shape[1],) and res.n_iter == len(res.objective)
     assert res.time >= res.times[-1] >= 0 and res.dual_coef is None and not res.dual
+    # dual=None: the primal with an (unregularised) intercept, the dual without one
+    nodual = fit_glm_cd(X, y, loss="squared", alpha=0.01, fit_intercept=False, random_state=0)
+    assert nodual.dual and nodual.dual_coef.shape == (A.shape[0],)
 
 
 # -- bad input ---------------------------------------------------------------------------------
