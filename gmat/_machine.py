@@ -162,7 +162,7 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     for dt in (np.float32, np.float64):
         seed = np.ones(threads, dtype=dt)
         kernels.fma_loop(seed, 10)
-        n_iter = 20_000
+        n_iter = 100_000
         best = float("inf")
         flops = 0
         for _ in range(3 * repeat):

@@ -155,11 +155,16 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     if k == 0 or n == 0:
         out[...] = 0
         return out
-    slabs = kernels.row_slabs(S.indices, int(S.indptr[-1]), n, min(n, _threads()))
+    threads = _threads()
     if k == 1:
-        a = A.reshape(-1)
-        kernels.csc_mult_t_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), slabs)
+        parts = max(1, min(threads, m))
+        bounds = kernels.nnz_chunks(S.indptr, parts)
+        # per-thread private outputs (n values each), reused across calls
+        scratch = default_cache().empty((parts - 1, n), A.dtype, tag="mult_ast_k1_scratch")
+        kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data, out.reshape(-1),
+                               scratch, bounds)
     else:
+        slabs = kernels.row_slabs(S.indices, int(S.indptr[-1]), n, min(n, threads))
         kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, slabs)
     return out
 

@@ -259,23 +259,33 @@ def _first_at_least(indices, lo, hi, r0):
 
 
 @njit(parallel=True, **_FLAGS)
-def csc_mult_t_vec(a, indptr, indices, data, out, slabs):
-    """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``."""
-    m = indptr.shape[0] - 1
-    n_slabs = slabs.shape[0] - 1
-    for s in prange(n_slabs):
-        r0 = slabs[s]
-        r1 = slabs[s + 1]
-        for i in range(r0, r1):
-            out[i] = 0
-        for j in range(m):
-            hi = indptr[j + 1]
+def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
+    """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``.
+
+    With a single output row the output is only ``n`` values, so instead of row slabs (each
+    thread scanning all of ``S``) every thread scatters its nnz-balanced share of the columns
+    into a private copy (``out`` itself for thread 0, ``scratch[t - 1]`` for the others) and a
+    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.
+    """
+    n = out.shape[0]
+    n_parts = bounds.shape[0] - 1
+    for t in prange(n_parts):
+        buf = out if t == 0 else scratch[t - 1]
+        for i in range(n):
+            buf[i] = 0
+        for j in range(bounds[t], bounds[t + 1]):
             aj = a[j]
-            for p in range(_first_at_least(indices, indptr[j], hi, r0), hi):
-                i = indices[p]
-                if i >= r1:
-                    break
-                out[i] += data[p] * aj
+            for p in range(indptr[j], indptr[j + 1]):
+                buf[indices[p]] += data[p] * aj
+    if n_parts > 1:
+        n_blocks = 64
+        step = (n + n_blocks - 1) // n_blocks
+        for b in prange(n_blocks):
+            for i in range(b * step, min(n, (b + 1) * step)):
+                acc = out[i]
+                for t in range(n_parts - 1):
+                    acc += scratch[t, i]
+                out[i] = acc
 
 
 @njit(parallel=True, **_FLAGS)
