@@ -9,13 +9,12 @@ power-law data) and the speed ratio to the peer.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
-from ._machine import MachineRoofline, machine_roofline
+from ._machine import MachineRoofline, _best, machine_roofline
 from ._primitives import mult_as, mult_ast, sddmm
 
 __all__ = ["PrimitiveTiming", "RooflineReport", "benchmark_primitives", "roofline_report"]
@@ -115,12 +114,7 @@ class RooflineReport:
 
 def _best_time(fn, repeat: int) -> float:
     fn()  # warm-up: compile, first touch of the output
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return _best(fn, repeat)
 
 
 def _dense(rng, k, n, dtype):
