@@ -50,19 +50,14 @@ __all__ = [
 _FLAGS = dict(cache=True, nogil=True, fastmath=True)
 
 
-@njit(cache=True, nogil=True)
-def check_csc_structure(indptr, indices, data, n_rows, check_finite):
-    """Scan a CSC structure once.
-
-    Returns ``(code, column, position)``: code 0 = valid, 1 = indptr decreasing,
-    2 = row index out of range, 3 = unsorted/duplicate rows within a column,
-    4 = non-finite value.
-    """
-    m = indptr.shape[0] - 1
-    for j in range(m):
+@njit(cache=True, nogil=True, inline="always")
+def _check_columns(indptr, indices, data, n_rows, check_finite, j0, j1):
+    """First defect in columns ``j0:j1`` as ``(code, column, position)``; code 0 = none."""
+    end = indptr[indptr.shape[0] - 1]
+    for j in range(j0, j1):
         lo = indptr[j]
         hi = indptr[j + 1]
-        if hi < lo:
+        if hi < lo or hi > end:  # decreasing here or further on: never read past the arrays
             return 1, j, lo
         prev = -1
         for p in range(lo, hi):
@@ -74,6 +69,34 @@ def check_csc_structure(indptr, indices, data, n_rows, check_finite):
             prev = i
             if check_finite and not np.isfinite(data[p]):
                 return 4, j, p
+    return 0, -1, -1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def check_csc_structure(indptr, indices, data, n_rows, check_finite):
+    """Scan a CSC structure once, in parallel over equal column ranges.
+
+    Returns ``(code, column, position)`` of the first defect (lowest column): code 0 = valid,
+    1 = indptr decreasing, 2 = row index out of range, 3 = unsorted/duplicate rows within a
+    column, 4 = non-finite value.  The column ranges do not depend on ``indptr`` (which is
+    itself being checked), so a malformed ``indptr`` cannot make the scan skip columns; the
+    caller checks ``indptr[0] == 0`` and that ``indptr[-1]`` fits the arrays first.
+    """
+    m = indptr.shape[0] - 1
+    n_parts = min(max(m, 1), 64)
+    codes = np.zeros(n_parts, dtype=np.int64)
+    cols = np.full(n_parts, -1, dtype=np.int64)
+    poss = np.full(n_parts, -1, dtype=np.int64)
+    for t in prange(n_parts):
+        j0 = (m * t) // n_parts
+        j1 = (m * (t + 1)) // n_parts
+        c, j, p = _check_columns(indptr, indices, data, n_rows, check_finite, j0, j1)
+        codes[t] = c
+        cols[t] = j
+        poss[t] = p
+    for t in range(n_parts):
+        if codes[t] != 0:
+            return codes[t], cols[t], poss[t]
     return 0, -1, -1
 
 

@@ -258,6 +258,14 @@ class TestBadInput:
         with pytest.raises(ValueError, match="indptr has length"):
             gmat.mult_as(self.A, S)
 
+    def test_indptr_overshooting_in_the_middle(self):
+        S = self.S.copy()
+        indptr = S.indptr.copy()
+        indptr[1] = S.nnz + 1000  # would read past the arrays if trusted
+        S.indptr = indptr
+        with pytest.raises(ValueError, match="indptr is not non-decreasing at column 0"):
+            gmat.mult_as(self.A, S)
+
     def test_non_finite_values(self):
         S = self.S.copy()
         S.data[2] = np.inf
