@@ -63,6 +63,28 @@ def log_bucket_thresholds() -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _append_one_hot_row(tmp, nt, indices, data, nnz):
+    """Sort the ``nt`` (<= 39) hashed columns in ``tmp`` (insertion sort), merge duplicates
+    (hash collisions) by summing their ones, append them at ``nnz``; return the new ``nnz``."""
+    for a in range(1, nt):
+        x = tmp[a]
+        b = a - 1
+        while b >= 0 and tmp[b] > x:
+            tmp[b + 1] = tmp[b]
+            b -= 1
+        tmp[b + 1] = x
+    start = nnz
+    for a in range(nt):
+        if nnz > start and indices[nnz - 1] == tmp[a]:
+            data[nnz - 1] += 1.0
+        else:
+            indices[nnz] = tmp[a]
+            data[nnz] = 1.0
+            nnz += 1
+    return nnz
+
+
 @njit(cache=True, nogil=True)
 def criteo_int_bucket(v, thresholds):
     """``v`` if ``v <= 2`` else ``3 + floor(ln(v)^2)`` (exact, via ``thresholds`` =
@@ -212,22 +234,7 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
             code = 2  # more fields than expected
             bad = q
         if code == 0:
-            # sort the <= 39 columns (insertion sort) and sum duplicates (hash collisions)
-            for a in range(1, nt):
-                x = tmp[a]
-                b2 = a - 1
-                while b2 >= 0 and tmp[b2] > x:
-                    tmp[b2 + 1] = tmp[b2]
-                    b2 -= 1
-                tmp[b2 + 1] = x
-            start = nnz
-            for a in range(nt):
-                if nnz > start and indices[nnz - 1] == tmp[a]:
-                    data[nnz - 1] += 1.0
-                else:
-                    indices[nnz] = tmp[a]
-                    data[nnz] = 1.0
-                    nnz += 1
+            nnz = _append_one_hot_row(tmp, nt, indices, data, nnz)
             row += 1
             indptr[row] = nnz
         else:
@@ -337,20 +344,6 @@ def criteo_hash_fields(ints, int_present, cats, cat_present, seeds, thresholds, 
                 h = np.int64(murmur3_32(hx, 0, 8, seeds[N_INT + g]))
                 tmp[nt] = (h & mask) + ((N_INT + g) * block if per_field else 0)
                 nt += 1
-        for a in range(1, nt):
-            x = tmp[a]
-            b = a - 1
-            while b >= 0 and tmp[b] > x:
-                tmp[b + 1] = tmp[b]
-                b -= 1
-            tmp[b + 1] = x
-        start = nnz
-        for a in range(nt):
-            if nnz > start and indices[nnz - 1] == tmp[a]:
-                data[nnz - 1] += 1.0
-            else:
-                indices[nnz] = tmp[a]
-                data[nnz] = 1.0
-                nnz += 1
+        nnz = _append_one_hot_row(tmp, nt, indices, data, nnz)
         indptr[i + 1] = nnz
     return indptr, indices[:nnz], data[:nnz]
