@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from ._hash import murmur3_32, murmur3_32_int
+from ._svmlight import record_skipped
 
 __all__ = [
     "log_bucket_thresholds",
@@ -243,13 +244,7 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
                 info[1] = line
                 info[2] = bad - ls
                 break
-            if n_skipped == skipped.shape[0]:
-                k2 = np.empty((2 * n_skipped, 3), dtype=np.int64)
-                k2[:n_skipped] = skipped
-                skipped = k2
-            skipped[n_skipped, 0] = line
-            skipped[n_skipped, 1] = code
-            skipped[n_skipped, 2] = bad - ls
+            skipped = record_skipped(skipped, n_skipped, line, code, bad - ls)
             n_skipped += 1
         line += 1
         p = e + 1

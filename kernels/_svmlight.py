@@ -48,6 +48,20 @@ _TWO53 = 1 << 53
 
 
 @njit(cache=True, nogil=True, inline="always")
+def record_skipped(skipped, n_skipped, line, code, column):
+    """Store ``(line, code, column)`` of a skipped line at row ``n_skipped`` of ``skipped``,
+    doubling the array when it is full; returns the (possibly new) array."""
+    if n_skipped == skipped.shape[0]:
+        grown = np.empty((2 * n_skipped, 3), dtype=np.int64)
+        grown[:n_skipped] = skipped
+        skipped = grown
+    skipped[n_skipped, 0] = line
+    skipped[n_skipped, 1] = code
+    skipped[n_skipped, 2] = column
+    return skipped
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _is_ws(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
@@ -399,13 +413,7 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, 
                 break
             nnz = indptr[row]
             n_slow = slow_mark
-            if n_skipped == skipped.shape[0]:
-                k2 = np.empty((2 * n_skipped, 3), dtype=np.int64)
-                k2[:n_skipped] = skipped
-                skipped = k2
-            skipped[n_skipped, 0] = line
-            skipped[n_skipped, 1] = code
-            skipped[n_skipped, 2] = bad - ls
+            skipped = record_skipped(skipped, n_skipped, line, code, bad - ls)
             n_skipped += 1
         line += 1
         p = e + 1
