@@ -9,6 +9,7 @@ order) or ``cache=`` to reuse buffers across minibatches.
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 
@@ -69,6 +70,17 @@ def _threads():
     return kernels.default_threads()
 
 
+def _scratch(name, shape, dtype, like=None):
+    """Kernel scratch space from the default cache, one set per calling thread (so concurrent
+    callers never share it): steady-state loops allocate nothing, scratch included."""
+    return default_cache().empty(shape, dtype, tag=(name, threading.get_ident()), like=like)
+
+
+def _chunks(indptr, n_chunks):
+    """nnz-balanced column chunk boundaries, in a reused buffer."""
+    return kernels.nnz_chunks_into(indptr, _scratch("chunks", (n_chunks + 1,), np.int64))
+
+
 def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
     """Dense times sparse: ``C = A * S``.
 
@@ -108,12 +120,15 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
     if k == 0 or m == 0:
         out[...] = 0
         return out
-    bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
+    n_chunks = min(m, _threads() * _CHUNKS_PER_THREAD)
+    bounds = _chunks(S.indptr, n_chunks)
     if k == 1:
         a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
         kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), bounds)
     else:
-        kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, bounds)
+        acc = _scratch("mult_as_acc", (n_chunks, kernels.N_ACC, k), A.dtype)
+        kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, bounds,
+                         acc)
     return out
 
 
@@ -158,14 +173,20 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     threads = _threads()
     if k == 1:
         parts = max(1, min(threads, m))
-        bounds = kernels.nnz_chunks(S.indptr, parts)
-        # per-thread private outputs (n values each), reused across calls
-        scratch = default_cache().empty((parts - 1, n), A.dtype, tag="mult_ast_k1_scratch")
+        bounds = _chunks(S.indptr, parts)
+        private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per-thread outputs
         kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data, out.reshape(-1),
-                               scratch, bounds)
+                               private, bounds)
     else:
-        slabs = kernels.row_slabs(S.indices, int(S.indptr[-1]), n, min(n, threads))
-        kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, slabs)
+        nnz = int(S.indptr[-1])
+        n_slabs = min(n, threads)
+        slabs = kernels.row_slabs_into(
+            S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
+            _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
+        )
+        seen = _scratch("mult_ast_seen", (n,), np.uint8)
+        kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, slabs,
+                           seen)
     return out
 
 
@@ -226,7 +247,7 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
     elif ka == 0:
         out[...] = 0
     elif nnz:
-        bounds = kernels.nnz_chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
+        bounds = _chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
         if ka == 1:
             kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr, S.indices, S.data,
                                   out, bounds, bool(scale))

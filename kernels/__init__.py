@@ -4,6 +4,8 @@ Learners never call these directly; they go through ``roofline.gmat``.
 """
 
 from ._csc import (
+    N_ACC,
+    SLAB_SAMPLE,
     check_csc_structure,
     count_distinct_rows,
     csc_mult,
@@ -14,11 +16,15 @@ from ._csc import (
     csc_sddmm_vec,
     default_threads,
     nnz_chunks,
+    nnz_chunks_into,
     row_slabs,
+    row_slabs_into,
 )
 from ._machine import fma_loop, stream_read, stream_triad
 
 __all__ = [
+    "N_ACC",
+    "SLAB_SAMPLE",
     "check_csc_structure",
     "count_distinct_rows",
     "csc_mult",
@@ -29,7 +35,9 @@ __all__ = [
     "csc_sddmm_vec",
     "default_threads",
     "nnz_chunks",
+    "nnz_chunks_into",
     "row_slabs",
+    "row_slabs_into",
     "fma_loop",
     "stream_read",
     "stream_triad",

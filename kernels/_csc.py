@@ -34,6 +34,8 @@ from numba import njit, prange
 from ._prefetch import prefetch_row
 
 __all__ = [
+    "N_ACC",
+    "SLAB_SAMPLE",
     "check_csc_structure",
     "count_distinct_rows",
     "csc_mult",
@@ -43,7 +45,9 @@ __all__ = [
     "csc_sddmm",
     "csc_sddmm_vec",
     "nnz_chunks",
+    "nnz_chunks_into",
     "row_slabs",
+    "row_slabs_into",
     "default_threads",
 ]
 
@@ -100,18 +104,22 @@ def check_csc_structure(indptr, indices, data, n_rows, check_finite):
     return 0, -1, -1
 
 
+SLAB_SAMPLE = 65536  # row indices sampled to place the A*S^T row slabs
+
+
 @njit(cache=True, nogil=True)
-def nnz_chunks(indptr, n_chunks):
-    """Column boundaries ``b`` (length ``n_chunks + 1``) so that chunk ``c`` = columns
-    ``b[c]:b[c+1]`` holds about ``nnz / n_chunks`` nonzeros."""
+def nnz_chunks_into(indptr, bounds):
+    """Fill ``bounds`` (length ``n_chunks + 1``) with column boundaries such that chunk ``c`` =
+    columns ``bounds[c]:bounds[c+1]`` holds about ``nnz / n_chunks`` nonzeros (columns are never
+    split).  Returns ``bounds``."""
+    n_chunks = bounds.shape[0] - 1
     m = indptr.shape[0] - 1
-    bounds = np.empty(n_chunks + 1, dtype=np.int64)
     bounds[0] = 0
     nnz = indptr[m]
     j = 0
     for c in range(1, n_chunks):
         target = (nnz * c) // n_chunks
-        # smallest j with indptr[j] >= target (columns are never split)
+        # smallest j with indptr[j] >= target
         lo = j
         hi = m
         while lo < hi:
@@ -127,28 +135,42 @@ def nnz_chunks(indptr, n_chunks):
 
 
 @njit(cache=True, nogil=True)
-def row_slabs(indices, nnz, n_rows, n_slabs):
-    """Row boundaries (length ``n_slabs + 1``) splitting ``[0, n_rows)`` into contiguous slabs of
-    about equal nnz, estimated from a strided sample of at most 65536 row indices."""
-    bounds = np.empty(n_slabs + 1, dtype=np.int64)
+def nnz_chunks(indptr, n_chunks):
+    """Allocating form of :func:`nnz_chunks_into`."""
+    return nnz_chunks_into(indptr, np.empty(n_chunks + 1, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def row_slabs_into(indices, nnz, n_rows, bounds, sample):
+    """Fill ``bounds`` (length ``n_slabs + 1``) with row boundaries splitting ``[0, n_rows)``
+    into contiguous slabs of about equal nnz, estimated from a strided sample of at most
+    ``len(sample)`` row indices (``sample`` is scratch space).  Returns ``bounds``."""
+    n_slabs = bounds.shape[0] - 1
     bounds[0] = 0
     bounds[n_slabs] = n_rows
     if n_slabs == 1 or nnz == 0:
         for s in range(1, n_slabs):
             bounds[s] = (n_rows * s) // n_slabs
         return bounds
-    step = max(1, nnz // 65536)
+    cap = sample.shape[0]
+    step = max(1, (nnz + cap - 1) // cap)
     ns = (nnz + step - 1) // step
-    sample = np.empty(ns, dtype=np.int64)
     for t in range(ns):
         sample[t] = indices[t * step]
-    sample.sort()
+    sample[:ns].sort()
     for s in range(1, n_slabs):
         b = sample[(ns * s) // n_slabs]
         if b < bounds[s - 1]:
             b = bounds[s - 1]
         bounds[s] = b
     return bounds
+
+
+@njit(cache=True, nogil=True)
+def row_slabs(indices, nnz, n_rows, n_slabs):
+    """Allocating form of :func:`row_slabs_into`."""
+    return row_slabs_into(indices, nnz, n_rows, np.empty(n_slabs + 1, dtype=np.int64),
+                          np.empty(min(max(nnz, 1), SLAB_SAMPLE), dtype=np.int64))
 
 
 # Prefetch distance in nonzeros: far enough ahead to cover main-memory latency (~150 ns here)
@@ -167,13 +189,14 @@ def _prefetch_rows(X, indices, q, row_bytes):
 
 
 @njit(parallel=True, **_FLAGS)
-def csc_mult(AT, indptr, indices, data, outT, bounds):
+def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
     """``outT[j, :] = sum_p data[p] * AT[indices[p], :]`` over the nonzeros ``p`` of column ``j``.
 
     This is ``C = A * S`` with ``AT = A.T`` (``n x k``) and ``outT = C.T`` (``m x k``).  The row
     of ``AT`` needed ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.  For small ``k`` the
     running sum of a column rotates over ``N_ACC`` accumulator rows (summed at the end of the
     column): one accumulator would chain every nonzero's FMA behind the previous one's store.
+    ``scratch`` holds them: shape ``(n_chunks, N_ACC, k)``.
     """
     k = AT.shape[1]
     row_bytes = k * AT.itemsize
@@ -181,7 +204,7 @@ def csc_mult(AT, indptr, indices, data, outT, bounds):
     mask = n_acc - 1
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
-        acc = np.empty((n_acc, k), dtype=outT.dtype)
+        acc = scratch[c]
         p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             for q in range(n_acc):
@@ -220,7 +243,7 @@ def csc_mult_vec(a, indptr, indices, data, out, bounds):
 
 
 @njit(parallel=True, **_FLAGS)
-def csc_mult_t(AT, indptr, indices, data, outT, slabs):
+def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
     """``outT[i, :] = sum_{(i, j) in S} data * AT[j, :]``: ``C = A * S^T`` with ``AT = A.T``
     (``m x k``) and ``outT = C.T`` (``n x k``).
 
@@ -229,6 +252,7 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
     anyway): the first nonzero that touches a row *writes* it, later ones accumulate, and a final
     sequential pass zeroes the rows no nonzero touched.  The output row needed
     ``PREFETCH_DISTANCE`` nonzeros ahead (when it belongs to the thread's slab) is prefetched.
+    ``seen`` (``n`` bytes) is scratch space for the first-touch marks.
     """
     k = AT.shape[1]
     row_bytes = k * outT.itemsize
@@ -238,7 +262,8 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
     for s in prange(n_slabs):
         r0 = slabs[s]
         r1 = slabs[s + 1]
-        seen = np.zeros(r1 - r0, dtype=np.uint8)
+        for i in range(r0, r1):
+            seen[i] = 0
         for j in range(m):
             hi = indptr[j + 1]
             lo = _first_at_least(indices, indptr[j], hi, r0)
@@ -254,15 +279,15 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs):
                         _prefetch_rows(outT, indices, q, row_bytes)
                 v = data[p]
                 o = outT[i]
-                if seen[i - r0]:
+                if seen[i]:
                     for kk in range(k):
                         o[kk] += v * a[kk]
                 else:
-                    seen[i - r0] = 1
+                    seen[i] = 1
                     for kk in range(k):
                         o[kk] = v * a[kk]
         for i in range(r0, r1):
-            if not seen[i - r0]:
+            if not seen[i]:
                 for kk in range(k):
                     outT[i, kk] = 0
 
