@@ -104,7 +104,7 @@ def check_csc_structure(indptr, indices, data, n_rows, check_finite):
     return 0, -1, -1
 
 
-SLAB_SAMPLE = 65536  # row indices sampled to place the A*S^T row slabs
+SLAB_SAMPLE = 4096  # row indices sampled to place the A*S^T row slabs (quantile error ~1.5%)
 
 
 @njit(cache=True, nogil=True)
