@@ -13,7 +13,9 @@ sample weights, the intercept not regularised).  scikit-learn's objectives conve
 
 * ``LogisticRegression(C)`` and ``LinearSVC(C)``: ``C sum_i s_i l_i + ||w||^2 / 2``, hence
   ``lambda = 1 / (C sum_i s_i)``.  (scikit-learn's LinearSVC, through liblinear, also
-  regularises the intercept; ours does not.)
+  regularises the intercept; the lbfgs/adagrad/sgd solvers do not.  The dual coordinate-descent
+  fits (``solver`` "scd"/"tpa-scd"/"cocoa"/"hcocoa" with ``dual=True``, and any hinge-loss CD
+  fit) do regularise it, through a constant feature, as liblinear and snapml do.)
 * ``Ridge(alpha)``: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2``, i.e. with our squared loss
   ``l = r^2 / 2`` the same minimiser as ``lambda = alpha / sum_i s_i``.
 * ``LinearRegression``: ``lambda = 0``.
@@ -178,7 +180,8 @@ class _GLMEstimator(BaseEstimator):
 def _common_doc(extra=""):
     return f"""
     fit_intercept : bool, default=True
-        Learn an unregularised intercept.
+        Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
+        module docstring).
     solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}}
         See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.
     max_iter : int, default=200
@@ -326,7 +329,7 @@ class LinearSVC(_Classifier):
     """Linear support vector classifier (hinge or squared hinge loss), one-vs-rest.
 
     Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2``; unlike scikit-learn's liblinear-based
-    LinearSVC, the intercept is not regularised.
+    LinearSVC, the lbfgs solver does not regularise the intercept (the dual CD solvers do).
 
     Parameters
     ----------
