@@ -14,7 +14,7 @@ from roofline.kernels import (
     log_bucket_thresholds,
 )
 
-from ._base import _csc, _index_dtype, _Rebatcher
+from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
 from ._text import TextOptions, TextSource
 
@@ -175,12 +175,6 @@ class CriteoSource(TextSource):
         self.n_skipped = total_skipped
         if self.n_examples is None:
             self.n_examples = total_rows  # known after one full pass
-
-    def _batches(self):
-        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
-        for X, y in self._blocks():
-            yield from rb.push(X, y)
-        yield from rb.finish()
 
     def __repr__(self) -> str:
         return (

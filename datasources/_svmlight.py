@@ -9,7 +9,7 @@ import numpy as np
 
 from roofline.kernels import svmlight_parse
 
-from ._base import _csc, _index_dtype, _Rebatcher
+from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
 from ._text import TextOptions, TextSource
 
@@ -292,12 +292,6 @@ class SVMLightSource(TextSource):
         self.n_skipped = total_skipped
         if self.n_examples is None:
             self.n_examples = total_rows  # known after one full pass
-
-    def _batches(self):
-        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
-        for X, y in self._blocks():
-            yield from rb.push(X, y)
-        yield from rb.finish()
 
     def __repr__(self) -> str:
         files = display_name(self.paths[0]) + (f" +{len(self.paths) - 1}" if len(self.paths) > 1

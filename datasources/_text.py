@@ -15,7 +15,7 @@ import numpy as np
 
 from roofline.kernels import find_line_starts
 
-from ._base import DataSource, DataSourceOptions
+from ._base import DataSource, DataSourceOptions, _Rebatcher
 from ._io import DEFAULT_CHUNK, display_name, iter_chunks
 from ._prefetch import background
 
@@ -50,7 +50,8 @@ class TextOptions(DataSourceOptions):
 
 class TextSource(DataSource):
     """Base of the text sources: ``opts`` is a :class:`TextOptions`; subclasses call
-    :meth:`_init_paths` and use :meth:`_line_blocks` and :meth:`_parse_parts`."""
+    :meth:`_init_paths`, use :meth:`_line_blocks` and :meth:`_parse_parts`, and implement
+    ``_blocks()`` (parsed ``(X, y)`` blocks of any size, cut here into exact minibatches)."""
 
     _thread_prefix = "parser"
 
@@ -104,6 +105,12 @@ class TextSource(DataSource):
                     for k in range(nt)]
             return [f.result() for f in futs]
         return [kernel(arr, lo, hi, *args)]
+
+    def _batches(self):
+        rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)
+        for X, y in self._blocks():
+            yield from rb.push(X, y)
+        yield from rb.finish()
 
     def close(self) -> None:
         if self._pool is not None:
