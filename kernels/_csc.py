@@ -8,6 +8,10 @@ Dense layout: the dense operands are passed *transposed and C-contiguous*, i.e. 
 matrix ``A`` stored in Fortran order is passed as ``AT = A.T`` with shape ``(n, k)``, so that one
 column of ``A`` (one feature, or one example) is a contiguous run of ``k`` values.
 
+Indices into the dense operands are cast to unsigned before subscripting: numba otherwise
+emits a negative-index wraparound check on every signed subscript (measured here: ~25% of a
+serial scatter loop).  The indices are validated non-negative at the gmat boundary.
+
 Parallel strategy (documented choices)
 --------------------------------------
 ``A*S`` and ``SDDMM``
@@ -215,7 +219,7 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
                 if p < p_end:
                     _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
                 v = data[p]
-                a = AT[indices[p]]
+                a = AT[np.uint64(indices[p])]
                 o = acc[(p - lo) & mask]
                 for kk in range(k):
                     o[kk] += v * a[kk]
@@ -238,7 +242,7 @@ def csc_mult_vec(a, indptr, indices, data, out, bounds):
             for p in range(indptr[j], indptr[j + 1]):
                 if p < p_end:
                     prefetch_row(a, indices[p + PREFETCH_DISTANCE], 0)
-                acc += data[p] * a[indices[p]]
+                acc += data[p] * a[np.uint64(indices[p])]
             out[j] = acc
 
 
@@ -278,12 +282,13 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
                     if iq >= r0 and iq < r1:
                         _prefetch_rows(outT, indices, q, row_bytes)
                 v = data[p]
-                o = outT[i]
-                if seen[i]:
+                ui = np.uint64(i)
+                o = outT[ui]
+                if seen[ui]:
                     for kk in range(k):
                         o[kk] += v * a[kk]
                 else:
-                    seen[i] = 1
+                    seen[ui] = 1
                     for kk in range(k):
                         o[kk] = v * a[kk]
         for i in range(r0, r1):
@@ -324,7 +329,7 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
         for j in range(bounds[t], bounds[t + 1]):
             aj = a[j]
             for p in range(indptr[j], indptr[j + 1]):
-                buf[indices[p]] += data[p] * aj
+                buf[np.uint64(indices[p])] += data[p] * aj
     if n_parts > 1:
         n_blocks = 64
         step = (n + n_blocks - 1) // n_blocks
@@ -345,10 +350,10 @@ def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
             bj = b[j]
             if scale:
                 for p in range(indptr[j], indptr[j + 1]):
-                    out[p] = a[indices[p]] * bj * data[p]
+                    out[p] = a[np.uint64(indices[p])] * bj * data[p]
             else:
                 for p in range(indptr[j], indptr[j + 1]):
-                    out[p] = a[indices[p]] * bj
+                    out[p] = a[np.uint64(indices[p])] * bj
 
 
 @njit(parallel=True, **_FLAGS)
@@ -366,7 +371,7 @@ def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
             for p in range(indptr[j], indptr[j + 1]):
                 if p < p_end:
                     _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
-                a = AT[indices[p]]
+                a = AT[np.uint64(indices[p])]
                 acc = a[0] * b[0]
                 for kk in range(1, k):
                     acc += a[kk] * b[kk]
