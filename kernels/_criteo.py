@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from ._hash import murmur3_32, murmur3_32_int
-from ._svmlight import record_skipped
+from ._svmlight import append_triple
 
 __all__ = [
     "log_bucket_thresholds",
@@ -244,7 +244,7 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
                 info[1] = line
                 info[2] = bad - ls
                 break
-            skipped = record_skipped(skipped, n_skipped, line, code, bad - ls)
+            skipped = append_triple(skipped, n_skipped, line, code, bad - ls)
             n_skipped += 1
         line += 1
         p = e + 1

@@ -48,17 +48,18 @@ _TWO53 = 1 << 53
 
 
 @njit(cache=True, nogil=True, inline="always")
-def record_skipped(skipped, n_skipped, line, code, column):
-    """Store ``(line, code, column)`` of a skipped line at row ``n_skipped`` of ``skipped``,
-    doubling the array when it is full; returns the (possibly new) array."""
-    if n_skipped == skipped.shape[0]:
-        grown = np.empty((2 * n_skipped, 3), dtype=np.int64)
-        grown[:n_skipped] = skipped
-        skipped = grown
-    skipped[n_skipped, 0] = line
-    skipped[n_skipped, 1] = code
-    skipped[n_skipped, 2] = column
-    return skipped
+def append_triple(rows, n, a, b, c):
+    """Store ``(a, b, c)`` at row ``n`` of the int64 ``(capacity, 3)`` array ``rows``, doubling
+    it when full; returns the (possibly new) array.  Used for skipped lines ``(line, code,
+    column)`` and for values left to the slow exact path."""
+    if n == rows.shape[0]:
+        grown = np.empty((2 * n, 3), dtype=np.int64)
+        grown[:n] = rows
+        rows = grown
+    rows[n, 0] = a
+    rows[n, 1] = b
+    rows[n, 2] = c
+    return rows
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -294,13 +295,7 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, 
                     code = 1 if buf[r] < 128 else 8
                     bad = r
                 elif st == 1:
-                    if n_slow == slow.shape[0]:
-                        s2 = np.empty((2 * n_slow, 3), dtype=np.int64)
-                        s2[:n_slow] = slow
-                        slow = s2
-                    slow[n_slow, 0] = q
-                    slow[n_slow, 1] = r
-                    slow[n_slow, 2] = -row - 1
+                    slow = append_triple(slow, n_slow, q, r, -row - 1)
                     n_slow += 1
             elif st == 3:
                 code = 9
@@ -386,13 +381,7 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, 
                     bad = t
                     break
                 if st == 1:
-                    if n_slow == slow.shape[0]:
-                        s2 = np.empty((2 * n_slow, 3), dtype=np.int64)
-                        s2[:n_slow] = slow
-                        slow = s2
-                    slow[n_slow, 0] = t
-                    slow[n_slow, 1] = r
-                    slow[n_slow, 2] = nnz
+                    slow = append_triple(slow, n_slow, t, r, nnz)
                     n_slow += 1
                 indices[nnz] = idx - base
                 data[nnz] = v
@@ -413,7 +402,7 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, 
                 break
             nnz = indptr[row]
             n_slow = slow_mark
-            skipped = record_skipped(skipped, n_skipped, line, code, bad - ls)
+            skipped = append_triple(skipped, n_skipped, line, code, bad - ls)
             n_skipped += 1
         line += 1
         p = e + 1
