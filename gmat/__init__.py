@@ -22,8 +22,14 @@ from ._arrays import (
 )
 from ._cache import BufferCache, default_cache
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
+from ._fused import (
+    GLM_LOSSES,
+    FusedWorkspace,
+    adagrad_glm_step,
+    check_glm_labels,
+    glm_adagrad_step,
+)
 from ._fused import MAX_NNZ as FUSED_MAX_NNZ
-from ._fused import FusedWorkspace, adagrad_glm_step
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, log1pexp, sigmoid
@@ -37,6 +43,7 @@ __all__ = [
     "Cost",
     "FUSED_MAX_NNZ",
     "FusedWorkspace",
+    "GLM_LOSSES",
     "GMat",
     "MachineRoofline",
     "PrimitiveTiming",
@@ -53,10 +60,12 @@ __all__ = [
     "as_dense",
     "axpy",
     "check_csc",
+    "check_glm_labels",
     "default_cache",
     "device_of",
     "empty",
     "get_array_module",
+    "glm_adagrad_step",
     "gpu_available",
     "is_sparse",
     "log1pexp",

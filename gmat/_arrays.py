@@ -15,6 +15,8 @@ cupy is imported lazily: importing :mod:`roofline.gmat` never imports it.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -241,10 +243,23 @@ def _check_csc_gpu(S, name, allow_nonfinite):  # pragma: no cover - needs a GPU
         raise ValueError(f"{name} has non-finite values")
 
 
-def csc_from_arrays(cls, data, indices, indptr, shape):
+def csc_from_arrays(cls, data, indices, indptr, shape, template=None):
     """A CSC matrix of class ``cls`` holding exactly these arrays (no copies, no index
     downcasting: scipy's constructor would do both).  The caller guarantees a canonical
-    structure (sorted, duplicate-free rows)."""
+    structure (sorted, duplicate-free rows).
+
+    With ``template`` (a matrix of class ``cls``) the result is a shallow copy of it with the
+    arrays and shape replaced: about 5x cheaper than the constructor, which matters for
+    minibatch loops (a 1024-example step is a few hundred microseconds).  When scipy's attribute
+    layout does not allow that, the constructor is used.
+    """
+    if template is not None and type(template) is cls and "_shape" in vars(template):
+        C = copy.copy(template)
+        C.data, C.indices, C.indptr = data, indices, indptr
+        C._shape = tuple(shape)
+        C.has_sorted_indices = True
+        if C.shape == tuple(shape) and C.nnz == int(indptr[-1]):
+            return C
     C = cls(shape, dtype=data.dtype)
     C.data, C.indices, C.indptr = data, indices, indptr
     C.has_sorted_indices = True
@@ -277,7 +292,7 @@ def slice_columns(S, start: int, stop: int, name: str = "S"):
     indptr = S.indptr[start : stop + 1] - S.indptr[start]
     C = csc_from_arrays(
         type(S), S.data[lo:hi], S.indices[lo:hi], indptr.astype(S.indices.dtype),
-        (S.shape[0], stop - start),
+        (S.shape[0], stop - start), template=S,
     )
     setattr(C, _CHECKED_ATTR, _check_key(C, getattr(S, _CHECKED_ATTR)[4]))
     return C

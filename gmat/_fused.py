@@ -13,7 +13,16 @@ from roofline import kernels
 
 from ._arrays import check_csc
 
-__all__ = ["FusedWorkspace", "adagrad_glm_step"]
+__all__ = [
+    "FusedWorkspace",
+    "GLM_LOSSES",
+    "adagrad_glm_step",
+    "check_glm_labels",
+    "glm_adagrad_step",
+]
+
+#: Losses of :func:`glm_adagrad_step`.
+GLM_LOSSES = tuple(kernels.GLM_LOSS_CODES)
 
 
 class FusedWorkspace:
@@ -34,6 +43,24 @@ class FusedWorkspace:
             self.gbuf = np.empty((cap, k), dtype)
             self.capacity, self._key = cap, key
             self.n_allocations += 1
+            self.eta = np.empty(k, dtype)
+            self.g0 = np.empty(k, dtype)
+            self.zero_b = np.zeros(k, dtype)
+            self.no_w = np.empty(0, dtype)
+            self.labels = np.empty((0, k), dtype)
+
+    def labels_T(self, y, k: int, m: int, dtype):
+        """``y`` (``(k, m)`` or ``(m,)``) as an ``(m, k)`` C-contiguous array of ``dtype``: a
+        view when the layout allows, else a copy into a reused buffer."""
+        yT = y.reshape(m, 1) if y.ndim == 1 else y.T
+        if yT.dtype == dtype and yT.flags.c_contiguous:
+            return yT
+        if self.labels.shape[0] < m:
+            self.labels = np.empty((max(m, 2 * self.labels.shape[0]), k), dtype)
+            self.n_allocations += 1
+        out = self.labels[:m]
+        np.copyto(out, yT, casting="unsafe")
+        return out
 
 
 MAX_NNZ = 1 << 24  # touched positions are stored as floats in the accumulator (exact below)
@@ -78,3 +105,118 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr), float(eps), float(l2),
            float(l1))
     return int(nt)
+
+
+def check_glm_labels(y, loss: str, name: str = "y") -> None:
+    """Raise ``ValueError`` for labels a GLM loss cannot take.
+
+    NaN or infinite labels always; for ``logistic`` values outside ``[0, 1]``; for the hinge
+    losses values outside ``[-1, 1]`` (labels are ``{0, 1}`` or ``{-1, 1}``).
+    """
+    if y.size == 0:
+        return
+    lo, hi = float(y.min()), float(y.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"{name} contains NaN or infinite labels")
+    if loss == "logistic" and (lo < 0 or hi > 1):
+        raise ValueError(f"logistic loss needs labels in [0, 1], got values in [{lo}, {hi}]")
+    if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
+        raise ValueError(f"{loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
+                         f"values in [{lo}, {hi}]")
+
+
+def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None, sumsq0=None,
+                     l2=0.0, l1=0.0, workspace):
+    """One whole ADAGrad GLM step on a sparse minibatch: forward, loss, gradient and update.
+
+    The forward product ``eta = W X + b`` (``A*S``), the loss and its derivatives, and the
+    gradient ``D X^T`` (``A*S^T``) run in one sweep over the minibatch's nonzeros
+    (:func:`roofline.kernels.glm_forward_backward`: each example's model rows are gathered once,
+    prefetched, and reused from cache for its gradient); the update then touches only the
+    feature columns that occur in the minibatch.  No ``k x m`` or ``k x n`` temporary is built.
+    The gradient is the weighted *mean* over the minibatch (as the unfused
+    ``Optimizer.step``), and L2/L1 act on the touched columns only (lazily, as BIDMach and VW).
+
+    Parameters
+    ----------
+    coef, sumsq : arrays (k, n), Fortran order
+        Model and its ADAGrad accumulator (all >= 0), updated in place.
+    X : CSC matrix (n, m)
+        The minibatch, fewer than ``FUSED_MAX_NNZ`` nonzeros, dtype of ``coef``.
+    y : array (k, m), or (m,) when k == 1
+        Labels (checked: see :func:`check_glm_labels`).
+    loss : {"linear", "logistic", "hinge", "squared_hinge"}
+    lr, eps : float
+        Step size and the ADAGrad epsilon (``lr / (sqrt(sumsq) + eps)``).
+    w : array (m,), optional
+        Example weights.
+    intercept, sumsq0 : arrays (k,), optional
+        Intercept and its accumulator, updated in place (both or neither).
+    l2, l1 : float
+        Regularisation weights (mean-loss scale).
+    workspace : FusedWorkspace
+
+    Returns
+    -------
+    loss_sum : float
+        Weighted loss of the minibatch *before* the step (``sum_j w_j l_j``).
+    weight_sum : float
+        ``sum_j w_j`` (``m`` without weights).
+    n_touched : int
+        The number of feature columns updated.
+    """
+    check_csc(X, "X")
+    k, n = coef.shape
+    m = X.shape[1]
+    if loss not in kernels.GLM_LOSS_CODES:
+        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
+    if X.shape[0] != n:
+        raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
+    if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
+        raise TypeError(f"X ({X.dtype}), coef ({coef.dtype}) and sumsq ({sumsq.dtype}) must "
+                        f"share one dtype")
+    if sumsq.shape != coef.shape:
+        raise ValueError(f"sumsq has shape {sumsq.shape}, expected {coef.shape}")
+    if not (coef.flags.f_contiguous and sumsq.flags.f_contiguous):
+        raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
+    if (intercept is None) != (sumsq0 is None):
+        raise ValueError("pass intercept and sumsq0 together (or neither)")
+    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
+        raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
+    nnz = int(X.indptr[-1])
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+    workspace.ensure(nnz, k, X.dtype)
+    ws = workspace
+    yT = ws.labels_T(y, k, m, coef.dtype)
+    check_glm_labels(yT, loss)
+    if w is None:
+        wv, weight_sum = ws.no_w, float(m)
+    else:
+        if w.shape != (m,):
+            raise ValueError(f"w has shape {w.shape}, expected ({m},)")
+        wv = w if w.dtype == coef.dtype else w.astype(coef.dtype)
+        weight_sum = float(wv.sum())
+    scale = 1.0 / weight_sum if weight_sum > 0 else 0.0
+    b = ws.zero_b if intercept is None else intercept
+    sT = sumsq.T
+    code = kernels.GLM_LOSS_CODES[loss]
+    if k == 1:
+        nt, loss_sum, g0 = kernels.glm_forward_backward_vec(
+            X.indptr, X.indices, X.data, coef[0], b[0], yT[:, 0], wv, scale, code, sumsq[0],
+            ws.touched, ws.sval, ws.gbuf[:, 0])
+        ws.g0[0] = g0
+    else:
+        nt, loss_sum = kernels.glm_forward_backward(
+            X.indptr, X.indices, X.data, coef.T, b, yT, wv, scale, code, sT, ws.touched,
+            ws.sval, ws.gbuf, ws.g0, ws.eta)
+    if intercept is not None:
+        g0 = ws.g0
+        sumsq0 += g0 * g0
+        intercept -= lr * g0 / (np.sqrt(sumsq0) + eps)
+    update = (kernels.adagrad_glm_update if nt * k >= PARALLEL_MIN_WORK
+              else kernels.adagrad_glm_update_serial)
+    update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr), float(eps), float(l2),
+           float(l1))
+    return float(loss_sum), weight_sum, int(nt)

@@ -82,12 +82,22 @@ __all__ += [
 ]
 
 from ._glm import (  # noqa: E402  (fused GLM, issue 5)
+    GLM_LOSS_CODES,
     adagrad_glm_update,
     adagrad_glm_update_serial,
     glm_accumulate_touched,
+    glm_forward_backward,
+    glm_forward_backward_vec,
 )
 
-__all__ += ["adagrad_glm_update", "adagrad_glm_update_serial", "glm_accumulate_touched"]
+__all__ += [
+    "GLM_LOSS_CODES",
+    "adagrad_glm_update",
+    "adagrad_glm_update_serial",
+    "glm_accumulate_touched",
+    "glm_forward_backward",
+    "glm_forward_backward_vec",
+]
 
 from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
 

@@ -16,6 +16,13 @@ fused step works on those alone:
 2. :func:`adagrad_glm_update` applies the ADAGrad update (with optional L2 gradient and L1
    proximal terms) to the touched columns and restores the accumulators.
 
+For a GLM the whole step is fused further: :func:`glm_forward_backward` (and its ``k = 1``
+form :func:`glm_forward_backward_vec`) computes each example's ``eta = W x_j + b`` (the forward
+``A*S``), its loss and derivative, and accumulates the example's gradient into the compact
+buffer while its model and accumulator rows are still in cache -- one sweep over the
+minibatch's nonzeros instead of three (forward, elementwise loss, ``A*S^T``), with the rows of
+the nonzeros ``FB_PREFETCH_DISTANCE`` ahead prefetched.  Then :func:`adagrad_glm_update`.
+
 Dense layout as in :mod:`._csc`: a Fortran ``k x n`` matrix is passed as its C-contiguous
 ``n x k`` transpose.  Positions are stored as floats: exact while ``n_touched < 2^24`` (float32),
 which the caller guarantees (``nnz < 2^24``).
@@ -26,7 +33,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["adagrad_glm_update", "adagrad_glm_update_serial", "glm_accumulate_touched"]
+from ._prefetch import prefetch_row
+
+__all__ = [
+    "GLM_LOSS_CODES",
+    "adagrad_glm_update",
+    "adagrad_glm_update_serial",
+    "glm_accumulate_touched",
+    "glm_forward_backward",
+    "glm_forward_backward_vec",
+]
+
+#: Loss codes of :func:`glm_forward_backward` (the ``loss`` argument).
+GLM_LOSS_CODES = {"linear": 0, "logistic": 1, "hinge": 2, "squared_hinge": 3}
+
+# Nonzeros ahead whose model and accumulator rows are prefetched by glm_forward_backward (the
+# forward gather and the marker pass are both random accesses into ``n x k`` arrays).
+FB_PREFETCH_DISTANCE = 32
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -123,6 +146,177 @@ def adagrad_glm_update(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
 @njit(cache=True, nogil=True, fastmath=True)
 def adagrad_glm_update_serial(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
     """:func:`adagrad_glm_update` on the calling thread (for small updates, where waking the
-    thread pool costs more than the work)."""
+    thread pool costs more than the work), prefetching the rows ``FB_PREFETCH_DISTANCE``
+    touched features ahead."""
+    row_bytes = coefT.shape[1] * coefT.itemsize
     for t in range(nt):
+        if t + FB_PREFETCH_DISTANCE < nt:
+            q = np.uint64(touched[t + FB_PREFETCH_DISTANCE])
+            for off in range(0, row_bytes, 64):
+                prefetch_row(coefT, q, off)
+                prefetch_row(sumsqT, q, off)
         _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1)
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _loss_deriv(loss, eta, y):
+    """``(l(y, eta), dl/deta)`` in float64 for the loss code (see ``GLM_LOSS_CODES``)."""
+    if loss == 0:
+        r = eta - y
+        return 0.5 * r * r, r
+    if loss == 1:
+        # log(1 + exp(eta)) - y * eta and sigmoid(eta) - y, without overflow
+        if eta > 0.0:
+            z = np.exp(-eta)
+            return eta + np.log1p(z) - y * eta, 1.0 / (1.0 + z) - y
+        z = np.exp(eta)
+        return np.log1p(z) - y * eta, z / (1.0 + z) - y
+    s = 1.0 if y > 0.0 else -1.0
+    t = 1.0 - s * eta
+    if t <= 0.0:
+        return 0.0, 0.0
+    if loss == 2:
+        return t, -s
+    return t * t, -2.0 * s * t
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, sumsqT, touched,
+                         sval, gbuf, g0, eta):
+    """Forward pass, loss, derivatives and compact gradient of a GLM minibatch in one sweep.
+
+    For each example ``j`` (column of the minibatch, in order): ``eta = W x_j + b`` (gathering
+    the model rows of its nonzeros, prefetched ``FB_PREFETCH_DISTANCE`` nonzeros ahead), the loss
+    and its derivative ``d = w_j * scale * dl/deta`` per output, then -- while the example's
+    model and accumulator rows are still in cache -- ``d * x_j`` is accumulated into the compact
+    gradient of the touched features exactly as :func:`glm_accumulate_touched` does (touched
+    features marked by ``-(t + 1)`` in ``sumsqT[i, 0]``).  The minibatch semantics are kept: the
+    model is not changed here (:func:`adagrad_glm_update` applies the step afterwards).
+
+    Parameters
+    ----------
+    indptr, indices, data : CSC arrays of the minibatch (``n x m``)
+    coefT : array (n, k), C-contiguous
+        The model ``W`` transposed (read only).
+    b : array (k,)
+        Intercept (zeros when the model has none).
+    yT : array (m, k), C-contiguous
+        Labels (``{0, 1}`` or ``{-1, 1}`` for the classifiers).
+    w : array (m,) or (0,)
+        Example weights; an empty array means all ones.
+    scale : float
+        Multiplies every derivative (``1 / sum_j w_j``: the gradient is the weighted mean).
+    loss : int
+        Loss code (``GLM_LOSS_CODES``).
+    sumsqT : array (n, k), C-contiguous
+        ADAGrad accumulators (all >= 0 on entry), marked as in :func:`glm_accumulate_touched`.
+    touched, sval, gbuf
+        Outputs as in :func:`glm_accumulate_touched`.
+    g0 : array (k,)
+        Out: the intercept gradient ``sum_j d_j``.
+    eta : array (k,)
+        Scratch.
+
+    Returns
+    -------
+    n_touched : int
+    loss_sum : float
+        ``sum_j w_j sum_r l(y_rj, eta_rj)`` (not scaled).
+    """
+    m = indptr.shape[0] - 1
+    k = coefT.shape[1]
+    row_bytes = k * coefT.itemsize
+    p_end = indptr[m] - FB_PREFETCH_DISTANCE
+    has_w = w.shape[0] > 0
+    for r in range(k):
+        g0[r] = 0
+    loss_sum = 0.0
+    nt = 0
+    for j in range(m):
+        s, e = indptr[j], indptr[j + 1]
+        for r in range(k):
+            eta[r] = b[r]
+        for p in range(s, e):
+            if p < p_end:
+                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+                for off in range(0, row_bytes, 64):
+                    prefetch_row(coefT, q, off)
+                    prefetch_row(sumsqT, q, off)
+            i = np.uint64(indices[p])
+            x = data[p]
+            for r in range(k):
+                eta[r] += x * coefT[i, r]
+        wj = w[j] if has_w else 1.0
+        for r in range(k):
+            lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
+            loss_sum += wj * lj
+            d = dj * (wj * scale)
+            eta[r] = d  # eta now holds the example's scaled derivatives
+            g0[r] += d
+        for p in range(s, e):
+            i = np.uint64(indices[p])
+            v = sumsqT[i, 0]
+            x = data[p]
+            if v >= 0:
+                t = nt
+                nt += 1
+                touched[t] = i
+                sval[t] = v
+                sumsqT[i, 0] = -(t + 1)
+                for r in range(k):
+                    gbuf[t, r] = eta[r] * x
+            else:
+                t = np.int64(-v) - 1
+                for r in range(k):
+                    gbuf[t, r] += eta[r] * x
+    return nt, loss_sum
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_forward_backward_vec(indptr, indices, data, coef, b, y, w, scale, loss, sumsq, touched,
+                             sval, gbuf):
+    """``k = 1`` case of :func:`glm_forward_backward` (scalars kept in registers).
+
+    ``coef`` and ``sumsq`` are 1-D (``n``), ``b`` a scalar, ``y`` 1-D (``m``), ``gbuf`` 1-D.
+
+    Returns
+    -------
+    n_touched : int
+    loss_sum : float
+    g0 : float
+        The intercept gradient.
+    """
+    m = indptr.shape[0] - 1
+    p_end = indptr[m] - FB_PREFETCH_DISTANCE
+    has_w = w.shape[0] > 0
+    g0 = 0.0
+    loss_sum = 0.0
+    nt = 0
+    for j in range(m):
+        s, e = indptr[j], indptr[j + 1]
+        eta = coef.dtype.type(b)
+        for p in range(s, e):
+            if p < p_end:
+                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+                prefetch_row(coef, q, 0)
+                prefetch_row(sumsq, q, 0)
+            eta += data[p] * coef[np.uint64(indices[p])]
+        wj = w[j] if has_w else 1.0
+        lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
+        loss_sum += wj * lj
+        d = coef.dtype.type(dj * (wj * scale))
+        g0 += d
+        for p in range(s, e):
+            i = np.uint64(indices[p])
+            v = sumsq[i]
+            x = data[p]
+            if v >= 0:
+                t = nt
+                nt += 1
+                touched[t] = i
+                sval[t] = v
+                sumsq[i] = -(t + 1)
+                gbuf[t] = d * x
+            else:
+                gbuf[np.int64(-v) - 1] += d * x
+    return nt, loss_sum, g0

@@ -220,19 +220,7 @@ class GLM(Model):
     def check_labels(self, y) -> None:
         """Raise ``ValueError`` for labels the loss cannot take (NaN; outside [0, 1] for
         logistic; anything but {0, 1} (or {-1, 1}) for the hinge losses)."""
-        if y.size == 0:
-            return
-        lo, hi = float(y.min()), float(y.max())
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError("y contains NaN or infinite labels")
-        loss = self.opts.loss
-        if loss == "logistic" and (lo < 0 or hi > 1):
-            raise ValueError(
-                f"logistic loss needs labels in [0, 1], got values in [{lo}, {hi}]"
-            )
-        if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
-            raise ValueError(f"{loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
-                             f"values in [{lo}, {hi}]")
+        gmat.check_glm_labels(y, self.opts.loss)
 
     def loss_deriv(self, eta, y, w, cache=None, D=None):
         """Per-example losses and derivatives ``dl/deta`` (weighted, not normalised).

@@ -16,6 +16,7 @@ import numpy as np
 
 from roofline import gmat
 
+from ._models import GLM
 from ._options import Options, option
 
 __all__ = [
@@ -193,20 +194,31 @@ class ADAGrad(Optimizer):
         if not self.can_fuse(model, batch, mixins):
             return super().step(model, batch, mixins, cache)
         X = batch.X
+        lr = _lr_at(self.opts, self.t)
+        l1 = float(sum(m.l1 for m in mixins))
+        l2 = float(sum(m.l2 for m in mixins))
+        if type(model) is GLM:
+            # a GLM: forward, loss, gradient and update in one gmat call
+            model._check_ready(X)
+            y = model._labels(batch.y, X.shape[1])  # values are checked by the step
+            fit = model.opts.fit_intercept
+            loss_sum, weight_sum, _ = gmat.glm_adagrad_step(
+                model.coef, self.sumsq, X, y, loss=model.opts.loss, lr=lr,
+                eps=self.opts.epsilon, w=batch.w, intercept=model.intercept if fit else None,
+                sumsq0=self.sumsq0 if fit else None, l2=l2, l1=l1, workspace=self.workspace)
+            self.t += 1
+            return loss_sum, weight_sum
         eta = model.linear(X, cache=cache)
         loss_sum, weight_sum, D = model.loss_deriv(eta, batch.y, batch.w, cache)
         if weight_sum > 0:
             D *= 1.0 / weight_sum
-        lr = _lr_at(self.opts, self.t)
         if model.opts.fit_intercept:
             g0 = cache.empty((D.shape[0],), D.dtype, tag="adagrad.g0", like=D) if cache \
                 else np.empty(D.shape[0], D.dtype)
             np.sum(D, axis=1, out=g0)
             self._step_intercept(model, g0, lr)
-        l1 = float(sum(m.l1 for m in mixins))
-        l2 = float(sum(m.l2 for m in mixins))
         gmat.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
-                         l2=l2, l1=l1, workspace=self.workspace)
+                              l2=l2, l1=l1, workspace=self.workspace)
         self.t += 1
         return loss_sum, weight_sum
 

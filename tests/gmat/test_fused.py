@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import kernels
-from roofline.gmat import FusedWorkspace, adagrad_glm_step
+from roofline.gmat import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
 
 
 def zipf_csc(n, m, dtype, rng, empty_cols=True):
@@ -70,3 +70,118 @@ def test_empty_minibatch_and_workspace_reuse():
     adagrad_glm_step(coef, sumsq, Y, np.ones((1, 4), order="F"), lr=0.1, eps=1e-8, workspace=ws)
     assert ws.n_allocations == n0 + 1
     assert (sumsq > 0).all()
+
+
+# -- the whole GLM step: forward, loss, gradient, update ----------------------------------------
+
+def _loss_deriv_ref(loss, eta, y):
+    """Per-output loss and dl/deta in float64 (the formulas of roofline.learners.GLM)."""
+    if loss == "linear":
+        return 0.5 * (eta - y) ** 2, eta - y
+    if loss == "logistic":
+        return np.logaddexp(0, eta) - y * eta, 1 / (1 + np.exp(-eta)) - y
+    s = np.where(y > 0, 1.0, -1.0)
+    t = np.maximum(1 - s * eta, 0)
+    if loss == "hinge":
+        return t, np.where(t > 0, -s, 0.0)
+    return t * t, -2 * s * t
+
+
+def _glm_step_ref(coef, sumsq, b, s0, X, y, w, loss, lr, eps, l2, l1):
+    """numpy reference of glm_adagrad_step (float64); returns the new arrays and the loss."""
+    coef, sumsq = coef.astype(np.float64), sumsq.astype(np.float64)
+    k, m = coef.shape[0], X.shape[1]
+    Xd = X.toarray().astype(np.float64)
+    y = np.asarray(y, np.float64).reshape(k, m)
+    eta = coef @ Xd + (0 if b is None else b.astype(np.float64)[:, None])
+    lv, dv = _loss_deriv_ref(loss, eta, y)
+    wv = np.ones(m) if w is None else w.astype(np.float64)
+    D = dv * wv / wv.sum()
+    G = D @ Xd.T
+    touched = np.flatnonzero(np.diff(X.tocsr().indptr))
+    g = G[:, touched] + l2 * coef[:, touched]
+    sumsq[:, touched] += g * g
+    step = lr / (np.sqrt(sumsq[:, touched]) + eps)
+    c = coef[:, touched] - step * g
+    if l1 > 0:
+        c = np.sign(c) * np.maximum(np.abs(c) - l1 * step, 0)
+    coef[:, touched] = c
+    if b is not None:
+        g0 = D.sum(axis=1)
+        s0 = s0.astype(np.float64) + g0 * g0
+        b = b.astype(np.float64) - lr * g0 / (np.sqrt(s0) + eps)
+    return coef, sumsq, b, s0, float((lv * wv).sum()), float(wv.sum()), len(touched)
+
+
+@pytest.mark.parametrize("loss", ["linear", "logistic", "hinge", "squared_hinge"])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_glm_adagrad_step_matches_numpy(loss, k, seed, dtype):
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(5, 300)), int(rng.integers(1, 80))
+    X = zipf_csc(n, m, dtype, rng)
+    coef = np.asfortranarray(rng.normal(0, 0.5, (k, n)).astype(dtype))
+    sumsq = np.asfortranarray(rng.random((k, n)).astype(dtype) + 0.1)
+    y = (rng.random((k, m)) < 0.4).astype(dtype)
+    if loss == "linear":
+        y = rng.normal(size=(k, m)).astype(dtype)
+    if k == 1 and seed == 0:
+        y = y[0]  # 1-D labels
+    with_b, with_w = seed == 1, seed == 0
+    b = rng.normal(size=k).astype(dtype) if with_b else None
+    s0 = rng.random(k).astype(dtype) + 0.1 if with_b else None
+    w = rng.random(m).astype(dtype) + 0.5 if with_w else None
+    l2, l1 = (1e-2, 0.0) if seed == 0 else (0.0, 1e-3)
+    ref = _glm_step_ref(coef, sumsq, b, s0, X, y, w, loss, 0.3, 1e-8, l2, l1)
+    ws = FusedWorkspace()
+    loss_sum, weight_sum, nt = glm_adagrad_step(
+        coef, sumsq, X, y, loss=loss, lr=0.3, eps=1e-8, w=w, intercept=b, sumsq0=s0, l2=l2,
+        l1=l1, workspace=ws)
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(coef, ref[0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(sumsq, ref[1], rtol=tol, atol=tol)
+    if with_b:
+        np.testing.assert_allclose(b, ref[2], rtol=tol, atol=tol)
+        np.testing.assert_allclose(s0, ref[3], rtol=tol, atol=tol)
+    assert loss_sum == pytest.approx(ref[4], rel=tol, abs=tol)
+    assert weight_sum == pytest.approx(ref[5], rel=1e-6)
+    assert nt == ref[6]
+    assert (sumsq > 0).all()  # every touched-feature mark was removed
+
+
+def test_glm_adagrad_step_bad_input():
+    rng = np.random.default_rng(3)
+    X = zipf_csc(20, 6, np.float64, rng, empty_cols=False)
+    coef, sumsq = np.zeros((1, 20), order="F"), np.ones((1, 20), order="F")
+    y = np.array([0, 1, 0, 1, 1, 0], np.float64)
+    ws = FusedWorkspace()
+
+    def step(**kw):
+        args = dict(loss="logistic", lr=0.1, eps=1e-8, workspace=ws)
+        args.update(kw)
+        return glm_adagrad_step(args.pop("coef", coef), args.pop("sumsq", sumsq),
+                                args.pop("X", X), args.pop("y", y), **args)
+
+    with pytest.raises(ValueError, match="loss must be one of"):
+        step(loss="poisson")
+    with pytest.raises(ValueError, match="y has shape"):
+        step(y=y[:5])
+    with pytest.raises(ValueError, match=r"labels in \[0, 1\]"):
+        step(y=y * 2)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        step(y=np.where(y > 0, np.nan, 0))
+    with pytest.raises(ValueError, match=r"hinge loss needs labels"):
+        step(loss="hinge", y=y + 3)
+    with pytest.raises(TypeError, match="share one dtype"):
+        step(coef=coef.astype(np.float32))
+    with pytest.raises(ValueError, match="Fortran"):
+        step(coef=np.zeros((2, 20)), sumsq=np.ones((2, 20)), y=np.zeros((2, 6)))
+    with pytest.raises(ValueError, match="together"):
+        step(intercept=np.zeros(1))
+    with pytest.raises(ValueError, match="w has shape"):
+        step(w=np.ones(5))
+    with pytest.raises(ValueError, match="rows"):
+        step(X=zipf_csc(21, 6, np.float64, rng))
+    # nothing was changed by the refused calls
+    np.testing.assert_array_equal(coef, 0)
+    np.testing.assert_array_equal(sumsq, 1)

@@ -129,6 +129,28 @@ def test_fused_adagrad_equals_unfused(k, dtype):
     assert np.count_nonzero(models[0].coef) > 0.3 * models[0].coef.size
 
 
+@pytest.mark.parametrize("loss", ["linear", "hinge", "squared_hinge", "logistic"])
+def test_fused_adagrad_equals_unfused_losses_weights(loss):
+    """The whole-step fused kernel (forward, loss, gradient, update) against the unfused
+    reference for every loss, with example weights and without an intercept."""
+    X, y = make_criteo_like_matrix(2000, n_bits=10, dtype=np.float64, seed=5)
+    w = np.random.default_rng(1).random(len(y)) + 0.5
+    fit = loss != "hinge"
+    models, results = [], []
+    for fused in (True, False):
+        L = Learner(MatSource(X, y, w, batch_size=150),
+                    GLM(loss=loss, dtype="float64", fit_intercept=fit),
+                    ADAGrad(lr=0.1, fused=fused), n_passes=2, progress=False)
+        results.append(L.train())
+        models.append(L.model)
+    np.testing.assert_allclose(models[0].coef, models[1].coef, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(models[0].intercept, models[1].intercept, rtol=1e-10,
+                               atol=1e-10)
+    assert np.count_nonzero(models[0].coef) > 0.3 * models[0].coef.size
+    losses = [[r["train_loss"] for r in res.trace] for res in results]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-10)
+
+
 @pytest.mark.parametrize("l1,l2", [(0.0, 1e-3), (2e-3, 0.0), (1e-3, 1e-3)])
 def test_fused_adagrad_lazy_regularisation_reference(l1, l2):
     """With L1/L2 the fused step regularises the touched columns only (BIDMach/VW)."""
