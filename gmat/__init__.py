@@ -27,6 +27,7 @@ from ._fused import (
     FusedWorkspace,
     adagrad_glm_step,
     check_glm_labels,
+    glm_adagrad_online_step,
     glm_adagrad_step,
 )
 from ._fused import MAX_NNZ as FUSED_MAX_NNZ
@@ -65,6 +66,7 @@ __all__ = [
     "device_of",
     "empty",
     "get_array_module",
+    "glm_adagrad_online_step",
     "glm_adagrad_step",
     "gpu_available",
     "is_sparse",

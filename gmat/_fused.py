@@ -18,6 +18,7 @@ __all__ = [
     "GLM_LOSSES",
     "adagrad_glm_step",
     "check_glm_labels",
+    "glm_adagrad_online_step",
     "glm_adagrad_step",
 ]
 
@@ -46,6 +47,7 @@ class FusedWorkspace:
             self.eta = np.empty(k, dtype)
             self.g0 = np.empty(k, dtype)
             self.zero_b = np.zeros(k, dtype)
+            self.b2 = np.zeros(2, dtype)
             self.no_w = np.empty(0, dtype)
             self.labels = np.empty((0, k), dtype)
 
@@ -125,6 +127,41 @@ def check_glm_labels(y, loss: str, name: str = "y") -> None:
                          f"values in [{lo}, {hi}]")
 
 
+def _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0, workspace):
+    """Validate the arguments of a whole GLM step; returns ``(yT, w, weight_sum)``."""
+    check_csc(X, "X")
+    k, n = coef.shape
+    m = X.shape[1]
+    if loss not in kernels.GLM_LOSS_CODES:
+        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
+    if X.shape[0] != n:
+        raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
+    if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
+        raise TypeError(f"X ({X.dtype}), coef ({coef.dtype}) and sumsq ({sumsq.dtype}) must "
+                        f"share one dtype")
+    if sumsq.shape != coef.shape:
+        raise ValueError(f"sumsq has shape {sumsq.shape}, expected {coef.shape}")
+    if not (coef.flags.f_contiguous and sumsq.flags.f_contiguous):
+        raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
+    if (intercept is None) != (sumsq0 is None):
+        raise ValueError("pass intercept and sumsq0 together (or neither)")
+    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
+        raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
+    nnz = int(X.indptr[-1])
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+    workspace.ensure(nnz, k, X.dtype)
+    yT = workspace.labels_T(y, k, m, coef.dtype)
+    check_glm_labels(yT, loss)
+    if w is None:
+        return yT, workspace.no_w, float(m)
+    if w.shape != (m,):
+        raise ValueError(f"w has shape {w.shape}, expected ({m},)")
+    wv = w if w.dtype == coef.dtype else w.astype(coef.dtype)
+    return yT, wv, float(wv.sum())
+
+
 def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None, sumsq0=None,
                      l2=0.0, l1=0.0, workspace):
     """One whole ADAGrad GLM step on a sparse minibatch: forward, loss, gradient and update.
@@ -165,39 +202,10 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     n_touched : int
         The number of feature columns updated.
     """
-    check_csc(X, "X")
-    k, n = coef.shape
-    m = X.shape[1]
-    if loss not in kernels.GLM_LOSS_CODES:
-        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
-    if X.shape[0] != n:
-        raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
-    if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
-        raise TypeError(f"X ({X.dtype}), coef ({coef.dtype}) and sumsq ({sumsq.dtype}) must "
-                        f"share one dtype")
-    if sumsq.shape != coef.shape:
-        raise ValueError(f"sumsq has shape {sumsq.shape}, expected {coef.shape}")
-    if not (coef.flags.f_contiguous and sumsq.flags.f_contiguous):
-        raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
-    if (intercept is None) != (sumsq0 is None):
-        raise ValueError("pass intercept and sumsq0 together (or neither)")
-    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
-        raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
-    nnz = int(X.indptr[-1])
-    if nnz >= MAX_NNZ:
-        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
-                         f"got {nnz}: use a smaller batch_size")
-    workspace.ensure(nnz, k, X.dtype)
+    yT, wv, weight_sum = _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0,
+                                           workspace)
+    k = coef.shape[0]
     ws = workspace
-    yT = ws.labels_T(y, k, m, coef.dtype)
-    check_glm_labels(yT, loss)
-    if w is None:
-        wv, weight_sum = ws.no_w, float(m)
-    else:
-        if w.shape != (m,):
-            raise ValueError(f"w has shape {w.shape}, expected ({m},)")
-        wv = w if w.dtype == coef.dtype else w.astype(coef.dtype)
-        weight_sum = float(wv.sum())
     scale = 1.0 / weight_sum if weight_sum > 0 else 0.0
     b = ws.zero_b if intercept is None else intercept
     sT = sumsq.T
@@ -220,3 +228,53 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr), float(eps), float(l2),
            float(l1))
     return float(loss_sum), weight_sum, int(nt)
+
+
+def glm_adagrad_online_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None,
+                            sumsq0=None, l2=0.0, l1=0.0, workspace):
+    """Online ADAGrad over a sparse minibatch: one update per example, in order (VW's learner).
+
+    Each example's prediction uses the model updated by the examples before it; its update
+    touches only its own nonzero features (and the intercept), right after their rows were
+    gathered for the prediction, so every model row is fetched from memory once per example.
+    The gradient of example ``j`` is ``w_j dl/deta_j x_j`` (not divided by the minibatch's
+    weight, unlike :func:`glm_adagrad_step`, so ``lr`` is a per-example step), plus
+    ``l2 * coef`` on its features; L1 is a proximal step on them.
+
+    Parameters
+    ----------
+    coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0, l2, l1, workspace
+        As in :func:`glm_adagrad_step`.
+
+    Returns
+    -------
+    loss_sum : float
+        ``sum_j w_j l_j``, each example's loss taken before its own update (VW's progressive
+        validation loss).
+    weight_sum : float
+        ``sum_j w_j`` (``m`` without weights).
+    """
+    yT, wv, weight_sum = _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0,
+                                           workspace)
+    k = coef.shape[0]
+    ws = workspace
+    code = kernels.GLM_LOSS_CODES[loss]
+    fit = intercept is not None
+    if k == 1:
+        b2 = ws.b2
+        if fit:
+            b2[0], b2[1] = intercept[0], sumsq0[0]
+        else:
+            b2[:] = 0
+        loss_sum = kernels.glm_adagrad_online_vec(
+            X.indptr, X.indices, X.data, coef[0], sumsq[0], b2, fit, yT[:, 0], wv, code,
+            float(lr), float(eps), float(l2), float(l1))
+        if fit:
+            intercept[0], sumsq0[0] = b2[0], b2[1]
+    else:
+        b = intercept if fit else ws.zero_b
+        s0 = sumsq0 if fit else ws.g0
+        loss_sum = kernels.glm_adagrad_online(
+            X.indptr, X.indices, X.data, coef.T, sumsq.T, b, s0, fit, yT, wv, code, float(lr),
+            float(eps), float(l2), float(l1), ws.eta)
+    return float(loss_sum), weight_sum

@@ -86,6 +86,8 @@ from ._glm import (  # noqa: E402  (fused GLM, issue 5)
     adagrad_glm_update,
     adagrad_glm_update_serial,
     glm_accumulate_touched,
+    glm_adagrad_online,
+    glm_adagrad_online_vec,
     glm_forward_backward,
     glm_forward_backward_vec,
 )
@@ -95,6 +97,8 @@ __all__ += [
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "glm_accumulate_touched",
+    "glm_adagrad_online",
+    "glm_adagrad_online_vec",
     "glm_forward_backward",
     "glm_forward_backward_vec",
 ]

@@ -40,6 +40,8 @@ __all__ = [
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "glm_accumulate_touched",
+    "glm_adagrad_online",
+    "glm_adagrad_online_vec",
     "glm_forward_backward",
     "glm_forward_backward_vec",
 ]
@@ -99,25 +101,30 @@ def glm_accumulate_touched(indptr, indices, data, DT, sumsqT, touched, sval, gbu
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _adagrad_coord(w, g, s, lr, eps, l1):
+    """One ADAGrad coordinate step with the L1 proximal term: returns ``(w', s')``."""
+    s = s + g * g
+    step = lr / (np.sqrt(s) + eps)
+    w = w - step * g
+    if l1 > 0.0:
+        a = abs(w) - l1 * step
+        if a <= 0.0:
+            w = 0.0
+        elif w < 0.0:
+            w = -a
+        else:
+            w = a
+    return w, s
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
 def _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1):
     k = coefT.shape[1]
     i = touched[t]
     for r in range(k):
         w = coefT[i, r]
-        g = gbuf[t, r] + l2 * w
-        sr = (sval[t] if r == 0 else sumsqT[i, r]) + g * g
-        sumsqT[i, r] = sr
-        step = lr / (np.sqrt(sr) + eps)
-        w -= step * g
-        if l1 > 0.0:
-            a = abs(w) - l1 * step
-            if a <= 0.0:
-                w = 0.0
-            elif w < 0.0:
-                w = -a
-            else:
-                w = a
-        coefT[i, r] = w
+        coefT[i, r], sumsqT[i, r] = _adagrad_coord(
+            w, gbuf[t, r] + l2 * w, sval[t] if r == 0 else sumsqT[i, r], lr, eps, l1)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=True)
@@ -320,3 +327,113 @@ def glm_forward_backward_vec(indptr, indices, data, coef, b, y, w, scale, loss, 
             else:
                 gbuf[np.int64(-v) - 1] += d * x
     return nt, loss_sum, g0
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_adagrad_online(indptr, indices, data, coefT, sumsqT, b, sumsq0, fit_intercept, yT, w,
+                       loss, lr, eps, l2, l1, eta):
+    """Online (per-example) ADAGrad over the examples of a minibatch, in order (VW's learner).
+
+    For each example ``j``: ``eta = W x_j + b`` (model rows of the nonzeros
+    ``FB_PREFETCH_DISTANCE`` ahead prefetched), ``d = w_j dl/deta``, then at once, on the rows
+    just gathered: ``g = d x_ij + l2 W[r, i]``, ``sumsq += g^2``,
+    ``W -= lr g / (sqrt(sumsq) + eps)`` (and the L1 proximal step), and the same for the
+    intercept (without L2/L1).  Every example sees the model updated by the previous one.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSC arrays of the minibatch (``n x m``)
+    coefT, sumsqT : arrays (n, k), C-contiguous
+        Model and ADAGrad accumulator, updated in place.
+    b, sumsq0 : arrays (k,)
+        Intercept and its accumulator, updated in place when ``fit_intercept``.
+    fit_intercept : bool
+    yT : array (m, k), C-contiguous
+        Labels.
+    w : array (m,) or (0,)
+        Example weights; empty means all ones.
+    loss : int
+        Loss code (``GLM_LOSS_CODES``).
+    lr, eps, l2, l1 : float
+    eta : array (k,)
+        Scratch.
+
+    Returns
+    -------
+    loss_sum : float
+        ``sum_j w_j sum_r l(y_rj, eta_rj)``, each example's loss taken before its own update
+        (progressive validation loss, as VW reports).
+    """
+    m = indptr.shape[0] - 1
+    k = coefT.shape[1]
+    row_bytes = k * coefT.itemsize
+    p_end = indptr[m] - FB_PREFETCH_DISTANCE
+    has_w = w.shape[0] > 0
+    loss_sum = 0.0
+    for j in range(m):
+        s, e = indptr[j], indptr[j + 1]
+        for r in range(k):
+            eta[r] = b[r]
+        for p in range(s, e):
+            if p < p_end:
+                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+                for off in range(0, row_bytes, 64):
+                    prefetch_row(coefT, q, off)
+                    prefetch_row(sumsqT, q, off)
+            i = np.uint64(indices[p])
+            x = data[p]
+            for r in range(k):
+                eta[r] += x * coefT[i, r]
+        wj = w[j] if has_w else 1.0
+        for r in range(k):
+            lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
+            loss_sum += wj * lj
+            eta[r] = dj * wj  # eta now holds the example's derivatives
+            if fit_intercept:
+                b[r], sumsq0[r] = _adagrad_coord(b[r], eta[r], sumsq0[r], lr, eps, 0.0)
+        for p in range(s, e):
+            i = np.uint64(indices[p])
+            x = data[p]
+            for r in range(k):
+                c = coefT[i, r]
+                coefT[i, r], sumsqT[i, r] = _adagrad_coord(c, eta[r] * x + l2 * c,
+                                                           sumsqT[i, r], lr, eps, l1)
+    return loss_sum
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_adagrad_online_vec(indptr, indices, data, coef, sumsq, b, fit_intercept, y, w, loss,
+                           lr, eps, l2, l1):
+    """``k = 1`` case of :func:`glm_adagrad_online` (scalars in registers).
+
+    ``coef``, ``sumsq`` and ``y`` are 1-D; ``b = [intercept, its accumulator]`` (a length-2
+    array, updated in place when ``fit_intercept``).
+
+    Returns
+    -------
+    loss_sum : float
+    """
+    m = indptr.shape[0] - 1
+    p_end = indptr[m] - FB_PREFETCH_DISTANCE
+    has_w = w.shape[0] > 0
+    loss_sum = 0.0
+    for j in range(m):
+        s, e = indptr[j], indptr[j + 1]
+        eta = b[0]
+        for p in range(s, e):
+            if p < p_end:
+                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+                prefetch_row(coef, q, 0)
+                prefetch_row(sumsq, q, 0)
+            eta += data[p] * coef[np.uint64(indices[p])]
+        wj = w[j] if has_w else 1.0
+        lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
+        loss_sum += wj * lj
+        d = coef.dtype.type(dj * wj)
+        if fit_intercept:
+            b[0], b[1] = _adagrad_coord(b[0], d, b[1], lr, eps, 0.0)
+        for p in range(s, e):
+            i = np.uint64(indices[p])
+            c = coef[i]
+            coef[i], sumsq[i] = _adagrad_coord(c, d * data[p] + l2 * c, sumsq[i], lr, eps, l1)
+    return loss_sum

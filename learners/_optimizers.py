@@ -133,6 +133,9 @@ class ADAGradOptions(Options):
                        low_open=True)
     fused: bool = option(True, "fuse gradient and update on sparse minibatches (touched "
                                "columns only)")
+    online: bool = option(False, "update after every example (Vowpal Wabbit's online "
+                                 "ADAGrad; lr is then a per-example step) instead of once per "
+                                 "minibatch; needs a GLM, sparse CPU minibatches and fused=True")
 
 
 class ADAGrad(Optimizer):
@@ -145,6 +148,16 @@ class ADAGrad(Optimizer):
     have a zero gradient and an unchanged accumulator); with L1/L2 they differ by design on
     untouched columns.  Mixins other than :class:`L1Regularizer`/:class:`L2Regularizer` that add
     gradient terms make the step fall back to the unfused path.
+
+    For a :class:`GLM` the whole step -- forward product, loss, gradient and update -- is one
+    gmat call (:func:`roofline.gmat.glm_adagrad_step`), one sweep over the minibatch.
+
+    With ``online=True`` the model is updated after every example of the minibatch, in order
+    (:func:`roofline.gmat.glm_adagrad_online_step`): Vowpal Wabbit's online ADAGrad, with each
+    example's gradient taken at the model its predecessors left.  The minibatch is then only
+    the unit of data delivery and bookkeeping; ``lr`` is a per-example step (the gradient is not
+    averaged over the minibatch), and the training loss reported is VW's progressive validation
+    loss (each example's loss before its own update).
     """
 
     options_class = ADAGradOptions
@@ -192,6 +205,12 @@ class ADAGrad(Optimizer):
 
     def step(self, model, batch, mixins=(), cache=None):
         if not self.can_fuse(model, batch, mixins):
+            if self.opts.online:
+                raise ValueError(
+                    "ADAGrad(online=True) needs fused=True, sparse CPU minibatches of fewer than "
+                    f"{gmat.FUSED_MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
+                    f"(got fused={self.opts.fused}, a {type(batch.X).__name__} minibatch, "
+                    f"mixins {[type(m).__name__ for m in mixins]})")
             return super().step(model, batch, mixins, cache)
         X = batch.X
         lr = _lr_at(self.opts, self.t)
@@ -202,12 +221,17 @@ class ADAGrad(Optimizer):
             model._check_ready(X)
             y = model._labels(batch.y, X.shape[1])  # values are checked by the step
             fit = model.opts.fit_intercept
-            loss_sum, weight_sum, _ = gmat.glm_adagrad_step(
+            step = gmat.glm_adagrad_online_step if self.opts.online else gmat.glm_adagrad_step
+            loss_sum, weight_sum = step(
                 model.coef, self.sumsq, X, y, loss=model.opts.loss, lr=lr,
                 eps=self.opts.epsilon, w=batch.w, intercept=model.intercept if fit else None,
-                sumsq0=self.sumsq0 if fit else None, l2=l2, l1=l1, workspace=self.workspace)
+                sumsq0=self.sumsq0 if fit else None, l2=l2, l1=l1,
+                workspace=self.workspace)[:2]
             self.t += 1
             return loss_sum, weight_sum
+        if self.opts.online:
+            raise ValueError("ADAGrad(online=True) needs a GLM model (got "
+                             f"{type(model).__name__})")
         eta = model.linear(X, cache=cache)
         loss_sum, weight_sum, D = model.loss_deriv(eta, batch.y, batch.w, cache)
         if weight_sum > 0:

@@ -5,7 +5,12 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import kernels
-from roofline.gmat import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
+from roofline.gmat import (
+    FusedWorkspace,
+    adagrad_glm_step,
+    glm_adagrad_online_step,
+    glm_adagrad_step,
+)
 
 
 def zipf_csc(n, m, dtype, rng, empty_cols=True):
@@ -185,3 +190,65 @@ def test_glm_adagrad_step_bad_input():
     # nothing was changed by the refused calls
     np.testing.assert_array_equal(coef, 0)
     np.testing.assert_array_equal(sumsq, 1)
+
+
+def _online_ref(coef, sumsq, b, s0, X, y, w, loss, lr, eps, l2, l1):
+    """numpy per-example reference of glm_adagrad_online_step (float64)."""
+    coef, sumsq = coef.astype(np.float64), sumsq.astype(np.float64)
+    k, m = coef.shape[0], X.shape[1]
+    y = np.asarray(y, np.float64).reshape(k, m)
+    b = None if b is None else b.astype(np.float64)
+    s0 = None if s0 is None else s0.astype(np.float64)
+    total = 0.0
+    for j in range(m):
+        rows = X.indices[X.indptr[j]:X.indptr[j + 1]]
+        x = X.data[X.indptr[j]:X.indptr[j + 1]].astype(np.float64)
+        eta = coef[:, rows] @ x + (0 if b is None else b)
+        lv, dv = _loss_deriv_ref(loss, eta, y[:, j])
+        wj = 1.0 if w is None else float(w[j])
+        total += wj * lv.sum()
+        d = wj * dv
+        if b is not None:
+            s0 += d * d
+            b = b - lr * d / (np.sqrt(s0) + eps)
+        g = np.outer(d, x) + l2 * coef[:, rows]
+        sumsq[:, rows] += g * g
+        step = lr / (np.sqrt(sumsq[:, rows]) + eps)
+        c = coef[:, rows] - step * g
+        if l1 > 0:
+            c = np.sign(c) * np.maximum(np.abs(c) - l1 * step, 0)
+        coef[:, rows] = c
+    return coef, sumsq, b, s0, total
+
+
+@pytest.mark.parametrize("loss", ["linear", "logistic", "hinge", "squared_hinge"])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_glm_adagrad_online_step_matches_numpy(loss, k, seed, dtype):
+    rng = np.random.default_rng(10 + seed)
+    n, m = int(rng.integers(5, 200)), int(rng.integers(1, 60))
+    X = zipf_csc(n, m, dtype, rng)  # power-law features: the same row in many examples
+    coef = np.asfortranarray(rng.normal(0, 0.5, (k, n)).astype(dtype))
+    sumsq = np.asfortranarray(rng.random((k, n)).astype(dtype) + 0.1)
+    y = (rng.random((k, m)) < 0.4).astype(dtype)
+    if loss == "linear":
+        y = rng.normal(size=(k, m)).astype(dtype)
+    if k == 1 and seed == 1:
+        y = y[0]
+    with_b, with_w = seed == 0, seed == 1
+    b = rng.normal(size=k).astype(dtype) if with_b else None
+    s0 = rng.random(k).astype(dtype) + 0.1 if with_b else None
+    w = rng.random(m).astype(dtype) + 0.5 if with_w else None
+    l2, l1 = (1e-2, 0.0) if seed == 0 else (1e-3, 1e-3)
+    ref = _online_ref(coef, sumsq, b, s0, X, y, w, loss, 0.2, 1e-8, l2, l1)
+    loss_sum, weight_sum = glm_adagrad_online_step(
+        coef, sumsq, X, y, loss=loss, lr=0.2, eps=1e-8, w=w, intercept=b, sumsq0=s0, l2=l2,
+        l1=l1, workspace=FusedWorkspace())
+    tol = 5e-4 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(coef, ref[0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(sumsq, ref[1], rtol=tol, atol=tol)
+    if with_b:
+        np.testing.assert_allclose(b, ref[2], rtol=tol, atol=tol)
+        np.testing.assert_allclose(s0, ref[3], rtol=tol, atol=tol)
+    assert loss_sum == pytest.approx(ref[4], rel=tol, abs=tol)
+    assert weight_sum == pytest.approx(m if w is None else float(w.sum()), rel=1e-6)

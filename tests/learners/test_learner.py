@@ -151,6 +151,37 @@ def test_fused_adagrad_equals_unfused_losses_weights(loss):
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-10)
 
 
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge"])
+def test_online_adagrad_is_minibatch_adagrad_of_one_example(loss):
+    """ADAGrad(online=True) over minibatches of 150 = the unfused per-minibatch ADAGrad over
+    minibatches of one example (the minibatch is only the unit of delivery)."""
+    X, y = make_criteo_like_matrix(300, n_bits=9, dtype=np.float64, seed=11)
+    # (no example weights: a minibatch of one divides its gradient by its own weight)
+    a = Learner(MatSource(X, y, batch_size=75), GLM(loss=loss, dtype="float64"),
+                ADAGrad(lr=0.1, online=True), n_passes=2, progress=False)
+    b = Learner(MatSource(X, y, batch_size=1), GLM(loss=loss, dtype="float64"),
+                ADAGrad(lr=0.1, fused=False), n_passes=2, progress=False)
+    ra, rb = a.train(), b.train()
+    np.testing.assert_allclose(a.model.coef, b.model.coef, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.model.intercept, b.model.intercept, rtol=1e-9, atol=1e-12)
+    assert np.count_nonzero(a.model.coef) > 0.3 * a.model.coef.size
+    # the trained loss is the progressive one: the same sums in both
+    assert sum(r["train_loss"] for r in ra.trace) == pytest.approx(
+        sum(r["train_loss"] for r in rb.trace), rel=1e-9)
+
+
+def test_online_adagrad_refuses_what_it_cannot_fuse():
+    X, y = make_criteo_like_matrix(200, n_bits=8, dtype=np.float64, seed=1)
+    L = Learner(MatSource(X.toarray(), y, batch_size=50), GLM(dtype="float64"),
+                ADAGrad(online=True), progress=False)
+    with pytest.raises(ValueError, match=r"online=True\) needs fused=True, sparse"):
+        L.train()
+    L = Learner(MatSource(X, y, batch_size=50), GLM(dtype="float64"),
+                ADAGrad(online=True, fused=False), progress=False)
+    with pytest.raises(ValueError, match="got fused=False"):
+        L.train()
+
+
 @pytest.mark.parametrize("l1,l2", [(0.0, 1e-3), (2e-3, 0.0), (1e-3, 1e-3)])
 def test_fused_adagrad_lazy_regularisation_reference(l1, l2):
     """With L1/L2 the fused step regularises the touched columns only (BIDMach/VW)."""
