@@ -145,29 +145,31 @@ def cd_grad(z, y, loss, out):
     return g, h
 
 
+@njit(inline="always")
+def _matvec_col(j, indptr, indices, data, x, out, offset):
+    """Column ``j`` of :func:`cd_matvec` (the one body of its parallel and serial versions)."""
+    acc = 0.0
+    for p in range(indptr[j], indptr[j + 1]):
+        acc += data[p] * x[indices[p]]
+    out[j] = acc + offset
+
+
 @njit(parallel=True, **_FLAGS)
 def cd_matvec(indptr, indices, data, x, out, offset):
     """``out[j] = offset + sum_p data[p] * x[indices[p]]`` over the nonzeros of column ``j``
     (``X^T w`` for the project layout), float64 accumulation, parallel over columns."""
-    m = indptr.shape[0] - 1
-    for j in prange(m):
-        acc = 0.0
-        for p in range(indptr[j], indptr[j + 1]):
-            acc += data[p] * x[indices[p]]
-        out[j] = acc + offset
+    for j in prange(indptr.shape[0] - 1):
+        _matvec_col(j, indptr, indices, data, x, out, offset)
     return out
 
 
 @njit(**_FLAGS)
 def cd_matvec_serial(indptr, indices, data, x, out, offset):
     """:func:`cd_matvec` on the calling thread only (for callers that are threads themselves:
-    numba's workqueue layer does not allow concurrent parallel launches)."""
-    m = indptr.shape[0] - 1
-    for j in range(m):
-        acc = 0.0
-        for p in range(indptr[j], indptr[j + 1]):
-            acc += data[p] * x[indices[p]]
-        out[j] = acc + offset
+    numba's workqueue layer does not allow concurrent parallel launches).  A separate function,
+    not a flag of :func:`cd_matvec`, so that the two compile (and cache) apart."""
+    for j in range(indptr.shape[0] - 1):
+        _matvec_col(j, indptr, indices, data, x, out, offset)
     return out
 
 
