@@ -79,3 +79,41 @@ __all__ = [
     "to_device",
     "zeros",
 ]
+
+from ._cd import (  # noqa: E402  (coordinate-descent steps, issue 6)
+    cd_block_apply,
+    cd_block_stats,
+    cd_block_steps,
+    cd_col_sqnorms,
+    cd_conj_sum,
+    cd_dual_epoch,
+    cd_dual_tpa,
+    cd_feature_major,
+    cd_grad,
+    cd_greedy_pure_blocks,
+    cd_intercept_step,
+    cd_loss_sum,
+    cd_matvec,
+    cd_matvec_t,
+    cd_primal_epoch,
+    cd_primal_tpa,
+)
+
+__all__ += [
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+    "cd_conj_sum",
+    "cd_dual_epoch",
+    "cd_dual_tpa",
+    "cd_feature_major",
+    "cd_grad",
+    "cd_greedy_pure_blocks",
+    "cd_intercept_step",
+    "cd_loss_sum",
+    "cd_matvec",
+    "cd_matvec_t",
+    "cd_primal_epoch",
+    "cd_primal_tpa",
+]

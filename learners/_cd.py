@@ -46,7 +46,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline import gmat
-from roofline import kernels as _k
 
 __all__ = [
     "CDResult",
@@ -241,8 +240,8 @@ class GLMProblem:
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
                  primal=True, n_total=None, serial=False):
         self.X = X
-        # a worker thread must not launch numba parallel kernels (see cd_matvec_serial)
-        self._matvec = _k.cd_matvec_serial if serial else _k.cd_matvec
+        # a worker thread must not launch numba parallel kernels (see gmat.cd_matvec)
+        self._parallel = not serial
         self.y = y
         self.loss = int(loss_code)
         self.l1 = bool(l1)
@@ -255,27 +254,25 @@ class GLMProblem:
         self.icpt = float(intercept_scaling) if fit_intercept else 0.0
         self.Xt = None
         if primal:
-            Xr = X.tocsr()  # feature-major arrays: indptr over features, indices = examples
-            self.Xt = (Xr.indptr, Xr.indices, Xr.data)
-            self.colsq_primal = _k.cd_col_sqnorms(Xr.indptr, Xr.data, np.empty(self.d))
+            self.Xt = gmat.cd_feature_major(X)
+            self.colsq_primal = gmat.cd_col_sqnorms(self.Xt)
 
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
         """``z = X^T w + b`` in float64."""
-        out = np.empty(self.n_local) if out is None else out
-        return self._matvec(self.X.indptr, self.X.indices, self.X.data, w, out, float(b))
+        return gmat.cd_matvec(self.X, w, out, b, parallel=self._parallel)
 
     def xdot(self, a, out=None):
         """``X a`` (a d-vector) in float64."""
         out = np.zeros(self.d) if out is None else out
         out[:] = 0.0
-        return _k.cd_matvec_t(self.X.indptr, self.X.indices, self.X.data, a, out)
+        return gmat.cd_matvec_t(self.X, a, out)
 
     def reg(self, w):
         return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
 
     def primal_obj(self, z, w):
-        return (_k.cd_loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
+        return (gmat.cd_loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
 
     # -- certificates ------------------------------------------------------------------------
     def dual_scale(self, u_inf):
@@ -287,17 +284,15 @@ class GLMProblem:
     def dual_candidate(self, z):
         """``(a, g_b, h_b)``: the dual point ``a = -loss'(z)`` of margins ``z`` and the
         intercept's gradient and curvature sums."""
-        a = np.empty(self.n_local)
-        g_b, h_b = _k.cd_grad(z, self.y, self.loss, a)
-        return a, g_b, h_b
+        return gmat.cd_grad(z, self.y, self.loss)
 
     def grad_parts(self, z, cand, b, s):
         """Local sums for the primal certificate over this object's examples:
         ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]``, ``cand`` from
         :meth:`dual_candidate`."""
         a, g_b, h_b = cand
-        return np.array([_k.cd_loss_sum(z, self.y, self.loss),
-                         _k.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
+        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
+                         gmat.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
 
     def certificate(self, parts, reg, u_sq, b):
         """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
@@ -328,10 +323,11 @@ class GLMProblem:
         return v
 
     def dual_obj(self, alpha, v):
-        return (_k.cd_conj_sum(alpha, self.y, self.loss) - 0.5 * float(v @ v) / self.lam_n) / self.n
+        C = gmat.cd_conj_sum(alpha, self.y, self.loss)
+        return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
 
     def dual_colsq(self):
-        return _k.cd_col_sqnorms(self.X.indptr, self.X.data, np.empty(self.n_local))
+        return gmat.cd_col_sqnorms(self.X)
 
     def dual_primal(self, v):
         """The primal point ``(w, b)`` of the dual vector ``v``."""
@@ -344,8 +340,8 @@ class GLMProblem:
         """Local sums ``[sum loss(z), sum -loss*(-alpha)]`` over this object's examples."""
         w, b = self.dual_primal(v)
         z = self.margins(w, b)
-        return np.array([_k.cd_loss_sum(z, self.y, self.loss),
-                         _k.cd_conj_sum(alpha, self.y, self.loss)])
+        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
+                         gmat.cd_conj_sum(alpha, self.y, self.loss)])
 
     def dual_certificate(self, parts, v):
         """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the
@@ -413,59 +409,114 @@ def _tqdm(total, verbose, desc):
 _NOISE = 1e-12
 
 
+def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objective, finish=None,
+               n_threads, sub_epochs, tpa_mode, adaptive_damping):
+    """One TPA-SCD epoch, shared by the primal and the dual solvers.
+
+    ``perm`` is cut into ``sub_epochs`` sub-epochs; in each, ``n_threads`` threads update
+    disjoint coordinates asynchronously, and Snap ML's adaptive damping judges the result: a
+    sub-epoch that raises the objective is discarded and the damping halved.
+
+    Parameters
+    ----------
+    perm : ndarray of int64
+        This epoch's coordinates.
+    coef : ndarray
+        The coordinates' values (``w`` or ``alpha``), updated in place.
+    shared : ndarray
+        The shared vector (the margins ``z`` or ``v = X alpha``).
+    extra : float or None
+        A value the formulation carries alongside (the primal's intercept), restored with the
+        others when a sub-epoch is discarded.
+    f_cur : float
+        The objective to *minimise* (``P``, or ``-D`` for the dual) at the start.
+    damp : float
+        The step multiplier at the start.
+    sweep : callable
+        ``sweep(part, bounds, S, damp)`` runs the TPA kernel over the coordinates ``part`` split
+        at ``bounds`` against ``S`` (2-D: one shared row, or one replica per thread).
+    resync : callable
+        ``resync(shared, extra)``: the exact shared vector after a Hogwild sub-epoch, whose
+        unsynchronised adds lose updates where threads collide.
+    objective : callable
+        ``objective(shared)``: the objective to minimise at the current iterate.
+    finish : callable, optional
+        ``finish(shared, extra, damp)``: the new ``extra`` after a sub-epoch's coordinate steps
+        (the intercept step), updating ``shared`` in place.
+    n_threads, sub_epochs, tpa_mode, adaptive_damping
+        As in :func:`fit_glm_cd`.
+
+    Returns
+    -------
+    shared, extra, f_cur, damp : as above, at the end of the epoch
+    n_rejected : int
+        Sub-epochs discarded.
+    """
+    n_rejected = 0
+    for part in np.array_split(perm, sub_epochs):
+        coef0, shared0, extra0 = coef.copy(), shared.copy(), extra
+        bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
+        if tpa_mode == "hogwild":
+            sweep(part, bounds, shared.reshape(1, -1), damp)
+            shared = resync(shared, extra)  # re-synchronise exactly before judging
+        else:
+            S = np.repeat(shared[None, :], n_threads, axis=0)
+            sweep(part, bounds, S, damp)
+            shared = shared0 + (S - shared0).sum(axis=0)
+        if finish is not None:
+            extra = finish(shared, extra, damp)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f_new = objective(shared)
+        if adaptive_damping and not f_new <= f_cur + _NOISE * abs(f_cur):
+            coef[:], shared, extra = coef0, shared0, extra0  # discard, halve the damping
+            damp *= 0.5
+            n_rejected += 1
+            logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
+        else:
+            f_cur = f_new
+    return shared, extra, f_cur, damp, n_rejected
+
+
 def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
                 n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
                 sub_epochs=1, callback=None):
     """Sequential (``n_threads == 1``) or TPA-SCD primal coordinate descent."""
-    ip, ix, dt = pb.Xt
+    A = pb.Xt
+    kw = dict(loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n, colsq=pb.colsq_primal)
     # features that occur nowhere have their optimum at 0: set once, never visited
-    feats = np.flatnonzero(np.diff(ip)).astype(np.int64)
+    feats = np.flatnonzero(np.diff(A.indptr)).astype(np.int64)
     if feats.size < pb.d:
         keep = w[feats]
         w[:] = 0.0
         w[feats] = keep
     z = pb.margins(w, b)
-    dummy = np.empty(0)
     conv = False
     it = 0
     damp = float(damping)
     n_rejected = 0
     P_cur = pb.primal_obj(z, w) if n_threads > 1 else None
+
+    def sweep(part, bounds, Z, damp):
+        gmat.cd_primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
+
+    def intercept(z, b, damp):
+        return gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss, damp=damp)
+
+    tpa = dict(sweep=sweep, resync=lambda z, b: pb.margins(w, b, z),
+               objective=lambda z: pb.primal_obj(z, w),
+               finish=intercept if pb.fit_intercept else None, n_threads=n_threads,
+               sub_epochs=sub_epochs, tpa_mode=tpa_mode, adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "scd")
     for it in range(1, max_iter + 1):
         trace.start()
         perm = rng.permutation(feats)
         if n_threads == 1:
-            _k.cd_primal_epoch(ip, ix, dt, pb.y, w, z, dummy, perm, pb.loss, pb.l1, pb.lam_n,
-                               1.0, 1.0, pb.colsq_primal, False)
+            gmat.cd_primal_epoch(A, pb.y, w, z, perm, **kw)
             if pb.fit_intercept:
-                b = _k.cd_intercept_step(pb.y, z, dummy, b, pb.loss, 1.0, 1.0, False)
+                b = gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss)
         else:
-            for part in np.array_split(perm, sub_epochs):
-                w0, z0, b0 = w.copy(), z.copy(), b
-                bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
-                if tpa_mode == "hogwild":
-                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, z.reshape(1, -1), part, bounds,
-                                     pb.loss, pb.l1, pb.lam_n, damp, pb.colsq_primal, dummy)
-                    # unsynchronised adds lose updates where threads collide (often on dense
-                    # data): re-synchronise exactly before judging the sub-epoch
-                    z = pb.margins(w, b, z)
-                else:
-                    Z = np.repeat(z[None, :], n_threads, axis=0)
-                    _k.cd_primal_tpa(ip, ix, dt, pb.y, w, Z, part, bounds, pb.loss, pb.l1,
-                                     pb.lam_n, damp, pb.colsq_primal, dummy)
-                    z = z0 + (Z - z0).sum(axis=0)
-                if pb.fit_intercept:
-                    b = _k.cd_intercept_step(pb.y, z, dummy, b, pb.loss, 1.0, damp, False)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    P_new = pb.primal_obj(z, w)
-                if adaptive_damping and not P_new <= P_cur + _NOISE * abs(P_cur):
-                    w[:], z, b = w0, z0, b0  # discard the sub-epoch, halve the damping
-                    damp *= 0.5
-                    n_rejected += 1
-                    logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
-                else:
-                    P_cur = P_new
+            z, b, P_cur, damp, rejected = _tpa_epoch(perm, w, z, b, P_cur, damp, **tpa)
+            n_rejected += rejected
         trace.stop()
         bar.update(1)
         if it % check_every == 0 or it == max_iter:
@@ -490,42 +541,30 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA)."""
     X = pb.X
     colsq = pb.dual_colsq()
+    kw = dict(loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt)
     v = pb.dual_point(alpha)
-    dummy = np.empty(0)
     conv = False
     it = 0
     damp = float(damping)
     n_rejected = 0
-    D_cur = pb.dual_obj(alpha, v) if n_threads > 1 else None
+    negD_cur = -pb.dual_obj(alpha, v) if n_threads > 1 else None  # TPA minimises -D
+
+    def sweep(part, bounds, V, damp):
+        gmat.cd_dual_tpa(X, pb.y, alpha, V, part, bounds, damp=damp, **kw)
+
+    tpa = dict(sweep=sweep, resync=lambda v, b: pb.dual_point(alpha),
+               objective=lambda v: -pb.dual_obj(alpha, v), n_threads=n_threads,
+               sub_epochs=sub_epochs, tpa_mode=tpa_mode, adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
     for it in range(1, max_iter + 1):
         trace.start()
         perm = rng.permutation(pb.n).astype(np.int64)
         if n_threads == 1:
-            _k.cd_dual_epoch(X.indptr, X.indices, X.data, pb.y, alpha, v, dummy, perm, pb.loss,
-                             pb.lam_n, 1.0, 1.0, colsq, pb.icpt, False)
+            gmat.cd_dual_epoch(X, pb.y, alpha, v, perm, **kw)
         else:
-            for part in np.array_split(perm, sub_epochs):
-                a0, v0 = alpha.copy(), v.copy()
-                bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
-                if tpa_mode == "hogwild":
-                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, v.reshape(1, -1),
-                                   part, bounds, pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
-                    v = pb.dual_point(alpha)  # lost updates: re-synchronise exactly
-                else:
-                    V = np.repeat(v[None, :], n_threads, axis=0)
-                    _k.cd_dual_tpa(X.indptr, X.indices, X.data, pb.y, alpha, V, part, bounds,
-                                   pb.loss, pb.lam_n, damp, colsq, pb.icpt, dummy)
-                    v = v0 + (V - v0).sum(axis=0)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    D_new = pb.dual_obj(alpha, v)
-                if adaptive_damping and not D_new >= D_cur - _NOISE * abs(D_cur):
-                    alpha[:], v = a0, v0
-                    damp *= 0.5
-                    n_rejected += 1
-                    logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
-                else:
-                    D_cur = D_new
+            v, _, negD_cur, damp, rejected = _tpa_epoch(perm, alpha, v, None, negD_cur, damp,
+                                                        **tpa)
+            n_rejected += rejected
         trace.stop()
         bar.update(1)
         if it % check_every == 0 or it == max_iter:
@@ -533,7 +572,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             v = pb.dual_point(alpha)  # drop the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.dual_gap(alpha, v)
-                D_cur = pb.dual_obj(alpha, v)
+                negD_cur = -pb.dual_obj(alpha, v)
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True

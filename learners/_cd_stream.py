@@ -18,7 +18,6 @@ import time
 import numpy as np
 
 from roofline import gmat
-from roofline import kernels as _k
 
 from ._cd import LOSSES, CDResult, _check_labels, _positive, _Trace
 
@@ -106,7 +105,6 @@ def fit_glm_cd_stream(
     v = np.zeros(d + (1 if icpt else 0))
     y_all = np.zeros(n)  # labels, kept for the dual objective (one float per example)
     seen = np.zeros(n, dtype=bool)
-    dummy = np.empty(0)
     trace = _Trace(tol, verbose)
     conv = False
     it = 0
@@ -125,10 +123,10 @@ def fit_glm_cd_stream(
                 y_all[start:stop] = y
                 seen[start:stop] = True
             a = alpha_v[start:stop]  # a view: the kernel updates it in place
-            colsq = _k.cd_col_sqnorms(X.indptr, X.data, np.empty(X.shape[1]))
+            colsq = gmat.cd_col_sqnorms(X)
             perm = rng.permutation(X.shape[1]).astype(np.int64)
-            _k.cd_dual_epoch(X.indptr, X.indices, X.data, y, a, v, dummy, perm, loss_code, lam_n,
-                             1.0, 1.0, colsq, icpt, False)
+            gmat.cd_dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
+                               icpt=icpt)
         trace.stop()
         if it == 1:
             if not seen.all():
@@ -173,13 +171,12 @@ def _certificate(source, depth, loss_code, alpha_v, y_all, v, lam_n, icpt, n, d)
     L = 0.0
     for _, X, y, start in _chunks(source, depth, loss_code):
         # serial: the prefetch thread may be running numba parallel kernels of the source
-        z = _k.cd_matvec_serial(X.indptr, X.indices, X.data, wf[:d], np.empty(X.shape[1]), b)
-        L += _k.cd_loss_sum(z, y, loss_code)
-        _k.cd_matvec_t(X.indptr, X.indices, X.data, alpha_v[start : start + X.shape[1]],
-                       v_new[:d])
+        z = gmat.cd_matvec(X, wf[:d], None, b, parallel=False)
+        L += gmat.cd_loss_sum(z, y, loss_code)
+        gmat.cd_matvec_t(X, alpha_v[start : start + X.shape[1]], v_new[:d])
     if icpt:
         v_new[d] = icpt * alpha_v.sum()
     q = 0.5 * float(v @ v) / lam_n
     P = (L + q) / n
-    D = (_k.cd_conj_sum(alpha_v, y_all, loss_code) - q) / n
+    D = (gmat.cd_conj_sum(alpha_v, y_all, loss_code) - q) / n
     return P, max(P - D, 0.0), v_new

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from roofline import kernels as _k
+from roofline import gmat
 
 from ._cd import GLMProblem
 
@@ -279,7 +279,6 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
     alpha = np.zeros(pb.n_local)
     v = world.allreduce(pb.dual_point(alpha))
     sigma = ctx.sigma_out * ctx.sigma_in
-    ip, ix, dt = X_k.indptr, X_k.indices, X_k.data
     conv = False
     it = 0
     for it in range(1, ctx.max_iter + 1):
@@ -288,8 +287,9 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
         for _ in range(ctx.inner_rounds):
             vloc = v + ctx.sigma_out * dv_node
             dk = np.zeros_like(v)
-            _k.cd_dual_epoch(ip, ix, dt, y_k, alpha, vloc, dk, ctx.local_coords(rng, pb.n_local),
-                             pb.loss, pb.lam_n, sigma, 1.0, colsq, pb.icpt, True)
+            gmat.cd_dual_epoch(X_k, y_k, alpha, vloc, ctx.local_coords(rng, pb.n_local),
+                               loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
+                               sigma=sigma, d=dk)
             dv_node += node.allreduce(dk)
         v = v + cross.allreduce(dv_node)
         _timed(ctx, rank, False)
@@ -316,7 +316,6 @@ def primal_worker(ctx, comms, X_k, y, seed):
     world, node, cross = comms
     rank = world.rank
     pb = ctx.problem(X_k, y, primal=True)
-    ip, ix, dt = pb.Xt
     rng = np.random.default_rng(seed)
     w = np.zeros(pb.d)
     b = 0.0
@@ -332,10 +331,11 @@ def primal_worker(ctx, comms, X_k, y, seed):
             zloc = z + ctx.sigma_out * dz_node
             dk = np.zeros(pb.n)
             if pb.d:
-                _k.cd_primal_epoch(ip, ix, dt, y, w, zloc, dk, ctx.local_coords(rng, pb.d),
-                                   pb.loss, pb.l1, pb.lam_n, sigma, 1.0, pb.colsq_primal, True)
+                gmat.cd_primal_epoch(pb.Xt, y, w, zloc, ctx.local_coords(rng, pb.d),
+                                     loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n,
+                                     colsq=pb.colsq_primal, sigma=sigma, d=dk)
             if own_b:
-                b = _k.cd_intercept_step(y, zloc, dk, b, pb.loss, sigma, 1.0, True)
+                b = gmat.cd_intercept_step(y, zloc, b, loss=pb.loss, sigma=sigma, d=dk)
             dz_node += node.allreduce(dk)
         z = z + cross.allreduce(dz_node)
         _timed(ctx, rank, False)
@@ -366,7 +366,6 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
     """
     rank = world.rank
     pb = ctx.problem(X_k, y_k, primal=True, n_total=ctx.n)
-    ip, ix, dt = pb.Xt
     rng = np.random.default_rng(block_order_seed)
     w = np.zeros(pb.d)
     b = 0.0
@@ -379,11 +378,11 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
             feats = block_feats[bi]
             m = feats.size
             stats = np.zeros(2 * m)
-            _k.cd_block_stats(ip, ix, dt, y_k, z, feats, pb.loss, stats[:m], stats[m:])
+            gmat.cd_block_stats(pb.Xt, y_k, z, feats, stats[:m], stats[m:], loss=pb.loss)
             stats = world.allreduce(stats)
             delta = np.empty(m)
-            _k.cd_block_steps(w, feats, stats[:m], stats[m:], pb.l1, pb.lam_n, delta)
-            _k.cd_block_apply(ip, ix, dt, z, feats, delta)
+            gmat.cd_block_steps(w, feats, stats[:m], stats[m:], delta, l1=pb.l1, lam_n=pb.lam_n)
+            gmat.cd_block_apply(pb.Xt, z, feats, delta)
         if pb.fit_intercept:
             gh = world.allreduce(np.array(pb.dual_candidate(z)[1:]))
             if gh[1] > 0:
@@ -419,11 +418,11 @@ def pure_blocks(X, max_blocks=512):
     blocks : ndarray of int64, shape (n_features,)
         The block of every feature.
     """
-    Xr = X.tocsr()
-    nnz = np.diff(Xr.indptr)
+    A = gmat.cd_feature_major(X)
+    nnz = np.diff(A.indptr)
     order = np.argsort(-nnz, kind="stable").astype(np.int64)
     words = -(-max_blocks // 64)
-    blocks, n_used = _k.cd_greedy_pure_blocks(Xr.indptr, Xr.indices, X.shape[1], order, words)
+    blocks, n_used = gmat.cd_greedy_pure_blocks(A, order, words)
     if n_used < 0:
         raise ValueError(
             f"X needs more than max_blocks={max_blocks} pure blocks; pass blocks= explicitly "

@@ -1,0 +1,547 @@
+"""Coordinate-descent steps for generalized linear models: the gmat face of ``kernels/_cd.py``.
+
+The CD solvers of :mod:`roofline.learners` call these functions, never the kernels.
+
+Conventions
+-----------
+* A *coordinate matrix* ``A`` is a CPU CSC matrix whose columns are the coordinates.  The dual
+  (coordinates = examples) uses the project layout ``X`` (``n_features x n_examples``) itself;
+  the primal (coordinates = features) uses ``cd_feature_major(X)``: ``X^T`` stored as CSC
+  (``n_examples x n_features``), column ``j`` = the examples in which feature ``j`` occurs.
+* ``loss`` is a code: ``0`` squared ``(z - y)^2 / 2``, ``1`` logistic ``log(1 + exp(-y z))``,
+  ``2`` hinge ``max(0, 1 - y z)``; classifier labels are in ``{-1, +1}``.
+* Objectives are *sums*: ``sum_i loss(z_i, y_i) + lam_n * R(w)`` with ``lam_n = n * alpha``,
+  ``R = ||w||^2 / 2`` (``l1=False``) or ``||w||_1`` (``l1=True``).
+* ``sigma`` is CoCoA's subproblem scaling (1 for a single solver) and ``damp`` multiplies every
+  step (TPA-SCD's damping).  When ``d`` is given it accumulates the caller's own raw changes
+  (what a CoCoA worker sends to the others) while the shared vector receives ``sigma`` times
+  them.
+* State vectors (``w``, ``z``, ``alpha``, ``v``, ``d``) are float64 numpy arrays updated in
+  place; accumulations are float64 whatever the dtype of ``A``.
+
+Validation costs O(1) per call (kinds, shapes, codes): the solvers call these functions once
+per epoch or per block.  Index values (of ``A``, ``coords``, ``feats``) are trusted: validate
+``X`` once with :func:`roofline.gmat.check_csc`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from roofline import kernels
+
+from ._arrays import csc_from_arrays, device_of
+
+__all__ = [
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+    "cd_conj_sum",
+    "cd_dual_epoch",
+    "cd_dual_tpa",
+    "cd_feature_major",
+    "cd_grad",
+    "cd_greedy_pure_blocks",
+    "cd_intercept_step",
+    "cd_loss_sum",
+    "cd_matvec",
+    "cd_matvec_t",
+    "cd_primal_epoch",
+    "cd_primal_tpa",
+]
+
+_LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
+_NO_TRACK = np.empty(0)  # the kernels' ``d`` when the caller's own changes are not tracked
+
+
+# ---------------------------------------------------------------------------------------------
+# O(1) argument checks
+
+
+def _coords(A, name="A"):
+    """``A`` if it is a CPU CSC matrix with a consistent ``indptr`` length."""
+    if not (sp.issparse(A) and A.format == "csc"):
+        if device_of(A) == "gpu":
+            raise TypeError(f"{name} is on the GPU; the coordinate-descent steps run on the CPU")
+        kind = f"{A.format.upper()} " if sp.issparse(A) else ""
+        raise TypeError(
+            f"{name} must be a scipy.sparse CSC matrix (one column = one coordinate), got "
+            f"{kind}{type(A).__name__}"
+        )
+    if A.indptr.shape[0] != A.shape[1] + 1:
+        raise ValueError(
+            f"{name}.indptr has length {A.indptr.shape[0]}, expected {A.shape[1] + 1}"
+        )
+    return A
+
+
+def _vector(x, n, name):
+    """``x`` if it is a 1-D numpy array of length ``n`` (any length when ``n`` is None)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
+    if x.ndim != 1 or (n is not None and x.shape[0] != n):
+        want = "(n,)" if n is None else f"({n},)"
+        raise ValueError(f"{name} must have shape {want}, got {x.shape}")
+    return x
+
+
+def _indices(x, name):
+    """``x`` if it is a 1-D numpy array of integers."""
+    _vector(x, None, name)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers, got dtype {x.dtype}")
+    return x
+
+
+def _loss(loss):
+    if isinstance(loss, bool) or loss not in _LOSS_NAMES:
+        raise ValueError(
+            f"loss must be a code 0 (squared), 1 (logistic) or 2 (hinge), got {loss!r}"
+        )
+    return int(loss)
+
+
+def _track(d, n, name="d"):
+    """The kernels' ``(d, track)`` pair for an optional change accumulator."""
+    if d is None:
+        return _NO_TRACK, False
+    return _vector(d, n, name), True
+
+
+def _threads(S, n, coords, bounds, name):
+    """Checks of a TPA sub-epoch's shared rows ``S`` and thread ``bounds``."""
+    _indices(bounds, "bounds")
+    if bounds.shape[0] < 2 or int(bounds[-1]) > coords.shape[0]:
+        raise ValueError(
+            f"bounds must hold n_threads + 1 >= 2 offsets into coords (length "
+            f"{coords.shape[0]}), got {bounds.shape[0]} ending at "
+            f"{int(bounds[-1]) if bounds.shape[0] else None}"
+        )
+    n_threads = bounds.shape[0] - 1
+    if not isinstance(S, np.ndarray) or S.ndim != 2 or S.shape[1] != n:
+        raise ValueError(
+            f"{name} must be a 2-D array with {n} columns, got "
+            f"{getattr(S, 'shape', type(S).__name__)}"
+        )
+    if S.shape[0] not in (1, n_threads):
+        raise ValueError(
+            f"{name} must have 1 row (Hogwild) or {n_threads} rows (one replica per thread), "
+            f"got {S.shape[0]}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# layout and whole-vector maps
+
+
+def cd_feature_major(X):
+    """The primal's coordinate matrix: ``X^T`` as CSC, one column per feature.
+
+    Parameters
+    ----------
+    X : scipy.sparse CSC matrix, shape (n_features, n_examples)
+
+    Returns
+    -------
+    A : CSC matrix of the class of ``X``, shape (n_examples, n_features)
+        Column ``j`` lists the examples in which feature ``j`` occurs.  It holds exactly the
+        (sorted) arrays of ``X.tocsr()``, with no further copy or index-dtype conversion.
+    """
+    _coords(X, "X")
+    Xr = X.tocsr()
+    return csc_from_arrays(type(X), Xr.data, Xr.indices, Xr.indptr, (X.shape[1], X.shape[0]))
+
+
+def cd_col_sqnorms(A, out=None):
+    """Squared norms of the coordinates: ``out[j] = ||A[:, j]||^2``.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (m, n_coords)
+    out : ndarray of float64, shape (n_coords,), optional
+
+    Returns
+    -------
+    out : ndarray of float64, shape (n_coords,)
+    """
+    _coords(A)
+    out = np.empty(A.shape[1]) if out is None else _vector(out, A.shape[1], "out")
+    return kernels.cd_col_sqnorms(A.indptr, A.data, out)
+
+
+def cd_matvec(A, x, out=None, offset=0.0, *, parallel=True):
+    """``out = A^T x + offset`` (the margins ``X^T w + b`` for the project layout).
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (m, n)
+    x : ndarray, shape (m,)
+    out : ndarray of float64, shape (n,), optional
+        Overwritten.
+    offset : float
+        Added to every entry.
+    parallel : bool
+        Parallel over the columns.  ``False`` runs on the calling thread: callers that are
+        threads themselves (CoCoA workers, a prefetching pipeline) must pass it, as numba's
+        workqueue layer does not allow concurrent parallel launches.
+
+    Returns
+    -------
+    out : ndarray of float64, shape (n,)
+    """
+    _coords(A)
+    _vector(x, A.shape[0], "x")
+    out = np.empty(A.shape[1]) if out is None else _vector(out, A.shape[1], "out")
+    kernel = kernels.cd_matvec if parallel else kernels.cd_matvec_serial
+    return kernel(A.indptr, A.indices, A.data, x, out, float(offset))
+
+
+def cd_matvec_t(A, a, out):
+    """``out += A a`` (``X alpha`` for the project layout); accumulates into ``out``.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (m, n)
+    a : ndarray, shape (n,)
+    out : ndarray of float64, shape (m,)
+
+    Returns
+    -------
+    out : ndarray of float64, shape (m,)
+    """
+    _coords(A)
+    _vector(a, A.shape[1], "a")
+    _vector(out, A.shape[0], "out")
+    return kernels.cd_matvec_t(A.indptr, A.indices, A.data, a, out)
+
+
+def cd_loss_sum(z, y, loss):
+    """``sum_i loss(z_i, y_i)``.
+
+    Parameters
+    ----------
+    z, y : ndarray of float64, shape (n,)
+        Margins and labels.
+    loss : {0, 1, 2}
+
+    Returns
+    -------
+    float
+    """
+    _vector(y, _vector(z, None, "z").shape[0], "y")
+    return kernels.cd_loss_sum(z, y, _loss(loss))
+
+
+def cd_conj_sum(alpha, y, loss):
+    """``sum_i -loss*(-alpha_i; y_i)``, the dual objective's loss part.
+
+    Parameters
+    ----------
+    alpha, y : ndarray of float64, shape (n,)
+        Dual variables and labels.
+    loss : {0, 1, 2}
+
+    Returns
+    -------
+    float
+        ``-inf`` when some ``alpha_i`` lies outside the conjugate's domain.
+    """
+    _vector(y, _vector(alpha, None, "alpha").shape[0], "y")
+    return kernels.cd_conj_sum(alpha, y, _loss(loss))
+
+
+def cd_grad(z, y, loss, out=None):
+    """The dual point ``out_i = -loss'(z_i)`` of margins ``z``, and the intercept's gradient
+    and curvature sums.
+
+    Parameters
+    ----------
+    z, y : ndarray of float64, shape (n,)
+    loss : {0, 1, 2}
+        The hinge loss gives a subgradient and zero curvature.
+    out : ndarray of float64, shape (n,), optional
+
+    Returns
+    -------
+    out : ndarray of float64, shape (n,)
+    g, h : float
+        ``sum_i loss'(z_i)`` and ``sum_i loss''(z_i)``.
+    """
+    n = _vector(z, None, "z").shape[0]
+    _vector(y, n, "y")
+    out = np.empty(n) if out is None else _vector(out, n, "out")
+    g, h = kernels.cd_grad(z, y, _loss(loss), out)
+    return out, g, h
+
+
+# ---------------------------------------------------------------------------------------------
+# primal coordinate steps (coordinates = features)
+
+
+def cd_primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=1.0,
+                    d=None):
+    """One sequential pass of primal coordinate descent over ``coords``, in that order.
+
+    Each step minimises the objective in ``w[j]`` with the others fixed (squared loss: exactly;
+    logistic: one Newton step, as Snap ML does; l1: the proximal step), and keeps the margins
+    ``z = A w (+ intercept)`` in sync at the cost of the column's nonzeros.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (n_examples, n_features)
+        The feature-major coordinate matrix (:func:`cd_feature_major`).
+    y : ndarray of float64, shape (n_examples,)
+    w : ndarray of float64, shape (n_features,)
+        Updated in place.
+    z : ndarray of float64, shape (n_examples,)
+        Margins, updated in place (by ``sigma`` times each step).
+    coords : ndarray of int, shape (n_steps,)
+        The features to visit (repeats allowed).
+    loss : {0, 1, 2}
+    l1 : bool
+    lam_n : float
+    colsq : ndarray of float64, shape (n_features,)
+        :func:`cd_col_sqnorms` of ``A`` (used by the squared loss).
+    sigma, damp : float
+    d : ndarray of float64, shape (n_examples,), optional
+        Accumulates the raw margin changes.
+    """
+    _coords(A)
+    n, m = A.shape
+    _vector(y, n, "y")
+    _vector(w, m, "w")
+    _vector(z, n, "z")
+    _indices(coords, "coords")
+    _vector(colsq, m, "colsq")
+    d, track = _track(d, n)
+    kernels.cd_primal_epoch(A.indptr, A.indices, A.data, y, w, z, d, coords, _loss(loss),
+                            bool(l1), float(lam_n), float(sigma), float(damp), colsq, track)
+
+
+def cd_primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0):
+    """A TPA-SCD sub-epoch of the primal on CPU threads, without synchronisation.
+
+    Thread ``t`` updates the features ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
+
+    Parameters
+    ----------
+    A, y, w, coords, loss, l1, lam_n, colsq, damp
+        As in :func:`cd_primal_epoch` (``sigma = 1``).
+    Z : ndarray of float64, shape (1, n_examples) or (n_threads, n_examples)
+        One row: Hogwild, every thread adds into the one shared margin vector (updates may be
+        lost where threads collide; re-synchronise after).  One row per thread: each thread
+        works against its own replica; the caller merges them.
+    bounds : ndarray of int64, shape (n_threads + 1,)
+    """
+    _coords(A)
+    n, m = A.shape
+    _vector(y, n, "y")
+    _vector(w, m, "w")
+    _indices(coords, "coords")
+    _threads(Z, n, coords, bounds, "Z")
+    _vector(colsq, m, "colsq")
+    kernels.cd_primal_tpa(A.indptr, A.indices, A.data, y, w, Z, coords, bounds, _loss(loss),
+                          bool(l1), float(lam_n), float(damp), colsq, _NO_TRACK)
+
+
+def cd_intercept_step(y, z, b, *, loss, sigma=1.0, damp=1.0, d=None):
+    """One Newton step (exact for the squared loss) on an unregularised intercept.
+
+    Parameters
+    ----------
+    y, z : ndarray of float64, shape (n,)
+        ``z`` is updated in place (by ``sigma`` times the step).
+    b : float
+        The current intercept.
+    loss : {0, 1, 2}
+    sigma, damp : float
+    d : ndarray of float64, shape (n,), optional
+        Accumulates the raw margin changes.
+
+    Returns
+    -------
+    float
+        The new intercept (``b`` unchanged where the curvature vanishes).
+    """
+    n = _vector(z, None, "z").shape[0]
+    _vector(y, n, "y")
+    d, track = _track(d, n)
+    return kernels.cd_intercept_step(y, z, d, float(b), _loss(loss), float(sigma), float(damp),
+                                     track)
+
+
+# ---------------------------------------------------------------------------------------------
+# dual coordinate steps (coordinates = examples, SDCA)
+
+
+def _dual_len(A, icpt):
+    return A.shape[0] + (1 if float(icpt) != 0.0 else 0)
+
+
+def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
+                  damp=1.0, d=None):
+    """One sequential SDCA pass over the examples ``coords``, in that order.
+
+    Each step maximises the dual in ``alpha[i]`` exactly (squared, hinge: closed form;
+    logistic: safeguarded Newton in the log-odds) and keeps ``v = A alpha`` in sync; the primal
+    point is ``w = v / lam_n``.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (n_features, n_examples)
+        The project layout ``X``.
+    y : ndarray of float64, shape (n_examples,)
+    alpha : ndarray of float64, shape (n_examples,)
+        Dual variables, updated in place.
+    v : ndarray of float64, shape (n_features,) or (n_features + 1,)
+        ``A alpha``, with a trailing entry ``icpt * sum(alpha)`` when ``icpt != 0``; updated in
+        place (by ``sigma`` times each step).
+    coords : ndarray of int, shape (n_steps,)
+        The examples to visit (repeats allowed).
+    loss : {0, 1, 2}
+    lam_n : float
+    colsq : ndarray of float64, shape (n_examples,)
+        :func:`cd_col_sqnorms` of ``A``.
+    icpt : float
+        Value of the constant feature (0: none); its weight is regularised.
+    sigma, damp : float
+    d : ndarray of float64, shape of ``v``, optional
+        Accumulates the raw changes of ``v``.
+    """
+    _coords(A)
+    n = A.shape[1]
+    nv = _dual_len(A, icpt)
+    _vector(y, n, "y")
+    _vector(alpha, n, "alpha")
+    _vector(v, nv, "v")
+    _indices(coords, "coords")
+    _vector(colsq, n, "colsq")
+    d, track = _track(d, nv)
+    kernels.cd_dual_epoch(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss),
+                          float(lam_n), float(sigma), float(damp), colsq, float(icpt), track)
+
+
+def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0):
+    """A TPA-SCD sub-epoch of the dual on CPU threads, without synchronisation.
+
+    Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
+
+    Parameters
+    ----------
+    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp
+        As in :func:`cd_dual_epoch` (``sigma = 1``).
+    V : ndarray of float64, shape (1, len(v)) or (n_threads, len(v))
+        One shared row (Hogwild) or one replica per thread, as in :func:`cd_primal_tpa`.
+    bounds : ndarray of int64, shape (n_threads + 1,)
+    """
+    _coords(A)
+    n = A.shape[1]
+    _vector(y, n, "y")
+    _vector(alpha, n, "alpha")
+    _indices(coords, "coords")
+    _threads(V, _dual_len(A, icpt), coords, bounds, "V")
+    _vector(colsq, n, "colsq")
+    kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, alpha, V, coords, bounds, _loss(loss),
+                        float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK)
+
+
+# ---------------------------------------------------------------------------------------------
+# Google SCD: pure blocks
+
+
+def cd_block_stats(A, y, z, feats, g, h, *, loss):
+    """Sufficient statistics of a block of features over one example shard (accumulated).
+
+    ``g[k] += sum_i x_ij loss'(z_i)`` and ``h[k] += sum_i x_ij^2 loss''(z_i)`` for
+    ``j = feats[k]``.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (n_examples, n_features)
+        The shard's feature-major coordinate matrix.
+    y, z : ndarray of float64, shape (n_examples,)
+    feats : ndarray of int, shape (m,)
+    g, h : ndarray of float64, shape (m,)
+    loss : {0, 1, 2}
+        The hinge loss gives subgradients and zero curvature.
+    """
+    _coords(A)
+    n = A.shape[0]
+    _vector(y, n, "y")
+    _vector(z, n, "z")
+    m = _indices(feats, "feats").shape[0]
+    _vector(g, m, "g")
+    _vector(h, m, "h")
+    kernels.cd_block_stats(A.indptr, A.indices, A.data, y, z, feats, _loss(loss), g, h)
+
+
+def cd_block_steps(w, feats, g, h, delta, *, l1, lam_n):
+    """Newton steps (l1: proximal Newton steps) for the features of a pure block, from their
+    summed statistics (:func:`cd_block_stats`).
+
+    Parameters
+    ----------
+    w : ndarray of float64, shape (n_features,)
+        Updated in place.
+    feats : ndarray of int, shape (m,)
+    g, h : ndarray of float64, shape (m,)
+    delta : ndarray of float64, shape (m,)
+        Receives the step of feature ``feats[k]``.
+    l1 : bool
+    lam_n : float
+    """
+    _vector(w, None, "w")
+    m = _indices(feats, "feats").shape[0]
+    _vector(g, m, "g")
+    _vector(h, m, "h")
+    _vector(delta, m, "delta")
+    kernels.cd_block_steps(w, feats, g, h, bool(l1), float(lam_n), delta)
+
+
+def cd_block_apply(A, z, feats, delta):
+    """Apply a block's steps to one shard's margins: ``z += sum_k delta[k] * A[:, feats[k]]``.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (n_examples, n_features)
+    z : ndarray of float64, shape (n_examples,)
+    feats : ndarray of int, shape (m,)
+    delta : ndarray of float64, shape (m,)
+    """
+    _coords(A)
+    _vector(z, A.shape[0], "z")
+    m = _indices(feats, "feats").shape[0]
+    _vector(delta, m, "delta")
+    kernels.cd_block_apply(A.indptr, A.indices, A.data, z, feats, delta)
+
+
+def cd_greedy_pure_blocks(A, order, words):
+    """Greedy pure-block assignment of the features.
+
+    In ``order``, each feature joins the lowest block not yet used by any of its examples, so
+    no example has two nonzeros in one block.
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (n_examples, n_features)
+        The feature-major coordinate matrix (:func:`cd_feature_major`).
+    order : ndarray of int, shape (n_features,)
+    words : int
+        64-bit words of block flags per example: at most ``64 * words`` blocks.
+
+    Returns
+    -------
+    blocks : ndarray of int64, shape (n_features,)
+        The block of every feature.
+    n_blocks : int
+        Blocks used; ``-1`` when ``64 * words`` blocks do not suffice.
+    """
+    _coords(A)
+    _indices(order, "order")
+    if isinstance(words, bool) or not isinstance(words, (int, np.integer)) or words < 1:
+        raise ValueError(f"words must be a positive integer, got {words!r}")
+    blocks, n_blocks = kernels.cd_greedy_pure_blocks(A.indptr, A.indices, A.shape[0], order,
+                                                     int(words))
+    return blocks, int(n_blocks)

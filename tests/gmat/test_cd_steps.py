@@ -1,0 +1,215 @@
+"""The coordinate-descent steps of gmat (gmat/_cd.py): references, argument mapping onto the
+kernels, and O(1) validation at the boundary.
+
+The kernels' numerics are tested against numpy references in tests/learners/test_cd_kernels.py;
+here the wrappers are checked to pass every argument to its kernel slot (bit-equal to a direct
+kernel call with distinct ``sigma``/``damp``/tracking values) and to reject bad arguments by name.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from roofline import gmat, kernels
+
+
+def _problem(X, rng, loss):
+    """Labels for ``loss`` and a nonzero starting point for an ``X`` of shape (d, n)."""
+    d, n = X.shape
+    y = rng.normal(size=n) if loss == 0 else np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    return y, 0.1 * rng.normal(size=d)
+
+
+def test_feature_major_holds_the_csr_arrays(powerlaw):
+    X = powerlaw
+    A = gmat.cd_feature_major(X)
+    Xr = X.tocsr()
+    assert A.format == "csc" and A.shape == (X.shape[1], X.shape[0])
+    for a, b in ((A.indptr, Xr.indptr), (A.indices, Xr.indices), (A.data, Xr.data)):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    np.testing.assert_array_equal(A.toarray(), X.T.toarray())
+    # the very arrays of tocsr(): no copy and no index downcasting on the way (scipy's
+    # constructor would turn these int64 indices into int32)
+    Xr64 = Xr.copy()
+    Xr64.indices, Xr64.indptr = Xr.indices.astype(np.int64), Xr.indptr.astype(np.int64)
+    X2 = X.copy()
+    X2.tocsr = lambda: Xr64
+    A2 = gmat.cd_feature_major(X2)
+    assert A2.indices is Xr64.indices and A2.indptr is Xr64.indptr and A2.data is Xr64.data
+    assert isinstance(gmat.cd_feature_major(sp.csc_array(X)), sp.csc_array)
+
+
+def test_maps_match_scipy(powerlaw, rng):
+    X = powerlaw
+    Xd = X.toarray().astype(np.float64)
+    w, a = rng.normal(size=X.shape[0]), rng.normal(size=X.shape[1])
+    z = gmat.cd_matvec(X, w, offset=0.5)
+    np.testing.assert_allclose(z, Xd.T @ w + 0.5, rtol=1e-12, atol=1e-12)
+    out = np.empty(X.shape[1])
+    assert gmat.cd_matvec(X, w, out, 0.5, parallel=False) is out
+    np.testing.assert_array_equal(out, z)  # same body, same order: bit-equal
+    u = gmat.cd_matvec_t(X, a, np.ones(X.shape[0]))
+    np.testing.assert_allclose(u, Xd @ a + 1.0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gmat.cd_col_sqnorms(X), (Xd**2).sum(0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+def test_vector_sums_match_the_kernels(loss, rng):
+    y, _ = _problem(sp.csc_matrix((1, 50)), rng, loss)
+    z = 2 * rng.normal(size=50)
+    assert gmat.cd_loss_sum(z, y, loss) == kernels.cd_loss_sum(z, y, loss)
+    a = 0.5 * y if loss else z
+    assert gmat.cd_conj_sum(a, y, loss) == kernels.cd_conj_sum(a, y, loss)
+    ref = np.empty(50)
+    g, h = kernels.cd_grad(z, y, loss, ref)
+    out, g2, h2 = gmat.cd_grad(z, y, loss)
+    np.testing.assert_array_equal(out, ref)
+    assert (g2, h2) == (g, h)
+
+
+@pytest.mark.parametrize("loss,l1", [(0, False), (1, False), (1, True)])
+def test_primal_steps_pass_every_argument(powerlaw, rng, loss, l1):
+    X = powerlaw.astype(np.float64)
+    A = gmat.cd_feature_major(X)
+    y, w0 = _problem(X, rng, loss)
+    colsq = gmat.cd_col_sqnorms(A)
+    coords = rng.permutation(X.shape[0]).astype(np.int64)
+    z0 = X.T @ w0
+    # direct kernel calls
+    w1, z1, d1 = w0.copy(), z0.copy(), np.zeros(X.shape[1])
+    kernels.cd_primal_epoch(A.indptr, A.indices, A.data, y, w1, z1, d1, coords, loss, l1, 3.0,
+                            2.0, 0.5, colsq, True)
+    b1 = kernels.cd_intercept_step(y, z1, d1, 0.25, loss, 2.0, 0.5, True)
+    # through gmat
+    w2, z2, d2 = w0.copy(), z0.copy(), np.zeros(X.shape[1])
+    gmat.cd_primal_epoch(A, y, w2, z2, coords, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
+                         sigma=2.0, damp=0.5, d=d2)
+    b2 = gmat.cd_intercept_step(y, z2, 0.25, loss=loss, sigma=2.0, damp=0.5, d=d2)
+    np.testing.assert_array_equal(w2, w1)
+    np.testing.assert_array_equal(z2, z1)
+    np.testing.assert_array_equal(d2, d1)
+    assert b2 == b1 and np.any(d2 != 0)
+    # TPA replicas (deterministic) against the kernel
+    bounds = np.array([0, 1000, coords.size], dtype=np.int64)
+    w3, Z3 = w0.copy(), np.repeat(z0[None, :], 2, axis=0)
+    kernels.cd_primal_tpa(A.indptr, A.indices, A.data, y, w3, Z3, coords, bounds, loss, l1, 3.0,
+                          0.5, colsq, np.empty(0))
+    w4, Z4 = w0.copy(), np.repeat(z0[None, :], 2, axis=0)
+    gmat.cd_primal_tpa(A, y, w4, Z4, coords, bounds, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
+                       damp=0.5)
+    np.testing.assert_array_equal(w4, w3)
+    np.testing.assert_array_equal(Z4, Z3)
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
+    X = powerlaw.astype(np.float64)
+    y, _ = _problem(X, rng, loss)
+    n = X.shape[1]
+    colsq = gmat.cd_col_sqnorms(X)
+    coords = rng.permutation(n).astype(np.int64)
+    nv = X.shape[0] + (1 if icpt else 0)
+    a1, v1, d1 = np.zeros(n), np.zeros(nv), np.zeros(nv)
+    kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y, a1, v1, d1, coords, loss, 40.0, 2.0,
+                          0.5, colsq, icpt, True)
+    a2, v2, d2 = np.zeros(n), np.zeros(nv), np.zeros(nv)
+    gmat.cd_dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
+                       sigma=2.0, damp=0.5, d=d2)
+    for got, ref in ((a2, a1), (v2, v1), (d2, d1)):
+        np.testing.assert_array_equal(got, ref)
+    assert np.any(a2 != 0)
+    bounds = np.array([0, n // 3, n], dtype=np.int64)
+    a3, V3 = np.zeros(n), np.zeros((2, nv))
+    kernels.cd_dual_tpa(X.indptr, X.indices, X.data, y, a3, V3, coords, bounds, loss, 40.0, 0.5,
+                        colsq, icpt, np.empty(0))
+    a4, V4 = np.zeros(n), np.zeros((2, nv))
+    gmat.cd_dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
+                     icpt=icpt, damp=0.5)
+    np.testing.assert_array_equal(a4, a3)
+    np.testing.assert_array_equal(V4, V3)
+
+
+@pytest.mark.parametrize("l1", [False, True])
+def test_block_steps_pass_every_argument(powerlaw, rng, l1):
+    X = powerlaw.astype(np.float64)
+    A = gmat.cd_feature_major(X)
+    y, w0 = _problem(X, rng, 1)
+    z = X.T @ w0
+    order = np.argsort(-np.diff(A.indptr), kind="stable").astype(np.int64)
+    blocks, n_blocks = gmat.cd_greedy_pure_blocks(A, order, 8)
+    rb, rn = kernels.cd_greedy_pure_blocks(A.indptr, A.indices, A.shape[0], order, 8)
+    np.testing.assert_array_equal(blocks, rb)
+    assert n_blocks == rn > 0
+    feats = np.flatnonzero(blocks == 0).astype(np.int64)
+    m = feats.size
+    g1, h1, g2, h2 = np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)
+    kernels.cd_block_stats(A.indptr, A.indices, A.data, y, z, feats, 1, g1, h1)
+    gmat.cd_block_stats(A, y, z, feats, g2, h2, loss=1)
+    np.testing.assert_array_equal(g2, g1)
+    np.testing.assert_array_equal(h2, h1)
+    w1, w2, d1, d2 = w0.copy(), w0.copy(), np.empty(m), np.empty(m)
+    kernels.cd_block_steps(w1, feats, g1, h1, l1, 30.0, d1)
+    gmat.cd_block_steps(w2, feats, g2, h2, d2, l1=l1, lam_n=30.0)
+    np.testing.assert_array_equal(w2, w1)
+    np.testing.assert_array_equal(d2, d1)
+    z1, z2 = z.copy(), z.copy()
+    kernels.cd_block_apply(A.indptr, A.indices, A.data, z1, feats, d1)
+    gmat.cd_block_apply(A, z2, feats, d2)
+    np.testing.assert_array_equal(z2, z1)
+    assert not np.array_equal(z2, z)
+
+
+def test_bad_arguments_are_named(powerlaw, rng):
+    X = powerlaw.astype(np.float64)
+    A = gmat.cd_feature_major(X)
+    d, n = X.shape
+    y, w = _problem(X, rng, 1)
+    z, colsq = X.T @ w, gmat.cd_col_sqnorms(A)
+    coords = np.arange(d, dtype=np.int64)
+    kw = dict(loss=1, l1=False, lam_n=1.0, colsq=colsq)
+    with pytest.raises(TypeError, match="A must be a scipy.sparse CSC matrix.*CSR"):
+        gmat.cd_primal_epoch(X.T.tocsr(), y, w, z, coords, **kw)
+    with pytest.raises(TypeError, match="A must be a scipy.sparse CSC matrix.*ndarray"):
+        gmat.cd_matvec(X.toarray(), w)
+    with pytest.raises(TypeError, match="X must be a scipy.sparse CSC"):
+        gmat.cd_feature_major(X.tocsr())
+    with pytest.raises(ValueError, match=rf"w must have shape \({d},\)"):
+        gmat.cd_primal_epoch(A, y, w[:-1], z, coords, **kw)
+    with pytest.raises(ValueError, match=rf"z must have shape \({n},\)"):
+        gmat.cd_primal_epoch(A, y, w, z[:, None], coords, **kw)
+    with pytest.raises(ValueError, match="d must have shape"):
+        gmat.cd_primal_epoch(A, y, w, z, coords, d=np.zeros(n + 1), **kw)
+    with pytest.raises(TypeError, match="coords must hold integers"):
+        gmat.cd_primal_epoch(A, y, w, z, coords.astype(float), **kw)
+    with pytest.raises(TypeError, match="y must be a numpy array"):
+        gmat.cd_loss_sum(z, list(y), 1)
+    with pytest.raises(ValueError, match="loss must be a code"):
+        gmat.cd_loss_sum(z, y, 3)
+    with pytest.raises(ValueError, match="loss must be a code"):
+        gmat.cd_grad(z, y, "logistic")
+    with pytest.raises(ValueError, match="x must have shape"):
+        gmat.cd_matvec(X, w[:-1])
+    with pytest.raises(ValueError, match="out must have shape"):
+        gmat.cd_matvec_t(X, np.zeros(n), np.zeros(d + 1))
+    # TPA: the shared rows and the thread bounds
+    bounds = np.array([0, 10, d], dtype=np.int64)
+    with pytest.raises(ValueError, match=r"Z must have 1 row \(Hogwild\) or 2 rows"):
+        gmat.cd_primal_tpa(A, y, w, np.zeros((3, n)), coords, bounds, **kw)
+    with pytest.raises(ValueError, match=f"Z must be a 2-D array with {n} columns"):
+        gmat.cd_primal_tpa(A, y, w, z, coords, bounds, **kw)
+    with pytest.raises(ValueError, match="bounds must hold n_threads"):
+        gmat.cd_primal_tpa(A, y, w, z[None, :], coords, bounds + 1, **kw)
+    # the dual vector has one more entry with a constant feature
+    alpha = np.zeros(n)
+    dkw = dict(loss=1, lam_n=1.0, colsq=gmat.cd_col_sqnorms(X), icpt=1.0)
+    with pytest.raises(ValueError, match=rf"v must have shape \({d + 1},\)"):
+        gmat.cd_dual_epoch(X, y, alpha, np.zeros(d), np.arange(n), **dkw)
+    with pytest.raises(ValueError, match=rf"V must be a 2-D array with {d + 1} columns"):
+        gmat.cd_dual_tpa(X, y, alpha, np.zeros((1, d)), np.arange(n), bounds[:2], **dkw)
+    with pytest.raises(ValueError, match="delta must have shape"):
+        gmat.cd_block_steps(w, coords[:3], np.zeros(3), np.zeros(3), np.zeros(2), l1=False,
+                            lam_n=1.0)
+    with pytest.raises(ValueError, match="words must be a positive integer"):
+        gmat.cd_greedy_pure_blocks(A, coords, 0)
