@@ -125,6 +125,9 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.2, help="Roofline ADAGrad learning rate")
     ap.add_argument("--online-lr", type=float, default=0.1,
                     help="learning rate of Roofline's online (per-example) ADAGrad")
+    ap.add_argument("--online-batch", type=int, default=8192,
+                    help="minibatch size of the online ADAGrad (only the unit of delivery: "
+                         "its updates are per example whatever the size)")
     ap.add_argument("--l2", type=float, default=0.0, help="Roofline L2 weight (mean-loss scale)")
     ap.add_argument("--alpha", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3],
                     help="SGDClassifier alphas (each is run; the table shows all)")
@@ -158,7 +161,7 @@ def main(argv=None):
                     rows.append((name, passes, dt, args.examples * passes / dt, ll))
             # online ADAGrad (VW's algorithm) runs on the calling thread only
             numba.set_num_threads(1)
-            dt, ll = run_roofline(Xtr, ytr, Xte, yte, batch=args.batch, lr=args.online_lr,
+            dt, ll = run_roofline(Xtr, ytr, Xte, yte, batch=args.online_batch, lr=args.online_lr,
                                   passes=passes, threads=1, fused=True, l2=args.l2, online=True)
             rows.append(("roofline ADAGrad online (per example)", passes, dt,
                          args.examples * passes / dt, ll))
