@@ -28,6 +28,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._prefetch import prefetch_row
+
 __all__ = [
     "cd_conj_sum",
     "cd_dual_epoch",
@@ -50,6 +52,42 @@ __all__ = [
 SQUARED, LOGISTIC, HINGE = 0, 1, 2
 
 _FLAGS = dict(cache=True, nogil=True)
+
+# Coordinate steps ahead whose shared-vector entries are prefetched (the structure of the
+# coordinate twice as far ahead is prefetched first, so its indices are in cache by then).
+CD_PREFETCH_AHEAD = 2
+# Within a coordinate, entries this many nonzeros ahead are prefetched (long columns: the hot
+# features of power-law data in the primal); the look-ahead prefetch of the next coordinates
+# covers at most this many of their entries.
+CD_PREFETCH_DISTANCE = 16
+
+
+@njit(inline="always")
+def _prefetch_coords(coords, t, indptr, indices, data, vec, s1, s2, s3):
+    """Software pipeline of a sequential CD pass in a random coordinate order, where each step
+    is bound by the latency of random gathers: for step ``t``, prefetch ``indptr`` of the
+    coordinate ``3A`` ahead, the ``indices``/``data`` lines of the one ``2A`` ahead, and the
+    entries of ``vec`` (the shared vector) that the one ``A`` ahead will gather, with its entries
+    of the per-coordinate arrays ``s1, s2, s3``."""
+    n = coords.shape[0]
+    a = CD_PREFETCH_AHEAD
+    if t + 3 * a < n:
+        prefetch_row(indptr, np.uint64(coords[t + 3 * a]), 0)
+    if t + 2 * a < n:
+        c = coords[t + 2 * a]
+        lo, hi = indptr[c], indptr[c + 1]
+        for off in range(0, (hi - lo) * indices.itemsize + 64, 64):
+            prefetch_row(indices, np.uint64(lo), off)
+        for off in range(0, (hi - lo) * data.itemsize + 64, 64):
+            prefetch_row(data, np.uint64(lo), off)
+    if t + a < n:
+        c = coords[t + a]
+        prefetch_row(s1, np.uint64(c), 0)
+        prefetch_row(s2, np.uint64(c), 0)
+        prefetch_row(s3, np.uint64(c), 0)
+        lo = indptr[c]
+        for p in range(lo, min(indptr[c + 1], lo + CD_PREFETCH_DISTANCE)):
+            prefetch_row(vec, np.uint64(indices[p]), 0)
 
 
 @njit(inline="always")
@@ -213,12 +251,21 @@ def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, 
         return
     g = 0.0
     h = 0.0
+    p_end = hi - CD_PREFETCH_DISTANCE
     if loss == SQUARED:
         for p in range(lo, hi):
+            if p < p_end:
+                q = np.uint64(indices[p + CD_PREFETCH_DISTANCE])
+                prefetch_row(z, q, 0)
+                prefetch_row(y, q, 0)
             g += data[p] * (z[indices[p]] - y[indices[p]])
         h = colsq[j]
     else:
         for p in range(lo, hi):
+            if p < p_end:
+                q = np.uint64(indices[p + CD_PREFETCH_DISTANCE])
+                prefetch_row(z, q, 0)
+                prefetch_row(y, q, 0)
             i = indices[p]
             d1, d2 = _dloss(z[i], y[i], loss)
             x = np.float64(data[p])
@@ -262,6 +309,7 @@ def cd_primal_epoch(indptr, indices, data, y, w, z, d, coords, loss, l1, lam_n, 
     squared norms (used by the squared loss).
     """
     for t in range(coords.shape[0]):
+        _prefetch_coords(coords, t, indptr, indices, data, z, w, colsq, w)
         _primal_coord(coords[t], indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma,
                       damp, colsq, track)
 
@@ -281,8 +329,10 @@ def cd_primal_tpa(indptr, indices, data, y, w, Z, coords, bounds, loss, l1, lam_
     for t in prange(n_threads):
         row = np.int64(0) if shared else np.int64(t)
         z = Z[row]
-        for k in range(bounds[t], bounds[t + 1]):
-            _primal_coord(coords[k], indptr, indices, data, y, w, z, dummy, loss, l1, lam_n,
+        mine = coords[bounds[t]:bounds[t + 1]]
+        for k in range(mine.shape[0]):
+            _prefetch_coords(mine, k, indptr, indices, data, z, w, colsq, w)
+            _primal_coord(mine[k], indptr, indices, data, y, w, z, dummy, loss, l1, lam_n,
                           1.0, damp, colsq, False)
 
 
@@ -398,7 +448,8 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
 @njit(**_FLAGS)
 def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
                   colsq, icpt, track):
-    """One sequential SDCA pass over the examples ``coords``.
+    """One sequential SDCA pass over the examples ``coords`` (the shared-vector entries of the
+    coming steps prefetched: :func:`_prefetch_coords`).
 
     ``v = X alpha`` (length ``n_features``, plus one trailing entry for the constant feature
     ``icpt`` when ``icpt != 0``); the primal point is ``w = v / lam_n``.  Each step maximises the
@@ -406,6 +457,7 @@ def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, si
     convergence in the log-odds).
     """
     for t in range(coords.shape[0]):
+        _prefetch_coords(coords, t, indptr, indices, data, v, alpha, y, colsq)
         _dual_coord(coords[t], indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
                     colsq, icpt, track)
 
@@ -421,8 +473,10 @@ def cd_dual_tpa(indptr, indices, data, y, alpha, V, coords, bounds, loss, lam_n,
     for t in prange(n_threads):
         row = np.int64(0) if shared else np.int64(t)
         v = V[row]
-        for k in range(bounds[t], bounds[t + 1]):
-            _dual_coord(coords[k], indptr, indices, data, y, alpha, v, dummy, loss, lam_n, 1.0,
+        mine = coords[bounds[t]:bounds[t + 1]]
+        for k in range(mine.shape[0]):
+            _prefetch_coords(mine, k, indptr, indices, data, v, alpha, y, colsq)
+            _dual_coord(mine[k], indptr, indices, data, y, alpha, v, dummy, loss, lam_n, 1.0,
                         damp, colsq, icpt, False)
 
 
