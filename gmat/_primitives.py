@@ -24,6 +24,16 @@ logger = logging.getLogger(__name__)
 
 _CHUNKS_PER_THREAD = 8
 
+#: Below this much work (nonzeros x k, plus the output for A*S^T) a primitive runs on the
+#: calling thread: waking numba's thread pool costs tens of microseconds, more than such a call
+#: gains from a second thread (see benchmarks/primitives.py --small).
+PARALLEL_MIN_WORK = 1 << 17
+
+
+def _threads_for(work: int):
+    """The thread limit for a call of this much work (``None``: all of numba's threads)."""
+    return 1 if work < PARALLEL_MIN_WORK else None
+
 
 def _transposed_c(A, name):
     """``A.T`` as a C-contiguous ``(n, k)`` array, copying only when ``A`` is not F-ordered."""
@@ -64,10 +74,6 @@ def _output(out, shape, dtype, cache, tag, name="out", like=None):
     if not isinstance(cache, BufferCache):
         raise TypeError(f"cache must be a BufferCache, True or None, got {type(cache).__name__}")
     return cache.empty(shape, dtype, tag=tag, order="F", like=like)
-
-
-def _threads():
-    return kernels.default_threads()
 
 
 def _scratch(name, shape, dtype, like=None):
@@ -120,15 +126,16 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
     if k == 0 or m == 0:
         out[...] = 0
         return out
-    n_chunks = min(m, _threads() * _CHUNKS_PER_THREAD)
-    bounds = _chunks(S.indptr, n_chunks)
-    if k == 1:
-        a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
-        kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), bounds)
-    else:
-        acc = _scratch("mult_as_acc", (n_chunks, kernels.N_ACC, k), A.dtype)
-        kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, bounds,
-                         acc)
+    with kernels.limit_threads(_threads_for(int(S.indptr[-1]) * k)) as threads:
+        n_chunks = min(m, threads * _CHUNKS_PER_THREAD)
+        bounds = _chunks(S.indptr, n_chunks)
+        if k == 1:
+            a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
+            kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), bounds)
+        else:
+            acc = _scratch("mult_as_acc", (n_chunks, kernels.N_ACC, k), A.dtype)
+            kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T,
+                             bounds, acc)
     return out
 
 
@@ -170,23 +177,23 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     if k == 0 or n == 0:
         out[...] = 0
         return out
-    threads = _threads()
-    if k == 1:
-        parts = max(1, min(threads, m))
-        bounds = _chunks(S.indptr, parts)
-        private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per-thread outputs
-        kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data, out.reshape(-1),
-                               private, bounds)
-    else:
-        nnz = int(S.indptr[-1])
-        n_slabs = min(n, threads)
-        slabs = kernels.row_slabs_into(
-            S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
-            _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
-        )
-        seen = _scratch("mult_ast_seen", (n,), np.uint8)
-        kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T, slabs,
-                           seen)
+    nnz = int(S.indptr[-1])
+    with kernels.limit_threads(_threads_for((nnz + n) * k)) as threads:
+        if k == 1:
+            parts = max(1, min(threads, m))
+            bounds = _chunks(S.indptr, parts)
+            private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per thread
+            kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,
+                                   out.reshape(-1), private, bounds)
+        else:
+            n_slabs = min(n, threads)
+            slabs = kernels.row_slabs_into(
+                S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
+                _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
+            )
+            seen = _scratch("mult_ast_seen", (n,), np.uint8)
+            kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T,
+                               slabs, seen)
     return out
 
 
@@ -247,13 +254,14 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
     elif ka == 0:
         out[...] = 0
     elif nnz:
-        bounds = _chunks(S.indptr, min(m, _threads() * _CHUNKS_PER_THREAD))
-        if ka == 1:
-            kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr, S.indices, S.data,
-                                  out, bounds, bool(scale))
-        else:
-            kernels.csc_sddmm(_transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr, S.indices,
-                              S.data, out, bounds, bool(scale))
+        with kernels.limit_threads(_threads_for(nnz * ka)) as threads:
+            bounds = _chunks(S.indptr, min(m, threads * _CHUNKS_PER_THREAD))
+            if ka == 1:
+                kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr, S.indices,
+                                      S.data, out, bounds, bool(scale))
+            else:
+                kernels.csc_sddmm(_transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr,
+                                  S.indices, S.data, out, bounds, bool(scale))
     return _with_pattern(S, out)
 
 

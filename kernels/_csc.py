@@ -31,6 +31,8 @@ Parallel strategy (documented choices)
 
 from __future__ import annotations
 
+import contextlib
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -53,6 +55,7 @@ __all__ = [
     "row_slabs",
     "row_slabs_into",
     "default_threads",
+    "limit_threads",
 ]
 
 _FLAGS = dict(cache=True, nogil=True, fastmath=True)
@@ -318,7 +321,8 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
     With a single output row the output is only ``n`` values, so instead of row slabs (each
     thread scanning all of ``S``) every thread scatters its nnz-balanced share of the columns
     into a private copy (``out`` itself for thread 0, ``scratch[t - 1]`` for the others) and a
-    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.
+    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.  The output
+    entry ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.
     """
     n = out.shape[0]
     n_parts = bounds.shape[0] - 1
@@ -326,9 +330,12 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
         buf = out if t == 0 else scratch[t - 1]
         for i in range(n):
             buf[i] = 0
+        p_end = indptr[bounds[t + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[t], bounds[t + 1]):
             aj = a[j]
             for p in range(indptr[j], indptr[j + 1]):
+                if p < p_end:
+                    prefetch_row(buf, indices[p + PREFETCH_DISTANCE], 0)
                 buf[np.uint64(indices[p])] += data[p] * aj
     if n_parts > 1:
         n_blocks = 64
@@ -381,6 +388,25 @@ def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
 def default_threads() -> int:
     """The number of threads the kernels run on (numba's current setting)."""
     return numba.get_num_threads()
+
+
+@contextlib.contextmanager
+def limit_threads(n: int | None):
+    """Run the parallel kernels called inside the block on at most ``n`` threads.
+
+    numba's thread count is per calling thread, so this affects no other thread.  With
+    ``n = 1`` a parallel kernel runs on the calling thread without waking numba's pool (tens
+    of microseconds saved per call).  ``None`` changes nothing.
+    """
+    prev = numba.get_num_threads()
+    if n is None or n >= prev:
+        yield prev
+        return
+    numba.set_num_threads(max(1, int(n)))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(prev)
 
 
 @njit(cache=True, nogil=True)

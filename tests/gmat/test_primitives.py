@@ -280,3 +280,37 @@ class TestBadInput:
         S.indices = bad  # a new array: the cached validation no longer applies
         with pytest.raises(ValueError, match="out of range"):
             gmat.mult_as(self.A, S)
+
+
+@pytest.fixture(autouse=True, params=["serial", "parallel"])
+def thread_policy(request, monkeypatch):
+    """Run every test here both on the calling thread and on numba's pool (the primitives pick
+    by the size of the call: PARALLEL_MIN_WORK)."""
+    import roofline.gmat._primitives as prim
+
+    monkeypatch.setattr(prim, "PARALLEL_MIN_WORK", 1 << 62 if request.param == "serial" else 0)
+    return request.param
+
+
+def test_small_calls_run_on_the_calling_thread(monkeypatch):
+    """The size policy itself: a small call runs with numba limited to one thread, a large
+    one with all of them (observed through the thread count the kernel wrapper sees)."""
+    import roofline.gmat._primitives as prim
+    from roofline import kernels
+
+    seen = []
+    real = kernels.csc_mult_vec
+
+    def spy(*args):
+        seen.append(kernels.default_threads())
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "csc_mult_vec", spy)
+    rng = np.random.default_rng(0)
+    S = _random_csc(rng, 50, 40, 0.1, np.float64)
+    a = _dense(rng, (50,), np.float64)
+    for limit in (1 << 62, 0):
+        monkeypatch.setattr(prim, "PARALLEL_MIN_WORK", limit)
+        np.testing.assert_allclose(gmat.mult_as(a, S), _ref_as(a, S), rtol=1e-12, atol=1e-12)
+    assert seen[0] == 1
+    assert seen[1] == kernels.default_threads()
