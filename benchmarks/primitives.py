@@ -5,6 +5,7 @@ Usage::
     python benchmarks/primitives.py                      # the issue's data: 2^20 x 100k, ~40 nnz
     python benchmarks/primitives.py --examples 20000 --k 1 16 --repeat 3   # quick
     python benchmarks/primitives.py --markdown           # table for the README
+    python benchmarks/primitives.py --small              # serial vs parallel on small calls
 
 Data: a Zipf (power-law) sparse matrix, features x examples, from a fixed seed.  For every
 primitive and k it prints achieved gflop/s and GB/s, the fraction of this machine's measured
@@ -50,6 +51,55 @@ def check_targets(rows) -> list[str]:
     return lines
 
 
+def _best(f, repeat):
+    f()
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def small_calls(args) -> int:
+    """Time each primitive on small problems on the calling thread and on numba's pool, to
+    check ``PARALLEL_MIN_WORK`` (the size below which gmat runs a call on the calling thread)."""
+    import scipy.sparse as sp
+
+    import roofline.gmat._primitives as prim
+
+    limit = prim.PARALLEL_MIN_WORK
+    rng = np.random.default_rng(args.seed)
+    n = 1 << 16
+    print(f"threads {kernels.default_threads()}, PARALLEL_MIN_WORK = {limit}; times in us "
+          f"(best of {max(args.repeat, 20)}), S: 2^16 features, Zipf, ~40 nnz per example")
+    print(f"{'primitive':<8} {'k':>4} {'examples':>9} {'work':>10} {'serial':>9} "
+          f"{'parallel':>9} {'scipy':>9}  policy")
+    for m in (250, 1000, 4000, 16000):
+        S = gmat.powerlaw_csc(n, m, args.nnz, dtype=np.dtype(args.dtype), random_state=args.seed)
+        St = sp.csr_matrix(S.T)
+        for k in args.k:
+            A = np.asfortranarray(rng.random((k, n)).astype(S.dtype))
+            D = np.asfortranarray(rng.random((k, m)).astype(S.dtype))
+            cases = [("A*S", S.nnz * k, lambda A=A, S=S: gmat.mult_as(A, S),
+                      lambda A=A, St=St: (St @ A.T).T),
+                     ("A*S^T", (S.nnz + n) * k, lambda D=D, S=S: gmat.mult_ast(D, S),
+                      lambda D=D, S=S: (S @ D.T).T)]
+            for name, work, f, peer in cases:
+                times = []
+                for forced in (1 << 62, 0):
+                    prim.PARALLEL_MIN_WORK = forced
+                    times.append(_best(f, max(args.repeat, 20)))
+                prim.PARALLEL_MIN_WORK = limit
+                tp = _best(peer, max(args.repeat, 20))
+                chosen = "serial" if work < limit else "parallel"
+                better = "serial" if times[0] <= times[1] else "parallel"
+                print(f"{name:<8} {k:>4} {m:>9} {work:>10} {times[0] * 1e6:>9.0f} "
+                      f"{times[1] * 1e6:>9.0f} {tp * 1e6:>9.0f}  {chosen}"
+                      f"{'' if chosen == better else ' (faster: ' + better + ')'}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--features", type=int, default=2**20)
@@ -62,7 +112,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--remeasure", action="store_true", help="re-measure the machine roofline")
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    p.add_argument("--small", action="store_true",
+                   help="serial vs parallel on small calls (checks gmat's PARALLEL_MIN_WORK)")
     args = p.parse_args(argv)
+    if args.small:
+        return small_calls(args)
 
     t0 = time.perf_counter()
     S = gmat.powerlaw_csc(args.features, args.examples, args.nnz, dtype=np.dtype(args.dtype),

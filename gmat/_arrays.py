@@ -16,6 +16,7 @@ cupy is imported lazily: importing :mod:`roofline.gmat` never imports it.
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -331,7 +332,7 @@ def aligned_alloc(shape, dtype, *, order="C", device="cpu"):
         return cupy.empty(shape, dtype=dtype, order=order)  # cupy allocations are 256-aligned
     if device != "cpu":
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     buf = np.empty(n * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
     off = (-buf.ctypes.data) % CACHE_LINE
     flat = buf[off : off + n * dtype.itemsize].view(dtype)
