@@ -268,19 +268,15 @@ def table(args):
           "epochs", flush=True)
     runs = {}
     th = args.threads
-    runs["roofline scd primal"] = (1, *run_roofline(pb, alpha, dual=False, solver="scd",
-                                                    threads=1, max_iter=args.max_epochs,
-                                                    time_cap=args.time_cap, pstar=pref))
-    runs["roofline scd dual"] = (1, *run_roofline(pb, alpha, dual=True, solver="scd", threads=1,
-                                                  max_iter=args.max_epochs,
-                                                  time_cap=args.time_cap, pstar=pref))
-    runs["roofline tpa-scd primal"] = (th, *run_roofline(pb, alpha, dual=False, solver="tpa-scd",
-                                                         threads=th, max_iter=args.max_epochs,
-                                                         time_cap=args.time_cap, pstar=pref))
-    runs["roofline tpa-scd dual"] = (th, *run_roofline(pb, alpha, dual=True, solver="tpa-scd",
-                                                       threads=th, max_iter=args.max_epochs,
-                                                       time_cap=args.time_cap, pstar=pref))
     skip = set(args.skip)
+    for dual in (False, True):
+        if not dual and "primal" in skip:
+            continue
+        form = "dual" if dual else "primal"
+        for solver, threads in (("scd", 1), ("tpa-scd", th)):
+            runs[f"roofline {solver} {form}"] = (threads, *run_roofline(
+                pb, alpha, dual=dual, solver=solver, threads=threads, max_iter=args.max_epochs,
+                time_cap=args.time_cap, pstar=pref))
     try:
         import snapml  # noqa: F401
 
@@ -290,6 +286,8 @@ def table(args):
         print("snapml not importable: skipped (pip install snapml)")
     if have_snap:
         for dual in (True, False):
+            if not dual and "primal" in skip:
+                continue
             name = f"snapml {'dual' if dual else 'primal'}"
             print(f"running {name} ...", flush=True)
             runs[name] = (th, *run_snapml(pb, alpha, dual=dual, threads=th,
@@ -397,7 +395,8 @@ def main(argv=None):
     p.add_argument("--time-cap", type=float, default=120.0,
                    help="seconds of growing-effort runs per peer solver")
     p.add_argument("--skip", nargs="*", default=[],
-                   help="peers to skip: snapml liblinear saga vw")
+                   help="peers to skip: snapml liblinear saga vw, and primal (Roofline's "
+                        "primal solvers and snapml primal)")
     p.add_argument("--link-cost", action="store_true",
                    help="run the hierarchical vs flat CoCoA link-cost benchmark instead")
     p.add_argument("--link-examples", type=int, default=50_000)
