@@ -30,6 +30,10 @@ _CHUNKS_PER_THREAD = 8
 PARALLEL_MIN_WORK = 1 << 17
 
 
+#: k = 1 A*S^T uses per-thread private outputs only with at least this many nonzeros per row.
+_PRIVATE_MIN_NNZ_PER_ROW = 16
+
+
 def _threads_for(work: int):
     """The thread limit for a call of this much work (``None``: all of numba's threads)."""
     return 1 if work < PARALLEL_MIN_WORK else None
@@ -180,7 +184,10 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     nnz = int(S.indptr[-1])
     with kernels.limit_threads(_threads_for((nnz + n) * k)) as threads:
         if k == 1:
-            parts = max(1, min(threads, m))
+            # private per-thread outputs cost n zeroes and n adds per extra thread: worth it
+            # only when the scatter is much longer than the output (measured here: at
+            # nnz = 4 n two threads were 1.3x slower than one)
+            parts = max(1, min(threads, m)) if nnz >= _PRIVATE_MIN_NNZ_PER_ROW * n else 1
             bounds = _chunks(S.indptr, parts)
             private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per thread
             kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,

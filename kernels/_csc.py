@@ -234,17 +234,24 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
                     o[kk] += acc[q, kk]
 
 
-@njit(parallel=True, **_FLAGS)
+# The k = 1 kernels are compiled without fastmath: with it LLVM vectorises the gather
+# reduction with AVX2 gather instructions, which are slower than scalar loads on AMD (measured
+# here: 14 ms against 5 ms for the 4M-nonzero A*S).  Their nonzero loops run over unsigned
+# positions (numba's wraparound check on a signed subscript costs as much as the load), and
+# they do not prefetch: on power-law data most of a vector's gathers hit cache and the
+# prefetch's extra index load and branch cost more than the misses it hides (measured: 6.5 ms
+# with against 5.1 ms without, one thread).
+_FLAGS_VEC = dict(cache=True, nogil=True)
+
+
+@njit(parallel=True, **_FLAGS_VEC)
 def csc_mult_vec(a, indptr, indices, data, out, bounds):
     """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``."""
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
-        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             acc = a.dtype.type(0)
-            for p in range(indptr[j], indptr[j + 1]):
-                if p < p_end:
-                    prefetch_row(a, indices[p + PREFETCH_DISTANCE], 0)
+            for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
                 acc += data[p] * a[np.uint64(indices[p])]
             out[j] = acc
 
@@ -314,15 +321,14 @@ def _first_at_least(indices, lo, hi, r0):
     return lo
 
 
-@njit(parallel=True, **_FLAGS)
+@njit(parallel=True, **_FLAGS_VEC)
 def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
     """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``.
 
     With a single output row the output is only ``n`` values, so instead of row slabs (each
     thread scanning all of ``S``) every thread scatters its nnz-balanced share of the columns
     into a private copy (``out`` itself for thread 0, ``scratch[t - 1]`` for the others) and a
-    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.  The output
-    entry ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.
+    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.
     """
     n = out.shape[0]
     n_parts = bounds.shape[0] - 1
@@ -330,12 +336,9 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
         buf = out if t == 0 else scratch[t - 1]
         for i in range(n):
             buf[i] = 0
-        p_end = indptr[bounds[t + 1]] - PREFETCH_DISTANCE
         for j in range(bounds[t], bounds[t + 1]):
             aj = a[j]
-            for p in range(indptr[j], indptr[j + 1]):
-                if p < p_end:
-                    prefetch_row(buf, indices[p + PREFETCH_DISTANCE], 0)
+            for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
                 buf[np.uint64(indices[p])] += data[p] * aj
     if n_parts > 1:
         n_blocks = 64
@@ -348,7 +351,7 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
                 out[i] = acc
 
 
-@njit(parallel=True, **_FLAGS)
+@njit(parallel=True, **_FLAGS_VEC)
 def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
     """``k = 1`` case of :func:`csc_sddmm`: ``out[p] = a[indices[p]] * b[j] (* data[p])``."""
     n_chunks = bounds.shape[0] - 1
@@ -356,10 +359,10 @@ def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
         for j in range(bounds[c], bounds[c + 1]):
             bj = b[j]
             if scale:
-                for p in range(indptr[j], indptr[j + 1]):
+                for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
                     out[p] = a[np.uint64(indices[p])] * bj * data[p]
             else:
-                for p in range(indptr[j], indptr[j + 1]):
+                for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
                     out[p] = a[np.uint64(indices[p])] * bj
 
 

@@ -314,3 +314,14 @@ def test_small_calls_run_on_the_calling_thread(monkeypatch):
         np.testing.assert_allclose(gmat.mult_as(a, S), _ref_as(a, S), rtol=1e-12, atol=1e-12)
     assert seen[0] == 1
     assert seen[1] == kernels.default_threads()
+
+
+@pytest.mark.parametrize("n,m,density", [(20, 500, 0.9), (300, 40, 0.05), (5, 3, 1.0)])
+def test_mult_ast_k1_private_outputs_and_serial(rng, dtype, n, m, density):
+    """k = 1 A*S^T: many nonzeros per row (per-thread private outputs, summed) and few (one
+    scatter on the calling thread) give scipy's result."""
+    S = _random_csc(rng, n, m, density, dtype)
+    a = _dense(rng, (m,), dtype)
+    _assert_close(gmat.mult_ast(a, S), _ref_ast(a, S), dtype, scale=30)
+    _assert_close(gmat.mult_ast(a.reshape(1, -1), S), _ref_ast(a.reshape(1, -1), S), dtype,
+                  scale=30)
