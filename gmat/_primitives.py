@@ -25,8 +25,10 @@ logger = logging.getLogger(__name__)
 _CHUNKS_PER_THREAD = 8
 
 #: Below this much work (nonzeros x k, plus the output for A*S^T) a primitive runs on the
-#: calling thread: waking numba's thread pool costs tens of microseconds, more than such a call
-#: gains from a second thread (see benchmarks/primitives.py --small).
+#: calling thread.  On a quiet 2-core machine numba's pool still wins by ~20 us at this size,
+#: but when the other core is busy a parallel region waits for it to be scheduled (measured
+#: here: 4 ms instead of 0.1 ms for a 10k-nonzero A*S); small calls are not worth that risk
+#: (``python benchmarks/primitives.py --small`` prints both).
 PARALLEL_MIN_WORK = 1 << 17
 
 
