@@ -81,6 +81,8 @@ def is_sparse(x) -> bool:
 
 def device_of(x) -> str:
     """``"gpu"`` for cupy arrays and cupyx sparse matrices, ``"cpu"`` otherwise."""
+    if type(x) is np.ndarray:  # the common case, without the module-name tests
+        return "cpu"
     return "gpu" if (_is_cupy_array(x) or _is_cupy_sparse(x)) else "cpu"
 
 
@@ -176,6 +178,9 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     ValueError
         Malformed structure, out-of-range or unsorted indices, non-finite values.
     """
+    checked = None if force else getattr(S, _CHECKED_ATTR, None)
+    if checked is not None and checked in (_check_key(S, allow_nonfinite), _check_key(S, False)):
+        return S  # validated before, arrays and shape unchanged (the common minibatch case)
     if not is_sparse(S):
         raise TypeError(f"{name} must be a sparse CSC matrix, got {type(S).__name__}")
     if S.format != "csc":
