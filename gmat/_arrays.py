@@ -15,7 +15,6 @@ cupy is imported lazily: importing :mod:`roofline.gmat` never imports it.
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -260,7 +259,8 @@ def csc_from_arrays(cls, data, indices, indptr, shape, template=None):
     layout does not allow that, the constructor is used.
     """
     if template is not None and type(template) is cls and "_shape" in vars(template):
-        C = copy.copy(template)
+        C = cls.__new__(cls)  # a shallow copy without copy.copy's reduce protocol
+        C.__dict__.update(template.__dict__)
         C.data, C.indices, C.indptr = data, indices, indptr
         C._shape = tuple(shape)
         C.has_sorted_indices = True

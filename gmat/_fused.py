@@ -7,6 +7,8 @@ unfused reference (``mult_ast`` then a dense ADAGrad update) is what it is teste
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from roofline import kernels
@@ -220,9 +222,15 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
             X.indptr, X.indices, X.data, coef.T, b, yT, wv, scale, code, sT, ws.touched,
             ws.sval, ws.gbuf, ws.g0, ws.eta)
     if intercept is not None:
-        g0 = ws.g0
-        sumsq0 += g0 * g0
-        intercept -= lr * g0 / (np.sqrt(sumsq0) + eps)
+        if k == 1:  # scalar arithmetic: five ufunc calls on 1-element arrays cost more
+            g = float(ws.g0[0])
+            s0 = float(sumsq0[0]) + g * g
+            sumsq0[0] = s0
+            intercept[0] -= lr * g / (math.sqrt(s0) + eps)
+        else:
+            g0 = ws.g0
+            sumsq0 += g0 * g0
+            intercept -= lr * g0 / (np.sqrt(sumsq0) + eps)
     update = (kernels.adagrad_glm_update if nt * k >= PARALLEL_MIN_WORK
               else kernels.adagrad_glm_update_serial)
     update(coef.T, sT, ws.touched, ws.sval, ws.gbuf, nt, float(lr), float(eps), float(l2),
