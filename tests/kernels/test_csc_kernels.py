@@ -69,3 +69,28 @@ def test_fma_loop_and_stream_kernels_compute_the_right_thing():
     assert kernels.stream_read(b, 4) == pytest.approx(b.sum())
     out, flops = kernels.fma_loop(np.ones(2, np.float32), 10)
     assert flops == 2 * 8 * 64 * 10 * 2 and out.shape == (2,) and np.all(np.isfinite(out))
+
+
+def test_limit_threads_restores_and_is_per_thread():
+    import threading
+
+    import numba
+
+    from roofline import kernels
+
+    before = numba.get_num_threads()
+    with kernels.limit_threads(1) as n:
+        assert n == 1 == numba.get_num_threads()
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(numba.get_num_threads()))
+        t.start()
+        t.join()
+        assert seen == [numba.config.NUMBA_NUM_THREADS]  # other threads keep their setting
+    assert numba.get_num_threads() == before
+    with pytest.raises(RuntimeError), kernels.limit_threads(1):
+        raise RuntimeError("restored on the way out")
+    assert numba.get_num_threads() == before
+    with kernels.limit_threads(None) as n:  # None and limits above the current count: no-op
+        assert n == before
+    with kernels.limit_threads(before + 5) as n:
+        assert n == before
