@@ -187,6 +187,39 @@ def _loss_deriv(loss, eta, y):
     return t * t, -2.0 * s * t
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta):
+    """``eta = b + sum_{p in [s, e)} data[p] * coefT[indices[p]]`` (the forward product of one
+    example), prefetching the model and accumulator rows ``FB_PREFETCH_DISTANCE`` nonzeros
+    ahead (while ``p < p_end``)."""
+    k = coefT.shape[1]
+    row_bytes = k * coefT.itemsize
+    for r in range(k):
+        eta[r] = b[r]
+    for p in range(s, e):
+        if p < p_end:
+            q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+            for off in range(0, row_bytes, 64):
+                prefetch_row(coefT, q, off)
+                prefetch_row(sumsqT, q, off)
+        i = np.uint64(indices[p])
+        x = data[p]
+        for r in range(k):
+            eta[r] += x * coefT[i, r]
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _forward_vec(s, e, p_end, indices, data, coef, sumsq, eta):
+    """``k = 1`` form of :func:`_forward_rows`: returns ``eta + sum data[p] * coef[indices[p]]``."""
+    for p in range(s, e):
+        if p < p_end:
+            q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
+            prefetch_row(coef, q, 0)
+            prefetch_row(sumsq, q, 0)
+        eta += data[p] * coef[np.uint64(indices[p])]
+    return eta
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, sumsqT, touched,
                          sval, gbuf, g0, eta):
@@ -232,7 +265,6 @@ def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, su
     """
     m = indptr.shape[0] - 1
     k = coefT.shape[1]
-    row_bytes = k * coefT.itemsize
     p_end = indptr[m] - FB_PREFETCH_DISTANCE
     has_w = w.shape[0] > 0
     for r in range(k):
@@ -241,18 +273,7 @@ def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, su
     nt = 0
     for j in range(m):
         s, e = indptr[j], indptr[j + 1]
-        for r in range(k):
-            eta[r] = b[r]
-        for p in range(s, e):
-            if p < p_end:
-                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
-                for off in range(0, row_bytes, 64):
-                    prefetch_row(coefT, q, off)
-                    prefetch_row(sumsqT, q, off)
-            i = np.uint64(indices[p])
-            x = data[p]
-            for r in range(k):
-                eta[r] += x * coefT[i, r]
+        _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta)
         wj = w[j] if has_w else 1.0
         for r in range(k):
             lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
@@ -301,13 +322,7 @@ def glm_forward_backward_vec(indptr, indices, data, coef, b, y, w, scale, loss, 
     nt = 0
     for j in range(m):
         s, e = indptr[j], indptr[j + 1]
-        eta = coef.dtype.type(b)
-        for p in range(s, e):
-            if p < p_end:
-                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
-                prefetch_row(coef, q, 0)
-                prefetch_row(sumsq, q, 0)
-            eta += data[p] * coef[np.uint64(indices[p])]
+        eta = _forward_vec(s, e, p_end, indices, data, coef, sumsq, coef.dtype.type(b))
         wj = w[j] if has_w else 1.0
         lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
         loss_sum += wj * lj
@@ -366,24 +381,12 @@ def glm_adagrad_online(indptr, indices, data, coefT, sumsqT, b, sumsq0, fit_inte
     """
     m = indptr.shape[0] - 1
     k = coefT.shape[1]
-    row_bytes = k * coefT.itemsize
     p_end = indptr[m] - FB_PREFETCH_DISTANCE
     has_w = w.shape[0] > 0
     loss_sum = 0.0
     for j in range(m):
         s, e = indptr[j], indptr[j + 1]
-        for r in range(k):
-            eta[r] = b[r]
-        for p in range(s, e):
-            if p < p_end:
-                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
-                for off in range(0, row_bytes, 64):
-                    prefetch_row(coefT, q, off)
-                    prefetch_row(sumsqT, q, off)
-            i = np.uint64(indices[p])
-            x = data[p]
-            for r in range(k):
-                eta[r] += x * coefT[i, r]
+        _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta)
         wj = w[j] if has_w else 1.0
         for r in range(k):
             lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
@@ -419,13 +422,7 @@ def glm_adagrad_online_vec(indptr, indices, data, coef, sumsq, b, fit_intercept,
     loss_sum = 0.0
     for j in range(m):
         s, e = indptr[j], indptr[j + 1]
-        eta = b[0]
-        for p in range(s, e):
-            if p < p_end:
-                q = np.uint64(indices[p + FB_PREFETCH_DISTANCE])
-                prefetch_row(coef, q, 0)
-                prefetch_row(sumsq, q, 0)
-            eta += data[p] * coef[np.uint64(indices[p])]
+        eta = _forward_vec(s, e, p_end, indices, data, coef, sumsq, b[0])
         wj = w[j] if has_w else 1.0
         lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
         loss_sum += wj * lj
