@@ -118,37 +118,46 @@ def _glm_step_ref(coef, sumsq, b, s0, X, y, w, loss, lr, eps, l2, l1):
     return coef, sumsq, b, s0, float((lv * wv).sum()), float(wv.sum()), len(touched)
 
 
-@pytest.mark.parametrize("loss", ["linear", "logistic", "hinge", "squared_hinge"])
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_glm_adagrad_step_matches_numpy(loss, k, seed, dtype):
-    rng = np.random.default_rng(seed)
-    n, m = int(rng.integers(5, 300)), int(rng.integers(1, 80))
+def _step_problem(loss, k, dtype, rng, *, n_max, m_max, one_d_y, with_b, with_w):
+    """A random GLM step problem on power-law data (features recur across examples):
+    ``(X, coef, sumsq, y, b, s0, w)``, ``b``/``s0``/``w`` None unless requested."""
+    n, m = int(rng.integers(5, n_max)), int(rng.integers(1, m_max))
     X = zipf_csc(n, m, dtype, rng)
     coef = np.asfortranarray(rng.normal(0, 0.5, (k, n)).astype(dtype))
     sumsq = np.asfortranarray(rng.random((k, n)).astype(dtype) + 0.1)
     y = (rng.random((k, m)) < 0.4).astype(dtype)
     if loss == "linear":
         y = rng.normal(size=(k, m)).astype(dtype)
-    if k == 1 and seed == 0:
+    if k == 1 and one_d_y:
         y = y[0]  # 1-D labels
-    with_b, with_w = seed == 1, seed == 0
     b = rng.normal(size=k).astype(dtype) if with_b else None
     s0 = rng.random(k).astype(dtype) + 0.1 if with_b else None
     w = rng.random(m).astype(dtype) + 0.5 if with_w else None
-    l2, l1 = (1e-2, 0.0) if seed == 0 else (0.0, 1e-3)
-    ref = _glm_step_ref(coef, sumsq, b, s0, X, y, w, loss, 0.3, 1e-8, l2, l1)
-    ws = FusedWorkspace()
-    loss_sum, weight_sum, nt = glm_adagrad_step(
-        coef, sumsq, X, y, loss=loss, lr=0.3, eps=1e-8, w=w, intercept=b, sumsq0=s0, l2=l2,
-        l1=l1, workspace=ws)
-    tol = 2e-4 if dtype == np.float32 else 1e-10
+    return X, coef, sumsq, y, b, s0, w
+
+
+def _check_step(ref, coef, sumsq, b, s0, loss_sum, tol):
     np.testing.assert_allclose(coef, ref[0], rtol=tol, atol=tol)
     np.testing.assert_allclose(sumsq, ref[1], rtol=tol, atol=tol)
-    if with_b:
+    if b is not None:
         np.testing.assert_allclose(b, ref[2], rtol=tol, atol=tol)
         np.testing.assert_allclose(s0, ref[3], rtol=tol, atol=tol)
     assert loss_sum == pytest.approx(ref[4], rel=tol, abs=tol)
+
+
+@pytest.mark.parametrize("loss", ["linear", "logistic", "hinge", "squared_hinge"])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_glm_adagrad_step_matches_numpy(loss, k, seed, dtype):
+    X, coef, sumsq, y, b, s0, w = _step_problem(
+        loss, k, dtype, np.random.default_rng(seed), n_max=300, m_max=80, one_d_y=seed == 0,
+        with_b=seed == 1, with_w=seed == 0)
+    l2, l1 = (1e-2, 0.0) if seed == 0 else (0.0, 1e-3)
+    ref = _glm_step_ref(coef, sumsq, b, s0, X, y, w, loss, 0.3, 1e-8, l2, l1)
+    loss_sum, weight_sum, nt = glm_adagrad_step(
+        coef, sumsq, X, y, loss=loss, lr=0.3, eps=1e-8, w=w, intercept=b, sumsq0=s0, l2=l2,
+        l1=l1, workspace=FusedWorkspace())
+    _check_step(ref, coef, sumsq, b, s0, loss_sum, 2e-4 if dtype == np.float32 else 1e-10)
     assert weight_sum == pytest.approx(ref[5], rel=1e-6)
     assert nt == ref[6]
     assert (sumsq > 0).all()  # every touched-feature mark was removed
@@ -225,30 +234,13 @@ def _online_ref(coef, sumsq, b, s0, X, y, w, loss, lr, eps, l2, l1):
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_glm_adagrad_online_step_matches_numpy(loss, k, seed, dtype):
-    rng = np.random.default_rng(10 + seed)
-    n, m = int(rng.integers(5, 200)), int(rng.integers(1, 60))
-    X = zipf_csc(n, m, dtype, rng)  # power-law features: the same row in many examples
-    coef = np.asfortranarray(rng.normal(0, 0.5, (k, n)).astype(dtype))
-    sumsq = np.asfortranarray(rng.random((k, n)).astype(dtype) + 0.1)
-    y = (rng.random((k, m)) < 0.4).astype(dtype)
-    if loss == "linear":
-        y = rng.normal(size=(k, m)).astype(dtype)
-    if k == 1 and seed == 1:
-        y = y[0]
-    with_b, with_w = seed == 0, seed == 1
-    b = rng.normal(size=k).astype(dtype) if with_b else None
-    s0 = rng.random(k).astype(dtype) + 0.1 if with_b else None
-    w = rng.random(m).astype(dtype) + 0.5 if with_w else None
+    X, coef, sumsq, y, b, s0, w = _step_problem(
+        loss, k, dtype, np.random.default_rng(10 + seed), n_max=200, m_max=60,
+        one_d_y=seed == 1, with_b=seed == 0, with_w=seed == 1)
     l2, l1 = (1e-2, 0.0) if seed == 0 else (1e-3, 1e-3)
     ref = _online_ref(coef, sumsq, b, s0, X, y, w, loss, 0.2, 1e-8, l2, l1)
     loss_sum, weight_sum = glm_adagrad_online_step(
         coef, sumsq, X, y, loss=loss, lr=0.2, eps=1e-8, w=w, intercept=b, sumsq0=s0, l2=l2,
         l1=l1, workspace=FusedWorkspace())
-    tol = 5e-4 if dtype == np.float32 else 1e-9
-    np.testing.assert_allclose(coef, ref[0], rtol=tol, atol=tol)
-    np.testing.assert_allclose(sumsq, ref[1], rtol=tol, atol=tol)
-    if with_b:
-        np.testing.assert_allclose(b, ref[2], rtol=tol, atol=tol)
-        np.testing.assert_allclose(s0, ref[3], rtol=tol, atol=tol)
-    assert loss_sum == pytest.approx(ref[4], rel=tol, abs=tol)
-    assert weight_sum == pytest.approx(m if w is None else float(w.sum()), rel=1e-6)
+    _check_step(ref, coef, sumsq, b, s0, loss_sum, 5e-4 if dtype == np.float32 else 1e-9)
+    assert weight_sum == pytest.approx(y.shape[-1] if w is None else float(w.sum()), rel=1e-6)
