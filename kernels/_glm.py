@@ -54,6 +54,31 @@ GLM_LOSS_CODES = {"linear": 0, "logistic": 1, "hinge": 2, "squared_hinge": 3}
 FB_PREFETCH_DISTANCE = 32
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _accumulate_example(s, e, indices, data, d, sumsqT, touched, sval, gbuf, nt):
+    """Add ``d * x`` for the nonzeros ``[s, e)`` of one example into the compact gradient of
+    the touched features, numbering first touches from ``nt`` (marks as in
+    :func:`glm_accumulate_touched`); returns the new number of touched features."""
+    k = d.shape[0]
+    for p in range(s, e):
+        i = np.uint64(indices[p])
+        v = sumsqT[i, 0]
+        x = data[p]
+        if v >= 0:
+            t = nt
+            nt += 1
+            touched[t] = i
+            sval[t] = v
+            sumsqT[i, 0] = -(t + 1)
+            for r in range(k):
+                gbuf[t, r] = d[r] * x
+        else:
+            t = np.int64(-v) - 1
+            for r in range(k):
+                gbuf[t, r] += d[r] * x
+    return nt
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def glm_accumulate_touched(indptr, indices, data, DT, sumsqT, touched, sval, gbuf):
     """Accumulate the gradient columns of the touched features.
@@ -78,25 +103,10 @@ def glm_accumulate_touched(indptr, indices, data, DT, sumsqT, touched, sval, gbu
     n_touched : int
     """
     m = indptr.shape[0] - 1
-    k = DT.shape[1]
     nt = 0
     for j in range(m):
-        for p in range(indptr[j], indptr[j + 1]):
-            i = indices[p]
-            v = sumsqT[i, 0]
-            x = data[p]
-            if v >= 0:
-                t = nt
-                nt += 1
-                touched[t] = i
-                sval[t] = v
-                sumsqT[i, 0] = -(t + 1)
-                for r in range(k):
-                    gbuf[t, r] = DT[j, r] * x
-            else:
-                t = np.int64(-v) - 1
-                for r in range(k):
-                    gbuf[t, r] += DT[j, r] * x
+        nt = _accumulate_example(indptr[j], indptr[j + 1], indices, data, DT[j], sumsqT,
+                                 touched, sval, gbuf, nt)
     return nt
 
 
@@ -281,22 +291,7 @@ def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, su
             d = dj * (wj * scale)
             eta[r] = d  # eta now holds the example's scaled derivatives
             g0[r] += d
-        for p in range(s, e):
-            i = np.uint64(indices[p])
-            v = sumsqT[i, 0]
-            x = data[p]
-            if v >= 0:
-                t = nt
-                nt += 1
-                touched[t] = i
-                sval[t] = v
-                sumsqT[i, 0] = -(t + 1)
-                for r in range(k):
-                    gbuf[t, r] = eta[r] * x
-            else:
-                t = np.int64(-v) - 1
-                for r in range(k):
-                    gbuf[t, r] += eta[r] * x
+        nt = _accumulate_example(s, e, indices, data, eta, sumsqT, touched, sval, gbuf, nt)
     return nt, loss_sum
 
 
