@@ -51,16 +51,6 @@ def check_targets(rows) -> list[str]:
     return lines
 
 
-def _best(f, repeat):
-    f()
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def small_calls(args) -> int:
     """Time each primitive on small problems on the calling thread and on numba's pool, to
     check ``PARALLEL_MIN_WORK`` (the size below which gmat runs a call on the calling thread)."""
@@ -89,9 +79,9 @@ def small_calls(args) -> int:
                 times = []
                 for forced in (1 << 62, 0):
                     prim.PARALLEL_MIN_WORK = forced
-                    times.append(_best(f, max(args.repeat, 20)))
+                    times.append(gmat.best_time(f, max(args.repeat, 20)))
                 prim.PARALLEL_MIN_WORK = limit
-                tp = _best(peer, max(args.repeat, 20))
+                tp = gmat.best_time(peer, max(args.repeat, 20))
                 chosen = "serial" if work < limit else "parallel"
                 better = "serial" if times[0] <= times[1] else "parallel"
                 print(f"{name:<8} {k:>4} {m:>9} {work:>10} {times[0] * 1e6:>9.0f} "

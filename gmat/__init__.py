@@ -36,7 +36,13 @@ from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, log1pexp, sigmoid
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
-from ._report import PrimitiveTiming, RooflineReport, benchmark_primitives, roofline_report
+from ._report import (
+    PrimitiveTiming,
+    RooflineReport,
+    benchmark_primitives,
+    best_time,
+    roofline_report,
+)
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -50,6 +56,7 @@ __all__ = [
     "PrimitiveTiming",
     "RooflineReport",
     "benchmark_primitives",
+    "best_time",
     "cost_mult_as",
     "cost_mult_ast",
     "cost_sddmm",

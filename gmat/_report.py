@@ -17,7 +17,13 @@ from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
 from ._machine import MachineRoofline, _best, machine_roofline
 from ._primitives import mult_as, mult_ast, sddmm
 
-__all__ = ["PrimitiveTiming", "RooflineReport", "benchmark_primitives", "roofline_report"]
+__all__ = [
+    "PrimitiveTiming",
+    "RooflineReport",
+    "benchmark_primitives",
+    "best_time",
+    "roofline_report",
+]
 
 PRIMITIVES = ("A*S", "A*S^T", "SDDMM")
 
@@ -112,8 +118,10 @@ class RooflineReport:
         return "\n".join(out)
 
 
-def _best_time(fn, repeat: int) -> float:
-    fn()  # warm-up: compile, first touch of the output
+def best_time(fn, repeat: int = 5) -> float:
+    """Best wall time in seconds of ``repeat`` calls of ``fn()``, after one warm-up call
+    (JIT compilation, first touch of the output) that is not timed."""
+    fn()
     return _best(fn, repeat)
 
 
@@ -178,25 +186,25 @@ def benchmark_primitives(
             if prim == "A*S":
                 A = _dense(rng, k, n, dtype)
                 out = np.empty((m,) if k == 1 else (k, m), dtype, order="F")
-                t = _best_time(lambda A=A, out=out: mult_as(A, S, out), repeat)
+                t = best_time(lambda A=A, out=out: mult_as(A, S, out), repeat)
                 # scipy's best layout: (S^T @ A^T) with A^T C-contiguous (free for F-ordered A)
-                peer_t = _best_time(lambda A=A: ST @ A.T, repeat) if peers else nan
+                peer_t = best_time(lambda A=A: ST @ A.T, repeat) if peers else nan
                 cost, peer = cost_mult_as(S, k), "scipy.sparse"
             elif prim == "A*S^T":
                 A = _dense(rng, k, m, dtype)
                 out = np.empty((n,) if k == 1 else (k, n), dtype, order="F")
-                t = _best_time(lambda A=A, out=out: mult_ast(A, S, out), repeat)
-                peer_t = _best_time(lambda A=A: S @ A.T, repeat) if peers else nan
+                t = best_time(lambda A=A, out=out: mult_ast(A, S, out), repeat)
+                peer_t = best_time(lambda A=A: S @ A.T, repeat) if peers else nan
                 cost, peer = cost_mult_ast(S, k), "scipy.sparse"
             elif prim == "SDDMM":
                 A = _dense(rng, k, n, dtype)
                 B = _dense(rng, k, m, dtype)
                 out = np.empty(S.nnz, dtype)
-                t = _best_time(lambda A=A, B=B, out=out: sddmm(S, A, B, out), repeat)
+                t = best_time(lambda A=A, B=B, out=out: sddmm(S, A, B, out), repeat)
                 if peers:
                     peer_t = min(
-                        _best_time(lambda A=A, B=B: _sddmm_numpy_gather(S, A, B), repeat),
-                        _best_time(lambda A=A, B=B: _sddmm_numpy_rows(S, A, B), repeat),
+                        best_time(lambda A=A, B=B: _sddmm_numpy_gather(S, A, B), repeat),
+                        best_time(lambda A=A, B=B: _sddmm_numpy_rows(S, A, B), repeat),
                     )
                 else:
                     peer_t = nan

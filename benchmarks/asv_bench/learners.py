@@ -8,7 +8,6 @@
 ``make_criteo_like_matrix`` (hashed Zipf fields, 2^20 features, ~35 nnz per example).
 """
 
-import time
 import warnings
 
 import numpy as np
@@ -17,16 +16,6 @@ from roofline import gmat
 from roofline.datasources import make_criteo_like_matrix
 
 N_EXAMPLES = 200_000
-
-
-def _best(f, repeat=3):
-    f()
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def _pass(X, y, batch, online):
@@ -63,7 +52,7 @@ class GLMSteps:
         R = X.T.tocsr().astype(np.float64)
         out = {}
         for name, batch, online in (("fused", 1024, False), ("online", 8192, True)):
-            out[name] = _best(_pass(X, y, batch, online))
+            out[name] = gmat.best_time(_pass(X, y, batch, online), 3)
 
         def sk():
             with warnings.catch_warnings():
@@ -71,7 +60,7 @@ class GLMSteps:
                 SGDClassifier(loss="log_loss", alpha=1e-4, max_iter=1, tol=None, shuffle=False,
                               random_state=0).fit(R, y)
 
-        out["sgdclassifier"] = _best(sk)
+        out["sgdclassifier"] = gmat.best_time(sk, 3)
         out["nnz"] = int(X.nnz)
         return out
 

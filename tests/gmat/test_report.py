@@ -45,3 +45,20 @@ def test_no_peers():
     rows = gmat.benchmark_primitives(S, ks=(2,), primitives=("A*S",), repeat=1, peers=False,
                                      machine=MACHINE)
     assert len(rows) == 1 and math.isnan(rows[0].peer_seconds)
+
+
+def test_best_time_warms_up_and_keeps_the_best():
+    import time
+
+    from roofline import gmat
+
+    calls = []
+    waits = iter([0.0, 0.02, 0.0, 0.02])  # warm-up, then three timed calls
+
+    def fn():
+        calls.append(1)
+        time.sleep(next(waits))
+
+    t = gmat.best_time(fn, 3)
+    assert len(calls) == 4
+    assert 0.0 <= t < 0.015  # the fastest timed call, not the slow ones
