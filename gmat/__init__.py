@@ -95,6 +95,7 @@ from ._cd import (  # noqa: E402  (coordinate-descent steps, issue 6)
     cd_conj_sum,
     cd_dual_epoch,
     cd_dual_tpa,
+    cd_dual_tpa_split,
     cd_feature_major,
     cd_grad,
     cd_greedy_pure_blocks,
@@ -104,6 +105,7 @@ from ._cd import (  # noqa: E402  (coordinate-descent steps, issue 6)
     cd_matvec_t,
     cd_primal_epoch,
     cd_primal_tpa,
+    cd_reorder_features,
 )
 
 __all__ += [
@@ -114,6 +116,7 @@ __all__ += [
     "cd_conj_sum",
     "cd_dual_epoch",
     "cd_dual_tpa",
+    "cd_dual_tpa_split",
     "cd_feature_major",
     "cd_grad",
     "cd_greedy_pure_blocks",
@@ -123,4 +126,5 @@ __all__ += [
     "cd_matvec_t",
     "cd_primal_epoch",
     "cd_primal_tpa",
+    "cd_reorder_features",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "cd_conj_sum",
     "cd_dual_epoch",
     "cd_dual_tpa",
+    "cd_dual_tpa_split",
     "cd_feature_major",
     "cd_grad",
     "cd_greedy_pure_blocks",
@@ -50,6 +51,7 @@ __all__ = [
     "cd_matvec_t",
     "cd_primal_epoch",
     "cd_primal_tpa",
+    "cd_reorder_features",
 ]
 
 _LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
@@ -152,6 +154,41 @@ def cd_feature_major(X):
     _coords(X, "X")
     Xr = X.tocsr()
     return csc_from_arrays(type(X), Xr.data, Xr.indices, Xr.indptr, (X.shape[1], X.shape[0]))
+
+
+def cd_reorder_features(X):
+    """Renumber the features of ``X`` by decreasing frequency (number of examples holding them).
+
+    On power-law data a few thousand features carry most nonzeros; numbered first, their entries
+    of the dual's shared vector ``v`` pack into a few contiguous cache lines instead of one line
+    each across the whole vector (the dual epoch runs ~1.2-1.4x faster at 1M Criteo-like
+    examples), and :func:`cd_dual_tpa_split` can tell a hot feature by its number alone.  The
+    order of the nonzeros inside each column is kept, so every sum over a column runs in the
+    same order: a solver gives bit-identical margins on the reordered matrix.
+
+    Parameters
+    ----------
+    X : scipy.sparse CSC matrix, shape (n_features, n_examples)
+
+    Returns
+    -------
+    B : CSC matrix of the class of ``X``
+        ``B[k, i] = X[order[k], i]``; it shares ``data`` and ``indptr`` with ``X`` and holds a new
+        ``indices`` array (one more copy of the structure's indices).
+    order : ndarray of int64, shape (n_features,)
+        ``order[k]`` is the original number of new feature ``k`` (so a model ``w_B`` on ``B``
+        is ``w[order] = w_B`` on ``X``).
+    counts : ndarray of int64, shape (n_features,)
+        The number of nonzeros of new feature ``k``, non-increasing.
+    """
+    _coords(X, "X")
+    n = X.shape[0]
+    order, counts = kernels.cd_frequency_order(X.indices, n)
+    newid = np.empty(n, dtype=X.indices.dtype)
+    newid[order] = np.arange(n, dtype=X.indices.dtype)
+    indices = kernels.cd_remap_indices(X.indices, newid, np.empty_like(X.indices))
+    B = csc_from_arrays(type(X), X.data, indices, X.indptr, X.shape)
+    return B, order, counts
 
 
 def cd_col_sqnorms(A, out=None):
@@ -445,6 +482,63 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
     _vector(colsq, n, "colsq")
     kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, alpha, V, coords, bounds, _loss(loss),
                         float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK)
+
+
+def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, colsq, icpt=0.0,
+                      damp=1.0, publish_every=256, work=None):
+    """A TPA-SCD sub-epoch of the dual whose threads never write the hot entries of ``v``.
+
+    Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]``.  Cold features are
+    updated in ``v`` without synchronisation (Hogwild); the ``n_hot`` hot ones (features
+    ``0 .. n_hot - 1``: number them by frequency first, :func:`cd_reorder_features`) and the
+    constant feature go through per-thread buffers that each thread publishes every
+    ``publish_every`` of its steps and that are folded into ``v`` at the end.  No update of a
+    hot entry is lost, and the hot cache lines do not bounce between the cores.
+
+    Parameters
+    ----------
+    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp
+        As in :func:`cd_dual_epoch` (``sigma = 1``).
+    v : ndarray of float64, shape (len(v),)
+        The shared vector (``A alpha`` with the constant feature's entry), updated in place.
+    bounds : ndarray of int64, shape (n_threads + 1,)
+    n_hot : int
+        Number of hot features, ``0 <= n_hot <= A.shape[0]``.
+    publish_every : int
+        Steps between two publications of a thread's hot changes (the most a thread's view of
+        the others' hot changes lags).
+    work : ndarray of float64, shape (2 * n_threads, n_hot + 1), optional
+        Zeroed scratch for the buffers (left zero: reuse it across calls).
+
+    Returns
+    -------
+    work : ndarray
+        The scratch, for the next call.
+    """
+    _coords(A)
+    n = A.shape[1]
+    _vector(y, n, "y")
+    _vector(alpha, n, "alpha")
+    _vector(v, _dual_len(A, icpt), "v")
+    _indices(coords, "coords")
+    _threads(v.reshape(1, -1), v.shape[0], coords, bounds, "v")
+    _vector(colsq, n, "colsq")
+    n_threads = bounds.shape[0] - 1
+    if isinstance(n_hot, bool) or int(n_hot) != n_hot or not 0 <= n_hot <= A.shape[0]:
+        raise ValueError(f"n_hot must be an integer in [0, {A.shape[0]}], got {n_hot!r}")
+    n_hot = int(n_hot)
+    if isinstance(publish_every, bool) or int(publish_every) != publish_every or publish_every < 1:
+        raise ValueError(f"publish_every must be a positive integer, got {publish_every!r}")
+    shape = (2 * n_threads, n_hot + 1)
+    if work is None:
+        work = np.zeros(shape)
+    elif not isinstance(work, np.ndarray) or work.shape != shape or work.dtype != np.float64:
+        raise ValueError(f"work must be a float64 array of shape {shape}, got "
+                         f"{getattr(work, 'shape', type(work).__name__)}")
+    kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, alpha, v, n_hot, work[:n_threads],
+                              work[n_threads:], coords, bounds, _loss(loss), float(lam_n),
+                              float(damp), colsq, float(icpt), int(publish_every))
+    return work
 
 
 # ---------------------------------------------------------------------------------------------

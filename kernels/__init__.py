@@ -53,6 +53,8 @@ from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)
     cd_conj_sum,
     cd_dual_epoch,
     cd_dual_tpa,
+    cd_dual_tpa_split,
+    cd_frequency_order,
     cd_grad,
     cd_greedy_pure_blocks,
     cd_intercept_step,
@@ -62,6 +64,7 @@ from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)
     cd_matvec_t,
     cd_primal_epoch,
     cd_primal_tpa,
+    cd_remap_indices,
 )
 
 __all__ += [
@@ -72,6 +75,8 @@ __all__ += [
     "cd_conj_sum",
     "cd_dual_epoch",
     "cd_dual_tpa",
+    "cd_dual_tpa_split",
+    "cd_frequency_order",
     "cd_grad",
     "cd_greedy_pure_blocks",
     "cd_intercept_step",
@@ -81,6 +86,7 @@ __all__ += [
     "cd_matvec_t",
     "cd_primal_epoch",
     "cd_primal_tpa",
+    "cd_remap_indices",
 ]
 
 from ._glm import (  # noqa: E402  (fused GLM, issue 5)

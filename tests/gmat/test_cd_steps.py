@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import gmat, kernels
+from roofline.gmat._arrays import csc_from_arrays
 
 
 def _problem(X, rng, loss):
@@ -213,3 +214,91 @@ def test_bad_arguments_are_named(powerlaw, rng):
                             lam_n=1.0)
     with pytest.raises(ValueError, match="words must be a positive integer"):
         gmat.cd_greedy_pure_blocks(A, coords, 0)
+
+
+def test_reorder_features_renumbers_by_frequency(powerlaw):
+    X = powerlaw
+    B, order, counts = gmat.cd_reorder_features(X)
+    assert B.shape == X.shape and B.data is X.data and B.indptr is X.indptr
+    assert B.indices.dtype == X.indices.dtype
+    np.testing.assert_array_equal(B.toarray(), X.toarray()[order])
+    np.testing.assert_array_equal(counts, np.diff(X.tocsr().indptr)[order])
+    assert np.all(np.diff(counts) <= 0) and counts[0] > counts[-1]
+    np.testing.assert_array_equal(np.sort(order), np.arange(X.shape[0]))
+    # the nonzeros keep their order inside each column (sums over a column run the same way)
+    np.testing.assert_array_equal(order[B.indices], X.indices)
+    X64 = csc_from_arrays(sp.csc_matrix, X.data, X.indices.astype(np.int64),
+                          X.indptr.astype(np.int64), X.shape)  # scipy would downcast
+    assert X64.indices.dtype == np.int64
+    B64, order64, _ = gmat.cd_reorder_features(X64)
+    assert B64.indices.dtype == np.int64
+    np.testing.assert_array_equal(order64, order)
+    with pytest.raises(TypeError, match="X must be a scipy.sparse CSC"):
+        gmat.cd_reorder_features(X.tocsr())
+
+
+def _split_setup(X, rng, loss, icpt):
+    B, _, counts = gmat.cd_reorder_features(X.astype(np.float64))
+    y, _ = _problem(B, rng, loss)
+    n = B.shape[1]
+    nv = B.shape[0] + (1 if icpt else 0)
+    kw = dict(loss=loss, lam_n=40.0, colsq=gmat.cd_col_sqnorms(B), icpt=icpt)
+    return B, y, n, nv, int((counts >= 3).sum()), kw
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+def test_dual_split_on_one_thread_is_the_sequential_epoch(powerlaw, rng, loss, icpt):
+    B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, loss, icpt)
+    assert 0 < n_hot < B.shape[0]
+    coords = rng.permutation(n).astype(np.int64)
+    a1, v1 = np.zeros(n), np.zeros(nv)
+    gmat.cd_dual_epoch(B, y, a1, v1, coords, damp=0.5, **kw)
+    a2, v2 = np.zeros(n), np.zeros(nv)
+    work = gmat.cd_dual_tpa_split(B, y, a2, v2, coords, np.array([0, n]), n_hot=n_hot,
+                                  damp=0.5, publish_every=7, **kw)
+    # the hot entries are summed as base + published + pending: equal up to rounding, which
+    # can change when the logistic Newton solve (to 1e-7 in the log-odds) stops
+    tol = dict(rtol=1e-6, atol=1e-7) if loss == 1 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a2, a1, **tol)
+    np.testing.assert_allclose(v2, v1, **tol)
+    assert np.any(a2 != 0) and work.shape == (2, n_hot + 1) and not work.any()
+
+
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+@pytest.mark.parametrize("publish_every", [1, 5, 10_000])
+def test_dual_split_loses_no_hot_update(powerlaw, rng, icpt, publish_every):
+    """With every feature hot no thread writes v during the sweep: after it, v is exactly
+    B alpha (plus the constant feature's entry) whatever the interleaving of 3 threads."""
+    B, y, n, nv, _, kw = _split_setup(powerlaw, rng, 1, icpt)
+    coords = rng.permutation(n).astype(np.int64)
+    bounds = np.array([0, n // 3, 2 * n // 3, n], dtype=np.int64)
+    alpha, v = np.zeros(n), np.zeros(nv)
+    work = None
+    for _ in range(3):
+        work = gmat.cd_dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=B.shape[0],
+                                      publish_every=publish_every, work=work, **kw)
+        exact = B @ alpha
+        np.testing.assert_allclose(v[: B.shape[0]], exact, rtol=1e-10, atol=1e-12)
+        if icpt:
+            assert v[-1] == pytest.approx(icpt * alpha.sum(), rel=1e-10, abs=1e-12)
+        assert not work.any()
+    assert np.any(alpha != 0)
+
+
+def test_dual_split_rejects_bad_arguments(powerlaw, rng):
+    B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, 1, 0.0)
+    coords = np.arange(n, dtype=np.int64)
+    bounds = np.array([0, n // 2, n], dtype=np.int64)
+    a, v = np.zeros(n), np.zeros(nv)
+    for bad in (-1, B.shape[0] + 1, 1.5, True):
+        with pytest.raises(ValueError, match="n_hot must be an integer"):
+            gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=bad, **kw)
+    with pytest.raises(ValueError, match="publish_every must be a positive integer"):
+        gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, publish_every=0, **kw)
+    with pytest.raises(ValueError, match=r"work must be a float64 array of shape \(4, "):
+        gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, work=np.zeros((2, 3)),
+                               **kw)
+    with pytest.raises(ValueError, match="v must"):
+        gmat.cd_dual_tpa_split(B, y, a, np.zeros(nv + 1), coords, bounds, n_hot=n_hot, **kw)
+    assert not a.any() and not v.any()
