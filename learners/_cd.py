@@ -537,10 +537,26 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
     return w, b, None, it, conv, {"damping": damp, "n_rejected": n_rejected}
 
 
+def _dual_sweep_coords(it, rng, last_step, active_fraction, full_every):
+    """The examples of dual sweep ``it`` (from 1), in a fresh random order: all of them in sweep
+    1 and every ``full_every`` sweeps after it; in between, the ``active_fraction`` whose last
+    step was largest (the ones still moving: on Criteo-like data a quarter of the examples holds
+    ~90% of the duality gap)."""
+    n = last_step.shape[0]
+    k = int(np.ceil(active_fraction * n))
+    if k >= n or (it - 1) % full_every == 0:
+        return rng.permutation(n).astype(np.int64)
+    active = np.argpartition(last_step, n - k)[n - k:]
+    return active[rng.permutation(k)].astype(np.int64)
+
+
 def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
               tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1,
-              callback=None, n_hot=0):
+              callback=None, n_hot=0, active_fraction=1.0, full_every=1):
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA).
+
+    Each iteration is one sweep over :func:`_dual_sweep_coords` (all examples, or the active
+    fraction between full sweeps).
 
     ``pb.X`` has its features numbered by frequency (:func:`gmat.cd_reorder_features`); the
     first ``n_hot`` are the ones whose entries of ``v`` the Hogwild TPA threads buffer
@@ -569,15 +585,18 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
                objective=lambda v: -pb.dual_obj(alpha, v), n_threads=n_threads,
                sub_epochs=sub_epochs, tpa_mode=tpa_mode, adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
+    last_step = np.full(pb.n, np.inf)  # |change of alpha_i| at its last visit (inf: none yet)
     for it in range(1, max_iter + 1):
         trace.start()
-        perm = rng.permutation(pb.n).astype(np.int64)
+        perm = _dual_sweep_coords(it, rng, last_step, active_fraction, full_every)
+        before = alpha[perm]
         if n_threads == 1:
             gmat.cd_dual_epoch(X, pb.y, alpha, v, perm, **kw)
         else:
             v, _, negD_cur, damp, rejected = _tpa_epoch(perm, alpha, v, None, negD_cur, damp,
                                                         **tpa)
             n_rejected += rejected
+        last_step[perm] = np.abs(alpha[perm] - before)
         trace.stop()
         bar.update(1)
         if it % check_every == 0 or it == max_iter:
@@ -662,6 +681,8 @@ def fit_glm_cd(
     adaptive_damping=True,
     damping=1.0,
     sub_epochs=1,
+    active_fraction=0.2,
+    full_every=6,
     n_workers=None,
     n_nodes=None,
     inner_rounds=4,
@@ -725,6 +746,15 @@ def fit_glm_cd(
         Initial step multiplier for TPA-SCD.
     sub_epochs : int
         TPA-SCD checks the objective this many times per epoch.
+    active_fraction : float in (0, 1]
+        Dual ``scd``/``tpa-scd``: between full sweeps over the examples, sweep only this
+        fraction of them, the ones whose last coordinate step was largest (the examples still
+        moving; on Criteo-like data a quarter of them holds ~90% of the duality gap), in a fresh
+        random order.  Every step is still an exact coordinate maximisation, so the dual rises
+        monotonically; ``1`` sweeps all examples every time (plain SDCA).
+    full_every : int
+        Dual: every this many sweeps (from the first) visits all examples.  ``max_iter`` and
+        ``check_every`` count sweeps, partial ones included.
     n_workers, n_nodes, inner_rounds, local_epochs
         CoCoA parameters (``local_epochs`` = local passes over a worker's data per round).
     blocks : array of int, shape (n_features,), optional
@@ -761,6 +791,10 @@ def fit_glm_cd(
     check_every = _positive(check_every, "check_every", integer=True)
     n_jobs = _positive(n_jobs, "n_jobs", integer=True)
     sub_epochs = _positive(sub_epochs, "sub_epochs", integer=True)
+    full_every = _positive(full_every, "full_every", integer=True)
+    active_fraction = _positive(active_fraction, "active_fraction")
+    if active_fraction > 1:
+        raise ValueError(f"active_fraction must be in (0, 1], got {active_fraction!r}")
     damping = _positive(damping, "damping")
     X = _check_X(X)
     y = _check_labels(y, loss_code)
@@ -803,7 +837,9 @@ def fit_glm_cd(
                   adaptive_damping=adaptive_damping, damping=damping, sub_epochs=sub_epochs,
                   callback=callback)
         if use_dual:
-            w, b, a, it, conv, info = _scd_dual(pb, np.zeros(pb.n), n_hot=n_hot, **kw)
+            w, b, a, it, conv, info = _scd_dual(pb, np.zeros(pb.n), n_hot=n_hot,
+                                                active_fraction=active_fraction,
+                                                full_every=full_every, **kw)
             w = _unorder(w, order)
         else:
             w0 = np.zeros(pb.d)

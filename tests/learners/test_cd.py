@@ -277,3 +277,42 @@ def test_callback_sees_every_check_and_can_stop():
         assert [s[0] for s in seen] == [1, 2, 3] and res.n_iter == 3 and not res.converged
         np.testing.assert_array_equal(seen[-1][1], res.coef)
         assert seen[-1][2] == res.intercept
+
+
+def test_dual_sweeps_between_full_ones_visit_the_moving_examples():
+    from roofline.learners._cd import _dual_sweep_coords
+
+    rng = np.random.default_rng(0)
+    last = rng.random(1000)
+    for it in (1, 7, 13):  # full sweeps: a permutation of all examples
+        c = _dual_sweep_coords(it, rng, last, 0.2, 6)
+        assert c.dtype == np.int64
+        np.testing.assert_array_equal(np.sort(c), np.arange(1000))
+    c = _dual_sweep_coords(2, rng, last, 0.2, 6)
+    np.testing.assert_array_equal(np.sort(c), np.sort(np.argsort(last)[-200:]))
+    assert not np.array_equal(c, np.sort(c))  # in a random order
+    # an active fraction of 1 is plain SDCA: every sweep is full
+    np.testing.assert_array_equal(np.sort(_dual_sweep_coords(2, rng, last, 1.0, 6)),
+                                  np.arange(1000))
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge", "squared"])
+def test_dual_active_sweeps_reach_the_plain_optimum(loss):
+    task = "regression" if loss == "squared" else "classification"
+    X, A, y = make_data(task=task, seed=11, n=400)
+    kw = dict(loss=loss, alpha=1e-2, dual=True, fit_intercept=False, tol=1e-10, max_iter=5000,
+              random_state=0)
+    plain = fit_glm_cd(X, y, active_fraction=1.0, **kw)
+    active = fit_glm_cd(X, y, active_fraction=0.2, full_every=6, **kw)
+    assert plain.converged and active.converged
+    assert active.objective[-1] == pytest.approx(plain.objective[-1], rel=1e-8)
+    np.testing.assert_allclose(active.coef, plain.coef, atol=1e-4)
+
+
+def test_dual_active_sweep_options_are_checked():
+    X, A, y = make_data(task="classification", seed=1)
+    for bad in (0, 1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="active_fraction must be"):
+            fit_glm_cd(X, y, loss="logistic", alpha=0.1, active_fraction=bad)
+    with pytest.raises(ValueError, match="full_every must be a positive integer"):
+        fit_glm_cd(X, y, loss="logistic", alpha=0.1, full_every=0)
