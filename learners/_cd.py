@@ -612,7 +612,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             if stop:
                 break
     bar.close()
-    w, b = pb.dual_primal(pb.dual_point(alpha))
+    # the loop ends right after a check, which made v exact (v = X alpha)
+    w, b = pb.dual_primal(v)
     return w.copy(), b, alpha, it, conv, {"damping": damp, "n_rejected": n_rejected}
 
 
