@@ -280,7 +280,7 @@ def test_callback_sees_every_check_and_can_stop():
 
 
 def test_dual_sweeps_between_full_ones_visit_the_moving_examples():
-    from roofline.learners._cd import _dual_sweep_coords
+    from roofline.learners._cd import _sweep_coords as _dual_sweep_coords
 
     rng = np.random.default_rng(0)
     last = rng.random(1000)
