@@ -758,8 +758,9 @@ def fit_glm_cd(
         largest (the coordinates still moving; on Criteo-like data a quarter of the examples
         holds ~90% of the dual's duality gap), in a fresh random order.  Every step is still an
         exact (dual) or Newton (primal) coordinate step, and the full sweeps keep SDCA's
-        convergence; at 1M Criteo-like examples this reaches a given suboptimality ~1.3-1.8x
-        sooner in the dual and ~2x in the primal.  ``1`` sweeps all coordinates every time.
+        convergence; on Criteo-like data this reaches a given objective ~1.3-1.8x sooner in the
+        dual (1M examples) and ~2x in the primal (200k).  ``1`` sweeps all coordinates every
+        time.
     full_every : int
         Every this many sweeps (from the first) visits all coordinates.  ``max_iter`` and
         ``check_every`` count sweeps, partial ones included.
