@@ -479,6 +479,12 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
     return shared, extra, f_cur, damp, n_rejected
 
 
+# Intercept Newton steps per full primal sweep.  One per sweep made the intercept the
+# bottleneck (at 200k Criteo-like examples, relative gap 7e-2 after 40 sweeps; 7.6e-4 with 32 steps
+# per sweep, each step costing one pass over the margins).
+_INTERCEPT_STEPS = 16
+
+
 def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
                 n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
                 sub_epochs=1, callback=None, active_fraction=1.0, full_every=1):
@@ -517,9 +523,15 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
         perm = feats[pos]
         before = w[perm]
         if n_threads == 1:
-            gmat.cd_primal_epoch(A, pb.y, w, z, perm, **kw)
+            # the intercept couples with every feature: a Newton step on it after each of up to
+            # _INTERCEPT_STEPS chunks of a full sweep (fewer on partial ones), not once per sweep
+            n_chunks = 1
             if pb.fit_intercept:
-                b = gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss)
+                n_chunks = max(1, round(_INTERCEPT_STEPS * perm.size / feats.size))
+            for chunk in np.array_split(perm, n_chunks):
+                gmat.cd_primal_epoch(A, pb.y, w, z, chunk, **kw)
+                if pb.fit_intercept:
+                    b = gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss)
         else:
             z, b, P_cur, damp, rejected = _tpa_epoch(perm, w, z, b, P_cur, damp, **tpa)
             n_rejected += rejected
