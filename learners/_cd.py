@@ -593,8 +593,12 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
 
     def sweep(part, bounds, V, damp):
         if tpa_mode == "hogwild":
+            # publish often enough that each thread sees the others' hot changes ~64 times a
+            # sweep (small problems would otherwise run like replicas), at most every 256 steps
+            every = int(np.clip(part.size // (64 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
             split["work"] = gmat.cd_dual_tpa_split(X, pb.y, alpha, V[0], part, bounds, n_hot=n_hot,
-                                                   damp=damp, work=split["work"], **kw)
+                                                   damp=damp, work=split["work"],
+                                                   publish_every=every, **kw)
         else:
             gmat.cd_dual_tpa(X, pb.y, alpha, V, part, bounds, damp=damp, **kw)
 
@@ -642,6 +646,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
 # least _HOT_MIN, at most _HOT_MAX of them): at 1M Criteo-like examples, 13k features holding 92%
 # of the nonzeros.  Hogwild adds to the rarer ones collide too seldom to matter.
 _HOT_FRACTION, _HOT_MIN, _HOT_MAX = 10_000, 2, 1 << 16
+_PUBLISH_EVERY = 256
 
 
 def _n_hot(counts, n_examples):
