@@ -417,6 +417,19 @@ def _dual_len(A, icpt):
     return A.shape[0] + (1 if float(icpt) != 0.0 else 0)
 
 
+def _dual_checks(A, y, alpha, v, coords, colsq, icpt):
+    """The argument checks shared by the dual sweeps; returns ``len(v)``."""
+    _coords(A)
+    n = A.shape[1]
+    nv = _dual_len(A, icpt)
+    _vector(y, n, "y")
+    _vector(alpha, n, "alpha")
+    _vector(v, nv, "v")
+    _indices(coords, "coords")
+    _vector(colsq, n, "colsq")
+    return nv
+
+
 def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
                   damp=1.0, d=None):
     """One sequential SDCA pass over the examples ``coords``, in that order.
@@ -447,14 +460,7 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     d : ndarray of float64, shape of ``v``, optional
         Accumulates the raw changes of ``v``.
     """
-    _coords(A)
-    n = A.shape[1]
-    nv = _dual_len(A, icpt)
-    _vector(y, n, "y")
-    _vector(alpha, n, "alpha")
-    _vector(v, nv, "v")
-    _indices(coords, "coords")
-    _vector(colsq, n, "colsq")
+    nv = _dual_checks(A, y, alpha, v, coords, colsq, icpt)
     d, track = _track(d, nv)
     kernels.cd_dual_epoch(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss),
                           float(lam_n), float(sigma), float(damp), colsq, float(icpt), track)
@@ -515,14 +521,8 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
     work : ndarray
         The scratch, for the next call.
     """
-    _coords(A)
-    n = A.shape[1]
-    _vector(y, n, "y")
-    _vector(alpha, n, "alpha")
-    _vector(v, _dual_len(A, icpt), "v")
-    _indices(coords, "coords")
+    _dual_checks(A, y, alpha, v, coords, colsq, icpt)
     _threads(v.reshape(1, -1), v.shape[0], coords, bounds, "v")
-    _vector(colsq, n, "colsq")
     n_threads = bounds.shape[0] - 1
     if isinstance(n_hot, bool) or int(n_hot) != n_hot or not 0 <= n_hot <= A.shape[0]:
         raise ValueError(f"n_hot must be an integer in [0, {A.shape[0]}], got {n_hot!r}")
