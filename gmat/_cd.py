@@ -431,7 +431,7 @@ def _dual_checks(A, y, alpha, v, coords, colsq, icpt):
 
 
 def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
-                  damp=1.0, d=None):
+                  damp=1.0, d=None, steps=None):
     """One sequential SDCA pass over the examples ``coords``, in that order.
 
     Each step maximises the dual in ``alpha[i]`` exactly (squared, hinge: closed form;
@@ -459,11 +459,16 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     sigma, damp : float
     d : ndarray of float64, shape of ``v``, optional
         Accumulates the raw changes of ``v``.
+    steps : ndarray of float64, shape (n_examples,), optional
+        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i`` (what
+        the solvers' active sweeps rank the examples by).
     """
     nv = _dual_checks(A, y, alpha, v, coords, colsq, icpt)
     d, track = _track(d, nv)
+    steps, record = _track(steps, A.shape[1], "steps")
     kernels.cd_dual_epoch(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss),
-                          float(lam_n), float(sigma), float(damp), colsq, float(icpt), track)
+                          float(lam_n), float(sigma), float(damp), colsq, float(icpt), track,
+                          steps, record)
 
 
 def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0):

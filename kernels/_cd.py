@@ -499,7 +499,7 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
         acc += icpt * v[nf]
     delta = _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt)
     if delta == 0.0:
-        return
+        return delta
     alpha[i] += delta
     sd = sigma * delta
     for p in range(lo, hi):
@@ -511,23 +511,27 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
             d[indices[p]] += delta * data[p]
         if icpt != 0.0:
             d[nf] += delta * icpt
+    return delta
 
 
 @njit(**_FLAGS)
 def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
-                  colsq, icpt, track):
+                  colsq, icpt, track, steps, record):
     """One sequential SDCA pass over the examples ``coords`` (the shared-vector entries of the
     coming steps prefetched: :func:`_prefetch_coords`).
 
     ``v = X alpha`` (length ``n_features``, plus one trailing entry for the constant feature
     ``icpt`` when ``icpt != 0``); the primal point is ``w = v / lam_n``.  Each step maximises the
     dual in ``alpha[i]`` exactly (squared, hinge: closed form; logistic: safeguarded Newton to
-    convergence in the log-odds).
+    convergence in the log-odds).  When ``record`` is set, ``steps[i] = |change of alpha[i]|``.
     """
     for t in range(coords.shape[0]):
         _prefetch_coords(coords, t, indptr, indices, data, v, alpha, y, colsq)
-        _dual_coord(coords[t], indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
-                    colsq, icpt, track)
+        i = coords[t]
+        delta = _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
+                            colsq, icpt, track)
+        if record:
+            steps[i] = abs(delta)
 
 
 @njit(parallel=True, **_FLAGS)

@@ -562,9 +562,9 @@ def _sweep_coords(it, rng, last_step, active_fraction, full_every):
     n = last_step.shape[0]
     k = int(np.ceil(active_fraction * n))
     if k >= n or (it - 1) % full_every == 0:
-        return rng.permutation(n).astype(np.int64)
+        return rng.permutation(n).astype(np.int64, copy=False)
     active = np.argpartition(last_step, n - k)[n - k:]
-    return active[rng.permutation(k)].astype(np.int64)
+    return active[rng.permutation(k)].astype(np.int64, copy=False)
 
 
 def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
@@ -610,14 +610,14 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     for it in range(1, max_iter + 1):
         trace.start()
         perm = _sweep_coords(it, rng, last_step, active_fraction, full_every)
-        before = alpha[perm]
         if n_threads == 1:
-            gmat.cd_dual_epoch(X, pb.y, alpha, v, perm, **kw)
+            gmat.cd_dual_epoch(X, pb.y, alpha, v, perm, steps=last_step, **kw)
         else:
+            before = alpha[perm]
             v, _, negD_cur, damp, rejected = _tpa_epoch(perm, alpha, v, None, negD_cur, damp,
                                                         **tpa)
             n_rejected += rejected
-        last_step[perm] = np.abs(alpha[perm] - before)
+            last_step[perm] = np.abs(alpha[perm] - before)
         trace.stop()
         bar.update(1)
         if it % check_every == 0 or it == max_iter:

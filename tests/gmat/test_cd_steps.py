@@ -113,14 +113,17 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     coords = rng.permutation(n).astype(np.int64)
     nv = X.shape[0] + (1 if icpt else 0)
     a1, v1, d1 = np.zeros(n), np.zeros(nv), np.zeros(nv)
+    s1 = np.full(n, -1.0)
     kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y, a1, v1, d1, coords, loss, 40.0, 2.0,
-                          0.5, colsq, icpt, True)
-    a2, v2, d2 = np.zeros(n), np.zeros(nv), np.zeros(nv)
+                          0.5, colsq, icpt, True, s1, True)
+    a2, v2, d2, s2 = np.zeros(n), np.zeros(nv), np.zeros(nv), np.full(n, -1.0)
     gmat.cd_dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
-                       sigma=2.0, damp=0.5, d=d2)
-    for got, ref in ((a2, a1), (v2, v1), (d2, d1)):
+                       sigma=2.0, damp=0.5, d=d2, steps=s2)
+    for got, ref in ((a2, a1), (v2, v1), (d2, d1), (s2, s1)):
         np.testing.assert_array_equal(got, ref)
     assert np.any(a2 != 0)
+    # every example visited once from alpha = 0: its recorded step is its |alpha|
+    np.testing.assert_array_equal(s2, np.abs(a2))
     bounds = np.array([0, n // 3, n], dtype=np.int64)
     a3, V3 = np.zeros(n), np.zeros((2, nv))
     kernels.cd_dual_tpa(X.indptr, X.indices, X.data, y, a3, V3, coords, bounds, loss, 40.0, 0.5,
@@ -302,3 +305,11 @@ def test_dual_split_rejects_bad_arguments(powerlaw, rng):
     with pytest.raises(ValueError, match="v must"):
         gmat.cd_dual_tpa_split(B, y, a, np.zeros(nv + 1), coords, bounds, n_hot=n_hot, **kw)
     assert not a.any() and not v.any()
+
+
+def test_dual_epoch_steps_checked(powerlaw, rng):
+    B, y, n, nv, _, kw = _split_setup(powerlaw, rng, 1, 0.0)
+    a, v = np.zeros(n), np.zeros(nv)
+    with pytest.raises(ValueError, match="steps"):
+        gmat.cd_dual_epoch(B, y, a, v, np.arange(n), steps=np.zeros(n + 1), **kw)
+    assert not a.any()
