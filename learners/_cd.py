@@ -410,7 +410,7 @@ _NOISE = 1e-12
 
 
 def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objective, finish=None,
-               n_threads, sub_epochs, tpa_mode, adaptive_damping):
+               accepted=None, n_threads, sub_epochs, tpa_mode, adaptive_damping):
     """One TPA-SCD epoch, shared by the primal and the dual solvers.
 
     ``perm`` is cut into ``sub_epochs`` sub-epochs; in each, ``n_threads`` threads update
@@ -441,6 +441,8 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
         none that matter (the dual's split sweep: the exact vector is restored at every check).
     objective : callable
         ``objective(shared)``: the objective to minimise at the current iterate.
+    accepted : callable, optional
+        Called after each sub-epoch that is kept (lets ``objective`` keep running sums).
     finish : callable, optional
         ``finish(shared, extra, damp)``: the new ``extra`` after a sub-epoch's coordinate steps
         (the intercept step), updating ``shared`` in place.
@@ -476,6 +478,8 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
             logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
         else:
             f_cur = f_new
+            if accepted is not None:
+                accepted()
     return shared, extra, f_cur, damp, n_rejected
 
 
@@ -589,9 +593,13 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     n_rejected = 0
     negD_cur = -pb.dual_obj(alpha, v) if n_threads > 1 else None  # TPA minimises -D
 
-    split = {"work": None}
+    # the damping test's objective -D(alpha): the conjugate sum kept as a running total, so a
+    # sub-epoch costs O(its examples), not O(all examples) (partial sweeps are short)
+    split = {"work": None, "conj": gmat.cd_conj_sum(alpha, pb.y, pb.loss), "part": None}
 
     def sweep(part, bounds, V, damp):
+        split["part"] = part
+        split["before"] = gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss)
         if tpa_mode == "hogwild":
             # publish often enough that each thread sees the others' hot changes ~64 times a
             # sweep (small problems would otherwise run like replicas), at most every 256 steps
@@ -602,9 +610,18 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
         else:
             gmat.cd_dual_tpa(X, pb.y, alpha, V, part, bounds, damp=damp, **kw)
 
-    tpa = dict(sweep=sweep, resync=None,
-               objective=lambda v: -pb.dual_obj(alpha, v), n_threads=n_threads,
-               sub_epochs=sub_epochs, tpa_mode=tpa_mode, adaptive_damping=adaptive_damping)
+    def objective(v):
+        part = split["part"]
+        split["after"] = (split["conj"] - split["before"]
+                          + gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss))
+        return -(split["after"] - 0.5 * float(v @ v) / pb.lam_n) / pb.n
+
+    def accepted():
+        split["conj"] = split["after"]
+
+    tpa = dict(sweep=sweep, resync=None, objective=objective, accepted=accepted,
+               n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
+               adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
     last_step = np.full(pb.n, np.inf)  # |change of alpha_i| at its last visit (inf: none yet)
     for it in range(1, max_iter + 1):
@@ -626,6 +643,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 P, gap = pb.dual_gap(alpha, v)
                 negD_cur = -pb.dual_obj(alpha, v)
+                split["conj"] = gmat.cd_conj_sum(alpha, pb.y, pb.loss)  # exact again
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
