@@ -322,8 +322,9 @@ class GLMProblem:
             v[self.d] = self.icpt * alpha.sum()
         return v
 
-    def dual_obj(self, alpha, v):
-        C = gmat.cd_conj_sum(alpha, self.y, self.loss)
+    def dual_obj(self, alpha, v, conj=None):
+        """``D(alpha)``; ``conj``: ``cd_conj_sum`` of ``alpha`` when the caller has it."""
+        C = gmat.cd_conj_sum(alpha, self.y, self.loss) if conj is None else conj
         return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
 
     def dual_colsq(self):
@@ -591,33 +592,35 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     it = 0
     damp = float(damping)
     n_rejected = 0
-    negD_cur = -pb.dual_obj(alpha, v) if n_threads > 1 else None  # TPA minimises -D
-
-    # the damping test's objective -D(alpha): the conjugate sum kept as a running total, so a
+    # TPA minimises -D; its damping test keeps the conjugate sum as a running total, so a
     # sub-epoch costs O(its examples), not O(all examples) (partial sweeps are short)
-    split = {"work": None, "conj": gmat.cd_conj_sum(alpha, pb.y, pb.loss), "part": None}
+    state = {"work": None, "conj": None, "part": None}
+    negD_cur = None
+    if n_threads > 1:
+        state["conj"] = gmat.cd_conj_sum(alpha, pb.y, pb.loss)
+        negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
 
     def sweep(part, bounds, V, damp):
-        split["part"] = part
-        split["before"] = gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss)
+        state["part"] = part
+        state["before"] = gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss)
         if tpa_mode == "hogwild":
             # publish often enough that each thread sees the others' hot changes ~64 times a
             # sweep (small problems would otherwise run like replicas), at most every 256 steps
             every = int(np.clip(part.size // (64 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
-            split["work"] = gmat.cd_dual_tpa_split(X, pb.y, alpha, V[0], part, bounds, n_hot=n_hot,
-                                                   damp=damp, work=split["work"],
+            state["work"] = gmat.cd_dual_tpa_split(X, pb.y, alpha, V[0], part, bounds, n_hot=n_hot,
+                                                   damp=damp, work=state["work"],
                                                    publish_every=every, **kw)
         else:
             gmat.cd_dual_tpa(X, pb.y, alpha, V, part, bounds, damp=damp, **kw)
 
     def objective(v):
-        part = split["part"]
-        split["after"] = (split["conj"] - split["before"]
+        part = state["part"]
+        state["after"] = (state["conj"] - state["before"]
                           + gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss))
-        return -(split["after"] - 0.5 * float(v @ v) / pb.lam_n) / pb.n
+        return -pb.dual_obj(alpha, v, conj=state["after"])
 
     def accepted():
-        split["conj"] = split["after"]
+        state["conj"] = state["after"]
 
     tpa = dict(sweep=sweep, resync=None, objective=objective, accepted=accepted,
                n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
@@ -641,9 +644,11 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             t0 = time.perf_counter()
             v = pb.dual_point(alpha)  # drop the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-                P, gap = pb.dual_gap(alpha, v)
-                negD_cur = -pb.dual_obj(alpha, v)
-                split["conj"] = gmat.cd_conj_sum(alpha, pb.y, pb.loss)  # exact again
+                parts = pb.dual_parts(alpha, v)
+                P, gap = pb.dual_certificate(parts, v)
+                if n_threads > 1:
+                    state["conj"] = float(parts[1])  # the exact conjugate sum again
+                    negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
