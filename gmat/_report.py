@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arrays import empty
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
 from ._machine import MachineRoofline, _best, machine_roofline
 from ._primitives import mult_as, mult_ast, sddmm
@@ -126,8 +127,13 @@ def best_time(fn, repeat: int = 5) -> float:
 
 
 def _dense(rng, k, n, dtype):
+    """A dense operand as gmat allocates one (:func:`empty`: Fortran order, first column on a
+    cache-line boundary, so a 64-byte column is one cache line; numpy's 16-byte alignment
+    would split every such column over two lines, for the peer as for us)."""
     shape = (n,) if k == 1 else (k, n)
-    return np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+    out = empty(shape, dtype)
+    out[...] = rng.standard_normal(shape)
+    return out
 
 
 def _sddmm_numpy_gather(S, A, B):
@@ -185,14 +191,14 @@ def benchmark_primitives(
         for prim in primitives:
             if prim == "A*S":
                 A = _dense(rng, k, n, dtype)
-                out = np.empty((m,) if k == 1 else (k, m), dtype, order="F")
+                out = empty((m,) if k == 1 else (k, m), dtype)
                 t = best_time(lambda A=A, out=out: mult_as(A, S, out), repeat)
                 # scipy's best layout: (S^T @ A^T) with A^T C-contiguous (free for F-ordered A)
                 peer_t = best_time(lambda A=A: ST @ A.T, repeat) if peers else nan
                 cost, peer = cost_mult_as(S, k), "scipy.sparse"
             elif prim == "A*S^T":
                 A = _dense(rng, k, m, dtype)
-                out = np.empty((n,) if k == 1 else (k, n), dtype, order="F")
+                out = empty((n,) if k == 1 else (k, n), dtype)
                 t = best_time(lambda A=A, out=out: mult_ast(A, S, out), repeat)
                 peer_t = best_time(lambda A=A: S @ A.T, repeat) if peers else nan
                 cost, peer = cost_mult_ast(S, k), "scipy.sparse"

@@ -4,12 +4,14 @@ Learners never call these directly; they go through ``roofline.gmat``.
 """
 
 from ._csc import (
+    AST_BLOCK_SHIFT,
     N_ACC,
     SLAB_SAMPLE,
     check_csc_structure,
     count_distinct_rows,
     csc_mult,
     csc_mult_t,
+    csc_mult_t_blocked,
     csc_mult_t_vec,
     csc_mult_vec,
     csc_sddmm,
@@ -22,8 +24,10 @@ from ._csc import (
     row_slabs_into,
 )
 from ._machine import fma_loop, stream_read, stream_triad
+from ._simd import lanes, vaxpy
 
 __all__ = [
+    "AST_BLOCK_SHIFT",
     "N_ACC",
     "SLAB_SAMPLE",
     "check_csc_structure",
@@ -31,6 +35,7 @@ __all__ = [
     "csc_mult",
     "csc_mult_vec",
     "csc_mult_t",
+    "csc_mult_t_blocked",
     "csc_mult_t_vec",
     "csc_sddmm",
     "csc_sddmm_vec",
@@ -43,6 +48,8 @@ __all__ = [
     "fma_loop",
     "stream_read",
     "stream_triad",
+    "lanes",
+    "vaxpy",
 ]
 
 from ._cd import (  # noqa: E402  (coordinate-descent kernels, issue 6)

@@ -38,8 +38,10 @@ import numpy as np
 from numba import njit, prange
 
 from ._prefetch import prefetch_row
+from ._simd import lanes, vaxpy
 
 __all__ = [
+    "AST_BLOCK_SHIFT",
     "N_ACC",
     "SLAB_SAMPLE",
     "check_csc_structure",
@@ -47,6 +49,7 @@ __all__ = [
     "csc_mult",
     "csc_mult_vec",
     "csc_mult_t",
+    "csc_mult_t_blocked",
     "csc_mult_t_vec",
     "csc_sddmm",
     "csc_sddmm_vec",
@@ -305,6 +308,108 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
             if not seen[i]:
                 for kk in range(k):
                     outT[i, kk] = 0
+
+
+#: Output rows per block of :func:`csc_mult_t_blocked` (log2): 1024 rows of up to 128 bytes
+#: stay in L2 while the block's nonzeros accumulate into them (measured here, float32 k = 4..32
+#: on 2^20 x 100k Zipf data: 2^10 and 2^11 were best, 2^14 up to 1.3x slower).
+AST_BLOCK_SHIFT = 10
+
+
+@njit(parallel=True, **_FLAGS)
+def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, counts, keys,
+                       vals, starts, owners):
+    """``C = A * S^T`` (as :func:`csc_mult_t`) by output blocks: a two-pass partition of the
+    nonzeros by the block of ``2**shift`` output rows they update, then one block at a time.
+
+    1. Each thread counts the nonzeros of its columns ``bounds[t]:bounds[t+1]`` per block.
+    2. It writes each of them as one entry ``(column << shift) | (row % 2**shift)`` into
+       ``keys`` at its block's next slot (block-major, threads in order, so every block's
+       entries are contiguous and, within a thread's share, in column order).  With
+       ``dbits`` non-empty (float32: ``data`` viewed as ``uint32``) the value's bits ride in
+       the key's upper 32 bits (one 8-byte entry, one write stream per block; needs
+       ``m << shift < 2**32``); otherwise they go to ``vals``.
+    3. Each thread owns a contiguous, nnz-balanced range of blocks: it zeroes a block's output
+       rows (contiguous, so they now sit in L2) and adds ``v * AT[column]`` into them for the
+       block's entries, prefetching the ``AT`` row 16 entries ahead.
+
+    Every output row is written by one thread and the output is written block by block in
+    order (its first touch, for a fresh buffer, is sequential).  The ``k``-wide row updates use
+    explicit SIMD (:mod:`._simd`): for ``k * itemsize <= 128`` this is 1.3-1.6x faster than
+    :func:`csc_mult_t`'s row slabs, which scatter into the whole output.  Scratch: ``counts``
+    ``(T, n_blocks)`` int64, ``keys`` (``nnz``) uint64, ``vals`` (``nnz``, or empty when
+    packed), ``starts`` (``n_blocks + 1``) and ``owners`` (``T + 1``) int64.
+    """
+    k = AT.shape[1]
+    lw = lanes(AT)
+    kv = k - k % lw
+    n = outT.shape[0]
+    n_threads = bounds.shape[0] - 1
+    n_blocks = counts.shape[1]
+    sh = np.uint64(shift)
+    low = np.uint64((1 << shift) - 1)
+    packed = dbits.shape[0] > 0
+    for t in prange(n_threads):
+        c = counts[t]
+        for b in range(n_blocks):
+            c[b] = 0
+        for p in range(indptr[bounds[t]], indptr[bounds[t + 1]]):
+            c[np.uint64(indices[p]) >> sh] += 1
+    total = 0
+    for b in range(n_blocks):
+        starts[b] = total
+        for t in range(n_threads):
+            cnt = counts[t, b]
+            counts[t, b] = total
+            total += cnt
+    starts[n_blocks] = total
+    for t in prange(n_threads):
+        c = counts[t]
+        for j in range(bounds[t], bounds[t + 1]):
+            jj = np.uint64(j) << sh
+            for p in range(indptr[j], indptr[j + 1]):
+                i = np.uint64(indices[p])
+                b = i >> sh
+                q = c[b]
+                c[b] = q + 1
+                if packed:
+                    keys[q] = jj | (i & low) | (np.uint64(dbits[p]) << np.uint64(32))
+                else:
+                    keys[q] = jj | (i & low)
+                    vals[q] = data[p]
+    # owners: contiguous block ranges of about equal work (nonzeros + output rows zeroed)
+    rows = 1 << shift
+    work = total + n
+    owners[0] = 0
+    b = 0
+    for t in range(1, n_threads):
+        target = (work * t) // n_threads
+        while b < n_blocks and starts[b] + min(b * rows, n) < target:
+            b += 1
+        owners[t] = b
+    owners[n_threads] = n_blocks
+    key_mask = np.uint64(0xFFFFFFFF) if packed else ~np.uint64(0)
+    for t in prange(n_threads):
+        for b in range(owners[t], owners[t + 1]):
+            r0 = b * rows
+            r1 = min(n, r0 + rows)
+            outT[r0:r1] = 0
+            q1 = starts[b + 1]
+            for q in range(starts[b], q1):
+                if q + PREFETCH_DISTANCE < q1:
+                    prefetch_row(AT, (keys[q + PREFETCH_DISTANCE] & key_mask) >> sh, 0)
+                e = keys[q]
+                key = e & key_mask
+                j = key >> sh
+                i = np.uint64(r0) + (key & low)
+                if packed:
+                    v = np.uint32(e >> np.uint64(32)).view(np.float32)
+                else:
+                    v = vals[q]
+                for c0 in range(0, kv, lw):
+                    vaxpy(outT, i, AT, j, c0, v)
+                for kk in range(kv, k):
+                    outT[i, kk] += v * AT[j, kk]
 
 
 @njit(cache=True, nogil=True, inline="always")

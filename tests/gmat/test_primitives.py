@@ -325,3 +325,62 @@ def test_mult_ast_k1_private_outputs_and_serial(rng, dtype, n, m, density):
     _assert_close(gmat.mult_ast(a, S), _ref_ast(a, S), dtype, scale=30)
     _assert_close(gmat.mult_ast(a.reshape(1, -1), S), _ref_ast(a.reshape(1, -1), S), dtype,
                   scale=30)
+
+
+@pytest.mark.parametrize("k", [2, 5, 16, 17, 32])
+def test_mult_ast_by_output_blocks(rng, dtype, k):
+    """A*S^T with rows of at most 128 bytes runs by output blocks: several blocks and a
+    partial last one, Zipf rows (hot blocks, never-used features), empty columns."""
+    from roofline import kernels
+
+    n = 3 * (1 << kernels.AST_BLOCK_SHIFT) + 77
+    S = gmat.powerlaw_csc(n, 300, 15, dtype=dtype, random_state=3)
+    S = sp.csc_matrix(S.multiply(rng.random((1, 300)) > 0.1))  # ~10% empty columns
+    S.sort_indices()
+    B = _dense(rng, (k, 300), dtype)
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=30)
+
+
+def test_mult_ast_path_by_row_bytes(monkeypatch):
+    """The blocked kernel is used exactly for 2 <= k and k * itemsize <= 128 bytes."""
+    import roofline.gmat._primitives as prim
+    from roofline import kernels
+
+    calls = []
+    real = kernels.csc_mult_t_blocked
+    monkeypatch.setattr(kernels, "csc_mult_t_blocked",
+                        lambda *a: (calls.append(a[0].shape[1]), real(*a)))
+    rng = np.random.default_rng(0)
+    for dt, ks in ((np.float32, (1, 2, 32, 33)), (np.float64, (2, 16, 17))):
+        S = _random_csc(rng, 70, 60, 0.1, dt)
+        for k in ks:
+            B = _dense(rng, (k, 60), dt)
+            _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dt, scale=10)
+    assert calls == [2, 32, 2, 16]
+    assert prim.BLOCKED_AST_MAX_ROW_BYTES == 128
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_blocked_kernel_packed_and_separate_values_agree(rng, threads):
+    """float32 values packed into the entry's upper half or kept in their own array give
+    identical results (same summation order), on 1 to 3 threads."""
+    from roofline import kernels
+
+    S = gmat.powerlaw_csc(2500, 200, 20, dtype=np.float32, random_state=5)
+    n, m = S.shape
+    AT = np.ascontiguousarray(_dense(rng, (200, 8), np.float32))
+    shift = 8
+    n_blocks = (n + (1 << shift) - 1) >> shift
+    results = []
+    for packed in (True, False):
+        outT = np.full((n, 8), np.nan, np.float32)  # every row must be written
+        bounds = kernels.nnz_chunks(S.indptr, threads)
+        kernels.csc_mult_t_blocked(
+            AT, S.indptr, S.indices, S.data,
+            S.data.view(np.uint32) if packed else np.empty(0, np.uint32), outT, bounds, shift,
+            np.empty((threads, n_blocks), np.int64), np.empty(S.nnz, np.uint64),
+            np.empty(0 if packed else S.nnz, np.float32), np.empty(n_blocks + 1, np.int64),
+            np.empty(threads + 1, np.int64))
+        results.append(outT)
+    np.testing.assert_array_equal(results[0], results[1])
+    _assert_close(results[0].T, _ref_ast(AT.T, S), np.float32, scale=30)
