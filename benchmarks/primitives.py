@@ -51,6 +51,48 @@ def check_targets(rows) -> list[str]:
     return lines
 
 
+def gather_floor(S, ks, repeat, rounds=3) -> list[str]:
+    """Time the bare access stream of A*S and SDDMM (one k-wide model row gathered per
+    nonzero, in example order: ``kernels.gather_rows`` over ``S.indices``, best of a few
+    prefetch distances) against the two kernels, interleaved in ``rounds`` so that a change in
+    the machine's load hits all three alike.  A kernel that visits the nonzeros in this order
+    does this and more, so the stream's time is what such a kernel can hope for."""
+    from roofline.gmat._cost import cost_mult_as, cost_sddmm
+
+    rng = np.random.default_rng(0)
+    n, m = S.shape
+    threads = kernels.default_threads()
+    machine = gmat.machine_roofline()
+    lines = ["Gather stream (the access stream of A*S / SDDMM alone: one model row per nonzero, "
+             "example order, no arithmetic, no output), interleaved with the kernels:"]
+    for k in sorted({k for k in ks if k >= 16}):
+        A = gmat.empty((k, n), S.dtype)
+        A[...] = rng.standard_normal((k, n))
+        B = gmat.empty((k, m), S.dtype)
+        B[...] = rng.standard_normal((k, m))
+        out_as = gmat.empty((k, m), S.dtype)
+        out_sd = np.empty(S.nnz, S.dtype)
+        fns = {
+            "gather": [lambda d=d, A=A: kernels.gather_rows(A.T, S.indices, d, threads)
+                       for d in (0, 16, 64)],
+            "A*S": [lambda A=A, o=out_as: gmat.mult_as(A, S, out=o)],
+            "SDDMM": [lambda A=A, B=B, o=out_sd: gmat.sddmm(S, A, B, out=o)],
+        }
+        best = {name: float("inf") for name in fns}
+        for _ in range(rounds):
+            for name, fs in fns.items():
+                best[name] = min(best[name], *(gmat.best_time(f, repeat) for f in fs))
+        per_nnz = best["gather"] / max(S.nnz, 1) * threads * 1e9
+        lines.append(f"  k={k:<4} gather stream {best['gather'] * 1e3:7.2f} ms ({per_nnz:.1f} ns "
+                     f"per nonzero per thread)")
+        for name, cost in (("A*S", cost_mult_as(S, k)), ("SDDMM", cost_sddmm(S, k))):
+            bound = cost.roofline_time(machine)
+            lines.append(
+                f"    {name:<6} kernel {best[name] * 1e3:7.2f} ms = {bound / best[name]:5.1%} of "
+                f"the roofline; the stream alone would be {bound / best['gather']:5.1%}")
+    return lines
+
+
 def small_calls(args) -> int:
     """Time each primitive on small problems on the calling thread and on numba's pool, to
     check ``PARALLEL_MIN_WORK`` (the size below which gmat runs a call on the calling thread)."""
@@ -102,6 +144,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--remeasure", action="store_true", help="re-measure the machine roofline")
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the gather stream (the access stream of A*S alone)")
     p.add_argument("--small", action="store_true",
                    help="serial vs parallel on small calls (checks gmat's PARALLEL_MIN_WORK)")
     args = p.parse_args(argv)
@@ -122,6 +166,10 @@ def main(argv=None) -> int:
           ">= 3x peer; k = 1: >= peer):")
     for line in check_targets(report.rows):
         print("  " + line)
+    if not args.no_floor:
+        print()
+        for line in gather_floor(S, args.k, args.repeat):
+            print(line)
     if args.markdown:
         print()
         print(report.to_markdown())

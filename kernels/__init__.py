@@ -23,7 +23,7 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
-from ._machine import fma_loop, stream_read, stream_triad
+from ._machine import fma_loop, gather_rows, stream_read, stream_triad
 from ._simd import lanes, vaxpy
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "row_slabs",
     "row_slabs_into",
     "fma_loop",
+    "gather_rows",
     "stream_read",
     "stream_triad",
     "lanes",

@@ -1,4 +1,5 @@
-"""Kernels that measure the machine: STREAM-like triad, streaming read, and an FMA loop.
+"""Kernels that measure the machine: STREAM-like triad, streaming read, an FMA loop, and a
+row-gather stream (the random-access floor of the sparse primitives).
 
 They run on numba's threads (the same pool as the sparse kernels), so the measured ceilings are
 those of the thread count the primitives use.
@@ -9,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["fma_loop", "stream_read", "stream_triad"]
+from ._prefetch import prefetch_row
+
+__all__ = ["fma_loop", "gather_rows", "stream_read", "stream_triad"]
 
 
 @njit(parallel=True, cache=True, fastmath=True, nogil=True)
@@ -38,6 +41,35 @@ def stream_read(b, n_blocks):
             acc += b[i]
         total += acc
     return total
+
+
+@njit(parallel=True, cache=True, fastmath=True, nogil=True)
+def gather_rows(AT, idx, distance, n_threads):
+    """Sum the rows ``AT[idx[p]]`` for every ``p`` (each thread a contiguous share of ``idx``),
+    prefetching the row ``distance`` positions ahead (``0``: no prefetch).
+
+    This is the memory access stream of ``A*S`` and ``SDDMM`` (``idx = S.indices``: one model
+    row per nonzero, in example order) with nothing else: no index arithmetic beyond the
+    gather, no output.  Its time is a floor for any kernel that visits the nonzeros in that
+    order, whatever its arithmetic.  Returns one checksum per thread.
+    """
+    n = idx.shape[0]
+    k = AT.shape[1]
+    row_bytes = k * AT.itemsize
+    out = np.zeros(n_threads, dtype=AT.dtype)
+    for t in prange(n_threads):
+        p0 = n * t // n_threads
+        p1 = n * (t + 1) // n_threads
+        acc = np.zeros(k, dtype=AT.dtype)
+        for p in range(p0, p1):
+            if distance > 0 and p + distance < p1:
+                for off in range(0, row_bytes, 64):
+                    prefetch_row(AT, idx[p + distance], off)
+            a = AT[np.uint64(idx[p])]
+            for kk in range(k):
+                acc[kk] += a[kk]
+        out[t] = acc.sum()
+    return out
 
 
 def _make_fma_loop(lanes):
