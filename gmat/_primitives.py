@@ -94,10 +94,17 @@ def _scratch(name, shape, dtype, like=None):
     return default_cache().empty(shape, dtype, tag=(name, threading.get_ident()), like=like)
 
 
+#: Scratch buffers above this size are allocated per call instead of kept in the default
+#: cache (a one-off call on a whole dataset should not pin that much memory for the process).
+_SCRATCH_CACHE_MAX_BYTES = 64 << 20
+
+
 def _scratch_at_least(name, n, dtype):
     """The first ``n`` entries of a reused 1-D scratch buffer whose length is rounded up to a
     power of two: minibatches of varying nnz share one buffer instead of one per size."""
     cap = 1 << max(12, (max(int(n), 1) - 1).bit_length())
+    if cap * np.dtype(dtype).itemsize > _SCRATCH_CACHE_MAX_BYTES:
+        return np.empty(n, dtype)
     return _scratch(name, (cap,), dtype)[:n]
 
 

@@ -20,7 +20,11 @@ Parallel strategy (documented choices)
     equal column count), so power-law column lengths do not unbalance the threads.
 ``A*S^T``
     The output ``A*S^T`` is ``k x n_features``; iterating over examples scatters into feature
-    columns, so two threads would race on hot features.  We partition the *feature (row) range*
+    columns, so two threads would race on hot features.  For rows of at most 128 bytes gmat
+    uses :func:`csc_mult_t_blocked`: the nonzeros are first partitioned by block of output rows
+    (each thread its own columns, written into disjoint slots), then each thread owns whole
+    blocks, so the scatter happens inside an L2-resident block (see its docstring).  For wider
+    rows (where the partition costs more than it saves) we partition the *feature (row) range*
     into one contiguous slab per thread, balanced by nnz (a sampled histogram of the row
     indices), and every thread scans all columns of ``S`` but only processes the nonzeros whose
     row falls in its slab (found by binary search in the sorted row indices of each column).

@@ -384,3 +384,21 @@ def test_blocked_kernel_packed_and_separate_values_agree(rng, threads):
         results.append(outT)
     np.testing.assert_array_equal(results[0], results[1])
     _assert_close(results[0].T, _ref_ast(AT.T, S), np.float32, scale=30)
+
+
+def test_large_scratch_is_not_pinned_in_the_cache(monkeypatch):
+    """Blocked A*S^T scratch above the cache limit is allocated per call (and the result is
+    the same)."""
+    import roofline.gmat._primitives as prim
+
+    rng = np.random.default_rng(1)
+    S = _random_csc(rng, 3000, 200, 0.02, np.float64)
+    B = _dense(rng, (4, 200), np.float64)
+    cache = gmat.default_cache()
+    cache.clear()
+    monkeypatch.setattr(prim, "_SCRATCH_CACHE_MAX_BYTES", 1024)
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), np.float64, scale=10)
+    assert not any(key[0][0] in ("mult_ast_keys", "mult_ast_vals") for key in cache._buffers)
+    monkeypatch.setattr(prim, "_SCRATCH_CACHE_MAX_BYTES", 64 << 20)
+    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), np.float64, scale=10)
+    assert any(key[0][0] == "mult_ast_keys" for key in cache._buffers)
