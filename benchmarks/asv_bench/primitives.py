@@ -56,8 +56,10 @@ class PrimitiveTime:
         self.S = gmat.powerlaw_csc(2**18, 20_000, 50, dtype=np.float32, random_state=0)
         rng = np.random.default_rng(0)
         n, m = self.S.shape
-        self.A = np.asfortranarray(rng.standard_normal((16, n)).astype(np.float32))
-        self.B = np.asfortranarray(rng.standard_normal((16, m)).astype(np.float32))
+        self.A = gmat.empty((16, n), np.float32)  # cache-line aligned, as gmat allocates
+        self.A[...] = rng.standard_normal((16, n))
+        self.B = gmat.empty((16, m), np.float32)
+        self.B[...] = rng.standard_normal((16, m))
         self.call = {
             "A*S": lambda: gmat.mult_as(self.A, self.S),
             "A*S^T": lambda: gmat.mult_ast(self.B, self.S),
