@@ -626,6 +626,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
                n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
                adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
+    since_exact = 0  # checks since v was last recomputed exactly
     last_step = np.full(pb.n, np.inf)  # |change of alpha_i| at its last visit (inf: none yet)
     for it in range(1, max_iter + 1):
         trace.start()
@@ -642,13 +643,25 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
         bar.update(1)
         if it % check_every == 0 or it == max_iter:
             t0 = time.perf_counter()
-            v = pb.dual_point(alpha)  # drop the drift of the incremental updates
-            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-                parts = pb.dual_parts(alpha, v)
-                P, gap = pb.dual_certificate(parts, v)
-                if n_threads > 1:
-                    state["conj"] = float(parts[1])  # the exact conjugate sum again
-                    negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
+            # the exact v = X alpha (a full scatter over the data, as costly as the margins)
+            # is recomputed at TPA's checks (Hogwild adds can lose updates), every
+            # _EXACT_EVERY checks, at the last iteration, and before convergence is declared;
+            # in between the sequential sweeps' float64 increments stand (drift measured at
+            # below 1e-12 of max |v| after 20 sweeps at 1M examples)
+            exact = n_threads > 1 or it == max_iter or since_exact + 1 >= _EXACT_EVERY
+            while True:
+                if exact:
+                    v = pb.dual_point(alpha)
+                since_exact = 0 if exact else since_exact + 1
+                with np.errstate(over="ignore", invalid="ignore"):  # divergence: see record
+                    parts = pb.dual_parts(alpha, v)
+                    P, gap = pb.dual_certificate(parts, v)
+                if exact or not gap <= trace.tol * max(abs(P), 1e-300):
+                    break
+                exact = True  # looks converged: confirm on the exact v
+            if n_threads > 1:
+                state["conj"] = float(parts[1])  # the exact conjugate sum again
+                negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
@@ -656,7 +669,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             if stop:
                 break
     bar.close()
-    # the loop ends right after a check, which made v exact (v = X alpha)
+    # v is exact unless a callback stopped the loop between exact checks; the point returned is
+    # then the one the callback saw (v within ~1e-12 of X alpha)
     w, b = pb.dual_primal(v)
     return w.copy(), b, alpha, it, conv, {"damping": damp, "n_rejected": n_rejected}
 
@@ -670,6 +684,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
 # of the nonzeros.  Hogwild adds to the rarer ones collide too seldom to matter.
 _HOT_FRACTION, _HOT_MIN, _HOT_MAX = 10_000, 2, 1 << 16
 _PUBLISH_EVERY = 256
+# Sequential dual checks recompute v = X alpha exactly at least every this many checks.
+_EXACT_EVERY = 8
 
 
 def _n_hot(counts, n_examples):

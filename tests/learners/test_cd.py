@@ -331,3 +331,28 @@ def test_tpa_dual_with_intercept_reaches_the_sequential_optimum(loss):
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-8)
     np.testing.assert_allclose(res.coef, ref.coef, atol=1e-4)
     assert res.intercept == pytest.approx(ref.intercept, abs=1e-4)
+
+
+def test_sequential_dual_recomputes_v_sparingly_and_confirms_convergence(monkeypatch):
+    """Sequential SDCA checks rebuild v = X alpha only every few checks (its float64 increments
+    are exact to ~1e-12) but always before declaring convergence and at the last iteration."""
+    import roofline.learners._cd as cd
+
+    X, A, y = make_data(task="classification", seed=3)
+    seen = []
+    real = cd.GLMProblem.dual_point
+    monkeypatch.setattr(cd.GLMProblem, "dual_point",
+                        lambda self, a: (seen.append(a.copy()), real(self, a))[1])
+    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=True, tol=1e-15, max_iter=20,
+                     random_state=0)
+    assert not res.converged and res.n_iter == 20
+    assert len(seen) <= 1 + 20 // cd._EXACT_EVERY + 1  # start, every few checks, the last
+    np.testing.assert_array_equal(seen[-1], res.dual_coef)  # the last check was exact
+    seen.clear()
+    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=True, tol=1e-8, max_iter=500,
+                     fit_intercept=False, random_state=0)
+    assert res.converged
+    np.testing.assert_array_equal(seen[-1], res.dual_coef)  # declared on an exact v
+    ref = LogisticRegression(C=1 / (1e-2 * X.shape[1]), fit_intercept=False, tol=1e-12,
+                             max_iter=10_000).fit(A, y)
+    np.testing.assert_allclose(res.coef, ref.coef_.ravel(), rtol=1e-3, atol=1e-4)
