@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._prefetch import prefetch_row
+from ._csc import _prefetch_rows
 
 __all__ = ["fma_loop", "gather_rows", "stream_read", "stream_triad"]
 
@@ -63,8 +63,7 @@ def gather_rows(AT, idx, distance, n_threads):
         acc = np.zeros(k, dtype=AT.dtype)
         for p in range(p0, p1):
             if distance > 0 and p + distance < p1:
-                for off in range(0, row_bytes, 64):
-                    prefetch_row(AT, idx[p + distance], off)
+                _prefetch_rows(AT, idx, p + distance, row_bytes)
             a = AT[np.uint64(idx[p])]
             for kk in range(k):
                 acc[kk] += a[kk]
