@@ -333,13 +333,14 @@ def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, co
        ``dbits`` non-empty (float32: ``data`` viewed as ``uint32``) the value's bits ride in
        the key's upper 32 bits (one 8-byte entry, one write stream per block; needs
        ``m << shift < 2**32``); otherwise they go to ``vals``.
-    3. Each thread owns a contiguous, nnz-balanced range of blocks: it zeroes a block's output
+    3. Each thread owns a contiguous range of blocks, balanced by nonzeros plus output rows
+       (both cost a pass): it zeroes a block's output
        rows (contiguous, so they now sit in L2) and adds ``v * AT[column]`` into them for the
        block's entries, prefetching the ``AT`` row 16 entries ahead.
 
     Every output row is written by one thread and the output is written block by block in
     order (its first touch, for a fresh buffer, is sequential).  The ``k``-wide row updates use
-    explicit SIMD (:mod:`._simd`): for ``k * itemsize <= 128`` this is 1.3-1.6x faster than
+    explicit SIMD (:mod:`._simd`): for ``k * itemsize <= 128`` this is 1.3-1.7x faster than
     :func:`csc_mult_t`'s row slabs, which scatter into the whole output.  Scratch: ``counts``
     ``(T, n_blocks)`` int64, ``keys`` (``nnz``) uint64, ``vals`` (``nnz``, or empty when
     packed), ``starts`` (``n_blocks + 1``) and ``owners`` (``T + 1``) int64.
