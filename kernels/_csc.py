@@ -334,9 +334,9 @@ def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, co
        the key's upper 32 bits (one 8-byte entry, one write stream per block; needs
        ``m << shift < 2**32``); otherwise they go to ``vals``.
     3. Each thread owns a contiguous range of blocks, balanced by nonzeros plus output rows
-       (both cost a pass): it zeroes a block's output
-       rows (contiguous, so they now sit in L2) and adds ``v * AT[column]`` into them for the
-       block's entries, prefetching the ``AT`` row 16 entries ahead.
+       (both cost a pass): it zeroes a block's output rows (contiguous, so they now sit in
+       L2) and adds ``v * AT[column]`` into them for the block's entries, prefetching the
+       ``AT`` row 16 entries ahead.
 
     Every output row is written by one thread and the output is written block by block in
     order (its first touch, for a fresh buffer, is sequential).  The ``k``-wide row updates use
