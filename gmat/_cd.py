@@ -500,11 +500,12 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
     """A TPA-SCD sub-epoch of the dual whose threads never write the hot entries of ``v``.
 
     Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]``.  Cold features are
-    updated in ``v`` without synchronisation (Hogwild); the ``n_hot`` hot ones (features
-    ``0 .. n_hot - 1``: number them by frequency first, :func:`cd_reorder_features`) and the
-    constant feature go through per-thread buffers that each thread publishes every
-    ``publish_every`` of its steps and that are folded into ``v`` at the end.  No update of a
-    hot entry is lost, and the hot cache lines do not bounce between the cores.
+    updated in ``v`` with atomic adds, as the threads read it (Hogwild reads); the ``n_hot``
+    hot ones (features ``0 .. n_hot - 1``: number them by frequency first,
+    :func:`cd_reorder_features`) and the constant feature go through per-thread buffers that
+    each thread publishes every ``publish_every`` of its steps and that are folded into ``v``
+    at the end.  No update is lost (afterwards ``v = A alpha`` up to rounding), and the hot
+    cache lines do not bounce between the cores.
 
     Parameters
     ----------

@@ -648,12 +648,12 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
         if it % check_every == 0 or it == max_iter:
             t0 = time.perf_counter()
             # the exact v = X alpha (a full scatter over the data, as costly as the margins)
-            # is recomputed at TPA's checks (its Hogwild adds lose updates: v was off by up to
-            # 3e-2 of max |v| after 4 two-thread sweeps at 1M examples, measured), every
-            # _EXACT_EVERY checks, at the last iteration, and before convergence is declared;
-            # in between the sequential sweeps' float64 increments stand (drift measured at
-            # below 1e-12 of max |v| after 20 sweeps at 1M examples)
-            exact = n_threads > 1 or it == max_iter or since_exact + 1 >= _EXACT_EVERY
+            # is recomputed every _EXACT_EVERY checks, at the last iteration, and before
+            # convergence is declared; in between the sweeps' float64 increments stand (no
+            # sweep loses an update: TPA's cold entries take atomic adds, its hot ones per-thread
+            # buffers, its replicas are summed; drift measured below 1e-12 of max |v| after 20
+            # sequential sweeps and after 6 two-thread sweeps at 1M examples)
+            exact = it == max_iter or since_exact + 1 >= _EXACT_EVERY
             while True:
                 if exact:
                     v = pb.dual_point(alpha)
@@ -689,7 +689,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
 # of the nonzeros.  Hogwild adds to the rarer ones collide too seldom to matter.
 _HOT_FRACTION, _HOT_MIN, _HOT_MAX = 10_000, 2, 1 << 16
 _PUBLISH_EVERY = 256
-# Sequential dual checks recompute v = X alpha exactly at least every this many checks.
+# Dual checks recompute v = X alpha exactly at least every this many checks.
 _EXACT_EVERY = 8
 
 

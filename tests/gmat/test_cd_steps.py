@@ -289,6 +289,23 @@ def test_dual_split_loses_no_hot_update(powerlaw, rng, icpt, publish_every):
     assert np.any(alpha != 0)
 
 
+@pytest.mark.parametrize("n_hot", [0, 3])
+def test_dual_split_loses_no_cold_update(powerlaw, rng, n_hot):
+    """Cold entries take atomic adds: with (almost) every feature cold, three threads that
+    collide on the same entries all the time still leave v = B alpha (plain Hogwild adds lose
+    some of them on a problem this small)."""
+    B, y, n, nv, _, kw = _split_setup(powerlaw, rng, 1, 0.0)
+    coords = np.tile(rng.permutation(n), 4).astype(np.int64)  # 4 visits per example
+    bounds = np.array([0, coords.size // 3, 2 * coords.size // 3, coords.size], dtype=np.int64)
+    alpha, v = np.zeros(n), np.zeros(nv)
+    work = None
+    for _ in range(3):
+        work = gmat.cd_dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=n_hot, work=work,
+                                      **kw)
+        np.testing.assert_allclose(v, B @ alpha, rtol=1e-10, atol=1e-12)
+    assert np.any(alpha != 0)
+
+
 def test_dual_split_rejects_bad_arguments(powerlaw, rng):
     B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, 1, 0.0)
     coords = np.arange(n, dtype=np.int64)
