@@ -295,8 +295,11 @@ def test_dual_split_loses_no_cold_update(powerlaw, rng, n_hot):
     collide on the same entries all the time still leave v = B alpha (plain Hogwild adds lose
     some of them on a problem this small)."""
     B, y, n, nv, _, kw = _split_setup(powerlaw, rng, 1, 0.0)
-    coords = np.tile(rng.permutation(n), 4).astype(np.int64)  # 4 visits per example
-    bounds = np.array([0, coords.size // 3, 2 * coords.size // 3, coords.size], dtype=np.int64)
+    # disjoint examples per thread (TPA's contract: alpha has one writer per entry), each
+    # visited 4 times, so that the threads keep adding to the same features for longer
+    parts = np.array_split(rng.permutation(n), 3)
+    coords = np.concatenate([np.tile(p, 4) for p in parts]).astype(np.int64)
+    bounds = np.cumsum([0] + [4 * p.size for p in parts]).astype(np.int64)
     alpha, v = np.zeros(n), np.zeros(nv)
     work = None
     for _ in range(3):
