@@ -57,8 +57,6 @@ def gather_floor(S, ks, repeat, rounds=3) -> list[str]:
     prefetch distances) against the two kernels, interleaved in ``rounds`` so that a change in
     the machine's load hits all three alike.  A kernel that visits the nonzeros in this order
     does this and more, so the stream's time is what such a kernel can hope for."""
-    from roofline.gmat._cost import cost_mult_as, cost_sddmm
-
     rng = np.random.default_rng(0)
     n, m = S.shape
     threads = kernels.default_threads()
@@ -85,7 +83,7 @@ def gather_floor(S, ks, repeat, rounds=3) -> list[str]:
         per_nnz = best["gather"] / max(S.nnz, 1) * threads * 1e9
         lines.append(f"  k={k:<4} gather stream {best['gather'] * 1e3:7.2f} ms ({per_nnz:.1f} ns "
                      f"per nonzero per thread)")
-        for name, cost in (("A*S", cost_mult_as(S, k)), ("SDDMM", cost_sddmm(S, k))):
+        for name, cost in (("A*S", gmat.cost_mult_as(S, k)), ("SDDMM", gmat.cost_sddmm(S, k))):
             bound = cost.roofline_time(machine)
             lines.append(
                 f"    {name:<6} kernel {best[name] * 1e3:7.2f} ms = {bound / best[name]:5.1%} of "

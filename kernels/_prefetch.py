@@ -18,6 +18,17 @@ from numba.extending import intrinsic
 __all__ = ["prefetch_row"]
 
 
+def row_pointer(context, builder, aryty, ary_val, row, rowty, byte_off, ptr_type):
+    """Codegen helper for intrinsics: ``ary.data + row * strides[0] + byte_off`` as a pointer of
+    ``ptr_type`` (``byte_off``: an ``intp`` IR value)."""
+    ary = context.make_array(aryty)(context, builder, ary_val)
+    r = context.cast(builder, row, rowty, types.intp)
+    stride0 = cgutils.unpack_tuple(builder, ary.strides)[0]
+    offset = builder.add(builder.mul(r, stride0), byte_off)
+    base = builder.ptrtoint(ary.data, cgutils.intp_t)
+    return builder.inttoptr(builder.add(base, offset), ptr_type)
+
+
 @intrinsic
 def prefetch_row(typingctx, arr, row, byte_offset):
     """Prefetch (for reading, into all cache levels) the cache line at ``byte_offset`` bytes
@@ -30,14 +41,9 @@ def prefetch_row(typingctx, arr, row, byte_offset):
 
     def codegen(context, builder, signature, args):
         aryty, rowty, offty = signature.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        r = context.cast(builder, args[1], rowty, types.intp)
         off = context.cast(builder, args[2], offty, types.intp)
-        stride0 = cgutils.unpack_tuple(builder, ary.strides)[0]
-        offset = builder.add(builder.mul(r, stride0), off)
-        base = builder.ptrtoint(ary.data, cgutils.intp_t)
         i8p = ir.IntType(8).as_pointer()
-        ptr = builder.inttoptr(builder.add(base, offset), i8p)
+        ptr = row_pointer(context, builder, aryty, args[0], args[1], rowty, off, i8p)
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")

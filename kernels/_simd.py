@@ -29,6 +29,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ._prefetch import row_pointer
+
 __all__ = ["lanes", "vaxpy"]
 
 _LINE = 64
@@ -36,14 +38,10 @@ _LINE = 64
 
 def _row_vector_ptr(context, builder, aryty, ary_val, row, rowty, off, offty, vecty):
     """Pointer to ``<W x T>`` at ``ary[row, off]`` of a 2-D C-contiguous array."""
-    ary = context.make_array(aryty)(context, builder, ary_val)
-    r = context.cast(builder, row, rowty, types.intp)
     o = context.cast(builder, off, offty, types.intp)
-    stride0 = cgutils.unpack_tuple(builder, ary.strides)[0]
     itemsize = context.get_constant(types.intp, aryty.dtype.bitwidth // 8)
-    offset = builder.add(builder.mul(r, stride0), builder.mul(o, itemsize))
-    base = builder.ptrtoint(ary.data, cgutils.intp_t)
-    return builder.inttoptr(builder.add(base, offset), vecty.as_pointer())
+    return row_pointer(context, builder, aryty, ary_val, row, rowty, builder.mul(o, itemsize),
+                       vecty.as_pointer())
 
 
 def _float_array2d(arr):
