@@ -106,6 +106,7 @@ from ._cd import (  # noqa: E402  (coordinate-descent steps, issue 6)
     cd_primal_epoch,
     cd_primal_tpa,
     cd_reorder_features,
+    cd_unit_columns,
 )
 
 __all__ += [
@@ -113,6 +114,7 @@ __all__ += [
     "cd_block_stats",
     "cd_block_steps",
     "cd_col_sqnorms",
+    "cd_unit_columns",
     "cd_conj_sum",
     "cd_dual_epoch",
     "cd_dual_tpa",

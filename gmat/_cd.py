@@ -40,6 +40,7 @@ __all__ = [
     "cd_col_sqnorms",
     "cd_conj_sum",
     "cd_dual_epoch",
+    "cd_unit_columns",
     "cd_dual_tpa",
     "cd_dual_tpa_split",
     "cd_feature_major",
@@ -56,6 +57,7 @@ __all__ = [
 
 _LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
 _NO_TRACK = np.empty(0)  # the kernels' ``d`` when the caller's own changes are not tracked
+_NO_UNIT = np.zeros(0)  # the dual kernels' ``unit`` when no example is flagged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,6 +208,52 @@ def cd_col_sqnorms(A, out=None):
     _coords(A)
     out = np.empty(A.shape[1]) if out is None else _vector(out, A.shape[1], "out")
     return kernels.cd_col_sqnorms(A.indptr, A.data, out)
+
+
+def cd_unit_columns(A, out=None):
+    """Flags of the coordinates whose stored values are all exactly one.
+
+    One-hot and hashed categorical data (Criteo-like) store ones almost everywhere; the dual
+    sweeps (:func:`cd_dual_epoch`, :func:`cd_dual_tpa`, :func:`cd_dual_tpa_split`) given these
+    flags sum such an example's features without reading its values: the same result bit for
+    bit, one memory stream fewer per step (dual sweeps ~1.2x faster at 1M Criteo-like examples).
+
+    The flags are float64 so that they can sit in the per-example record array whose other
+    columns are ``alpha``, ``y``, ``colsq`` and ``steps`` (pass ``out=rec[:, 4]``): a sweep then
+    finds an example's flag in the cache line it fetches anyway (a separate flag array cost
+    ~30% of a sweep at 1M examples, its random reads missing the cache).
+
+    Parameters
+    ----------
+    A : CSC matrix, shape (m, n_coords)
+    out : ndarray of float64, shape (n_coords,), optional
+        May be strided.
+
+    Returns
+    -------
+    out : ndarray of float64, shape (n_coords,)
+        ``1.0`` where every stored value of the column is ``1.0`` (an empty column included),
+        else ``0.0``.
+    """
+    _coords(A)
+    if out is None:
+        out = np.empty(A.shape[1])
+    else:
+        _vector(out, A.shape[1], "out")
+        if out.dtype != np.float64:
+            raise TypeError(f"out must have dtype float64, got {out.dtype}")
+    kernels.cd_unit_columns(A.indptr, A.data, out)
+    return out
+
+
+def _unit(unit, n):
+    """The kernels' ``unit`` argument: the caller's flags (checked) or none."""
+    if unit is None:
+        return _NO_UNIT
+    _vector(unit, n, "unit")
+    if unit.dtype != np.float64:
+        raise TypeError(f"unit must have dtype float64 (cd_unit_columns), got {unit.dtype}")
+    return unit
 
 
 def cd_matvec(A, x, out=None, offset=0.0, *, parallel=True):
@@ -431,7 +479,7 @@ def _dual_checks(A, y, alpha, v, coords, colsq, icpt):
 
 
 def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
-                  damp=1.0, d=None, steps=None):
+                  damp=1.0, d=None, steps=None, unit=None):
     """One sequential SDCA pass over the examples ``coords``, in that order.
 
     Each step maximises the dual in ``alpha[i]`` exactly (squared, hinge: closed form;
@@ -462,23 +510,34 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     steps : ndarray of float64, shape (n_examples,), optional
         ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i`` (what
         the solvers' active sweeps rank the examples by).
+    unit : ndarray of float64, shape (n_examples,), optional
+        :func:`cd_unit_columns` of ``A``: flagged examples are summed without reading their
+        values (which must then all be one: the flags are trusted, as ``colsq`` is).
+
+    Notes
+    -----
+    ``alpha``, ``y``, ``colsq``, ``steps`` and ``unit`` may be strided views, best the columns
+    of one cache-line-aligned ``(n_examples, 8)`` record array (:func:`roofline.gmat.empty`):
+    a step then finds its example's whole state in one cache line (dual sweeps in random order
+    ~1.25x faster at 1M examples than with five separate arrays).
     """
     nv = _dual_checks(A, y, alpha, v, coords, colsq, icpt)
     d, track = _track(d, nv)
     steps, record = _track(steps, A.shape[1], "steps")
     kernels.cd_dual_epoch(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss),
                           float(lam_n), float(sigma), float(damp), colsq, float(icpt), track,
-                          steps, record)
+                          steps, record, _unit(unit, A.shape[1]))
 
 
-def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0):
+def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,
+                unit=None):
     """A TPA-SCD sub-epoch of the dual on CPU threads, without synchronisation.
 
     Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
 
     Parameters
     ----------
-    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp
+    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp, unit
         As in :func:`cd_dual_epoch` (``sigma = 1``).
     V : ndarray of float64, shape (1, len(v)) or (n_threads, len(v))
         One shared row (Hogwild) or one replica per thread, as in :func:`cd_primal_tpa`.
@@ -492,11 +551,12 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
     _threads(V, _dual_len(A, icpt), coords, bounds, "V")
     _vector(colsq, n, "colsq")
     kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, alpha, V, coords, bounds, _loss(loss),
-                        float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK)
+                        float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK,
+                        _unit(unit, n))
 
 
 def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, colsq, icpt=0.0,
-                      damp=1.0, publish_every=256, work=None):
+                      damp=1.0, publish_every=256, work=None, unit=None):
     """A TPA-SCD sub-epoch of the dual whose threads never write the hot entries of ``v``.
 
     Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]``.  Cold features are
@@ -509,7 +569,7 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
 
     Parameters
     ----------
-    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp
+    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp, unit
         As in :func:`cd_dual_epoch` (``sigma = 1``).
     v : ndarray of float64, shape (len(v),)
         The shared vector (``A alpha`` with the constant feature's entry), updated in place.
@@ -543,7 +603,8 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
                          f"{getattr(work, 'shape', type(work).__name__)}")
     kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, alpha, v, n_hot, work[:n_threads],
                               work[n_threads:], coords, bounds, _loss(loss), float(lam_n),
-                              float(damp), colsq, float(icpt), int(publish_every))
+                              float(damp), colsq, float(icpt), int(publish_every),
+                              _unit(unit, A.shape[1]))
     return work
 
 

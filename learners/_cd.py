@@ -589,17 +589,21 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     (:func:`gmat.cd_dual_tpa_split`).
     """
     X = pb.X
-    # the per-example state lives in one record per example (alpha, y, squared norm, last
-    # step): a coordinate step touches one cache line of it instead of four scattered ones
-    # (the sweeps run in random order; dual sweeps ~1.25x faster at 1M examples, measured).
-    # The kernels take the columns as strided views; results are bit-identical.
-    rec = np.empty((pb.n, 4))
+    # the per-example state lives in one cache-line record per example (alpha, y, squared
+    # norm, last step, unit-values flag): a coordinate step touches one line of it instead of
+    # five scattered ones (the sweeps run in random order; measured at 1M examples, dual sweeps
+    # ~1.25x faster than with separate arrays).  The kernels take the columns as strided views;
+    # the iterates are bit-identical.  Examples whose stored values are all one (one-hot /
+    # hashed categorical data) are swept without reading their values (~1.2x more).
+    rec = gmat.empty((pb.n, 8), np.float64, order="C")
     rec[:, 0] = alpha
     rec[:, 1] = pb.y
-    rec[:, 2] = pb.dual_colsq()
+    gmat.cd_col_sqnorms(X, rec[:, 2])
     rec[:, 3] = np.inf  # |change of alpha_i| at its last visit (inf: none yet)
+    gmat.cd_unit_columns(X, rec[:, 4])
+    rec[:, 5:] = 0.0
     alpha, y, colsq, last_step = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3]
-    kw = dict(loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt)
+    kw = dict(loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt, unit=rec[:, 4])
     v = pb.dual_point(alpha)
     conv = False
     it = 0

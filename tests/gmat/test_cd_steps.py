@@ -115,7 +115,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     a1, v1, d1 = np.zeros(n), np.zeros(nv), np.zeros(nv)
     s1 = np.full(n, -1.0)
     kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y, a1, v1, d1, coords, loss, 40.0, 2.0,
-                          0.5, colsq, icpt, True, s1, True)
+                          0.5, colsq, icpt, True, s1, True, np.zeros(0))
     a2, v2, d2, s2 = np.zeros(n), np.zeros(nv), np.zeros(nv), np.full(n, -1.0)
     gmat.cd_dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
                        sigma=2.0, damp=0.5, d=d2, steps=s2)
@@ -127,7 +127,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     bounds = np.array([0, n // 3, n], dtype=np.int64)
     a3, V3 = np.zeros(n), np.zeros((2, nv))
     kernels.cd_dual_tpa(X.indptr, X.indices, X.data, y, a3, V3, coords, bounds, loss, 40.0, 0.5,
-                        colsq, icpt, np.empty(0))
+                        colsq, icpt, np.empty(0), np.zeros(0))
     a4, V4 = np.zeros(n), np.zeros((2, nv))
     gmat.cd_dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
                      icpt=icpt, damp=0.5)
@@ -333,3 +333,117 @@ def test_dual_epoch_steps_checked(powerlaw, rng):
     with pytest.raises(ValueError, match="steps"):
         gmat.cd_dual_epoch(B, y, a, v, np.arange(n), steps=np.zeros(n + 1), **kw)
     assert not a.any()
+
+
+def _mixed_units(X, rng):
+    """``X`` with about half of its columns (examples) turned into all-ones columns, and one
+    column emptied: the data of one-hot / hashed categorical features, mixed with real values."""
+    X = X.astype(np.float64).tocsc(copy=True)
+    n = X.shape[1]
+    ones = rng.random(n) < 0.5
+    col = np.repeat(np.arange(n), np.diff(X.indptr))
+    X.data[ones[col]] = 1.0
+    X = X.tolil()
+    X[:, 5] = 0.0
+    X = X.tocsc()
+    X.sort_indices()
+    return X
+
+
+def test_unit_columns_flags_all_ones_columns(powerlaw, rng):
+    X = _mixed_units(powerlaw, rng)
+    unit = gmat.cd_unit_columns(X)
+    ref = np.array([np.all(X.data[X.indptr[j]:X.indptr[j + 1]] == 1.0)
+                    for j in range(X.shape[1])])
+    assert unit.dtype == np.float64
+    np.testing.assert_array_equal(unit.astype(bool), ref)
+    assert unit[5] == 1 and 0 < unit.sum() < X.shape[1]
+    rec = np.full((X.shape[1], 8), 7.0)
+    out = rec[:, 4]  # a strided column of a record array
+    assert gmat.cd_unit_columns(X, out) is out
+    np.testing.assert_array_equal(out, unit)
+    assert (rec[:, [0, 1, 2, 3, 5, 6, 7]] == 7.0).all()
+    with pytest.raises(TypeError, match="out must have dtype float64"):
+        gmat.cd_unit_columns(X, np.zeros(X.shape[1], np.uint8))
+    with pytest.raises(ValueError, match="out must have shape"):
+        gmat.cd_unit_columns(X, np.zeros(X.shape[1] + 1))
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+def test_dual_sweeps_skip_unit_values_bit_for_bit(powerlaw, rng, loss, icpt):
+    """Flagged examples are summed without their values: the same iterates bit for bit, in the
+    sequential sweep (with tracking and recorded steps), the replica and the split TPA kernels;
+    and the per-example arrays may be strided columns of one record array."""
+    X = _mixed_units(powerlaw, rng)
+    y, _ = _problem(X, rng, loss)
+    n = X.shape[1]
+    nv = X.shape[0] + (1 if icpt else 0)
+    colsq = gmat.cd_col_sqnorms(X)
+    unit = gmat.cd_unit_columns(X)
+    coords = np.concatenate([rng.permutation(n), rng.permutation(n)]).astype(np.int64)
+    kw = dict(loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt)
+    runs = []
+    for u in (None, unit):
+        a, v, d, st = np.zeros(n), np.zeros(nv), np.zeros(nv), np.zeros(n)
+        gmat.cd_dual_epoch(X, y, a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st, unit=u, **kw)
+        runs.append((a, v, d, st))
+    rec = gmat.empty((n, 8), np.float64, order="C")  # alpha, y, colsq, steps, unit, spare
+    rec[:] = 0.0
+    rec[:, 1], rec[:, 2] = y, colsq
+    gmat.cd_unit_columns(X, rec[:, 4])
+    a, v, d, st = rec[:, 0], np.zeros(nv), np.zeros(nv), rec[:, 3]
+    gmat.cd_dual_epoch(X, rec[:, 1], a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st,
+                       unit=rec[:, 4], **dict(kw, colsq=rec[:, 2]))
+    runs.append((a, v, d, st))
+    for got in runs[1:]:
+        for g, r in zip(got, runs[0], strict=True):
+            np.testing.assert_array_equal(g, r)
+    assert np.any(runs[0][0] != 0)
+    tpa = []
+    for u in (None, unit):
+        a, V = np.zeros(n), np.zeros((2, nv))
+        gmat.cd_dual_tpa(X, y, a, V, coords[:n], np.array([0, n // 3, n], dtype=np.int64),
+                         damp=0.5, unit=u, **kw)
+        b, w = np.zeros(n), np.zeros(nv)
+        gmat.cd_dual_tpa_split(X, y, b, w, coords, np.array([0, coords.size]), n_hot=40,
+                               publish_every=7, unit=u, **kw)
+        tpa.append((a, V, b, w))
+    for g, r in zip(tpa[1], tpa[0], strict=True):
+        np.testing.assert_array_equal(g, r)
+
+
+def test_unit_flags_are_trusted(powerlaw, rng):
+    """A flagged example's values are never read (which shows the fast path is taken): tripling
+    the values of the flagged columns leaves a flagged sweep unchanged bit for bit, and changes
+    an unflagged one (the flags must come from cd_unit_columns, as colsq from cd_col_sqnorms)."""
+    X = _mixed_units(powerlaw, rng)
+    y, _ = _problem(X, rng, 1)
+    n = X.shape[1]
+    unit = gmat.cd_unit_columns(X)
+    X3 = X.copy()
+    col = np.repeat(np.arange(n), np.diff(X.indptr))
+    X3.data[unit[col] == 1] = 3.0
+    coords = rng.permutation(n).astype(np.int64)
+    kw = dict(loss=1, lam_n=40.0, colsq=gmat.cd_col_sqnorms(X))
+    out = []
+    for A, u in ((X, unit), (X3, unit), (X3, None)):
+        a, v = np.zeros(n), np.zeros(X.shape[0])
+        gmat.cd_dual_epoch(A, y, a, v, coords, unit=u, **kw)
+        out.append((a, v))
+    np.testing.assert_array_equal(out[1][0], out[0][0])
+    np.testing.assert_array_equal(out[1][1], out[0][1])
+    assert not np.array_equal(out[2][1], out[0][1])
+
+
+def test_unit_argument_checked(powerlaw, rng):
+    X = _mixed_units(powerlaw, rng)
+    y, _ = _problem(X, rng, 1)
+    n = X.shape[1]
+    a, v = np.zeros(n), np.zeros(X.shape[0])
+    kw = dict(loss=1, lam_n=1.0, colsq=gmat.cd_col_sqnorms(X))
+    with pytest.raises(TypeError, match="unit must have dtype float64"):
+        gmat.cd_dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n, bool), **kw)
+    with pytest.raises(ValueError, match="unit must have shape"):
+        gmat.cd_dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n + 1), **kw)
+    assert not a.any() and not v.any()

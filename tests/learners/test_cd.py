@@ -356,3 +356,28 @@ def test_sequential_dual_recomputes_v_sparingly_and_confirms_convergence(monkeyp
     ref = LogisticRegression(C=1 / (1e-2 * X.shape[1]), fit_intercept=False, tol=1e-12,
                              max_iter=10_000).fit(A, y)
     np.testing.assert_allclose(res.coef, ref.coef_.ravel(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("solver", ["scd", "tpa-scd"])
+def test_dual_on_one_hot_data_matches_sklearn(solver):
+    """One-hot categorical examples (all values one: the dual sweeps skip reading them) mixed
+    with examples that also hold a real-valued feature reach scikit-learn's optimum."""
+    rng = np.random.default_rng(11)
+    n, fields, cats = 400, 4, 6
+    rows = np.arange(n).repeat(fields)
+    cols = (rng.integers(0, cats, size=(n, fields)) + cats * np.arange(fields)).ravel()
+    vals = np.ones(rows.size)
+    real = np.flatnonzero(rng.random(n) < 0.4)  # these examples also hold a real value
+    rows = np.concatenate([rows, real])
+    cols = np.concatenate([cols, np.full(real.size, fields * cats)])
+    vals = np.concatenate([vals, rng.normal(size=real.size)])
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, fields * cats + 1))
+    eta = A @ rng.normal(size=A.shape[1])
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.int64)
+    X = A.T.tocsc()
+    res = fit_glm_cd(X, y, loss="logistic", alpha=alpha_from_peer("C", 0.5, n), dual=True,
+                     solver=solver, n_jobs=2, fit_intercept=False, tol=1e-12, max_iter=2000,
+                     random_state=0)
+    sk = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000, fit_intercept=False).fit(A, y)
+    assert res.converged
+    np.testing.assert_allclose(res.coef, sk.coef_[0], atol=1e-5)

@@ -144,7 +144,7 @@ def test_dual_coordinate_step_maximises(loss, icpt):
 
     a2, v2 = alpha.copy(), v.copy()
     K.cd_dual_epoch(X.indptr, X.indices, X.data, y, a2, v2, np.empty(0), np.array([i]), loss,
-                    lam_n, 1.0, 1.0, colsq, icpt, False, np.empty(0), False)
+                    lam_n, 1.0, 1.0, colsq, icpt, False, np.empty(0), False, np.zeros(0))
     if loss == 0:
         lo, hi = -50, 50
     else:
