@@ -291,10 +291,11 @@ def cd_unit_columns(indptr, data, out):
         out[j] = flag
 
 
-@njit(**_FLAGS)
+@njit(parallel=True, **_FLAGS)
 def cd_col_sqnorms(indptr, data, out):
-    """``out[j] = sum_p data[p]^2`` over column ``j``."""
-    for j in range(indptr.shape[0] - 1):
+    """``out[j] = sum_p data[p]^2`` over column ``j`` (columns in parallel: each sum in the
+    column's order, as sequentially)."""
+    for j in prange(indptr.shape[0] - 1):
         acc = 0.0
         for p in range(indptr[j], indptr[j + 1]):
             x = np.float64(data[p])

@@ -604,7 +604,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     rec[:, 5:] = 0.0
     alpha, y, colsq, last_step = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3]
     kw = dict(loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt, unit=rec[:, 4])
-    v = pb.dual_point(alpha)
+    # X 0 = 0: no pass over the data for the usual start
+    v = pb.dual_point(alpha) if alpha.any() else np.zeros(pb.d + (1 if pb.icpt else 0))
     conv = False
     it = 0
     damp = float(damping)
