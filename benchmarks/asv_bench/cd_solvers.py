@@ -64,13 +64,21 @@ class DualSCD:
         ours = setup + check + float(res.times[hit[0]]) if hit.size else float("nan")
 
         B, _, _ = gmat.cd_reorder_features(X)
-        colsq = gmat.cd_col_sqnorms(B)
+        # the solver's layout: one cache-line record per example (alpha, y, colsq, last step,
+        # unit-values flag)
+        rec = gmat.empty((B.shape[1], 8), np.float64, order="C")
+        rec[:] = 0.0
+        rec[:, 1] = y
+        gmat.cd_col_sqnorms(B, rec[:, 2])
+        gmat.cd_unit_columns(B, rec[:, 4])
         rng = np.random.default_rng(0)
 
         def sweep():
-            a, v = np.zeros(B.shape[1]), np.zeros(B.shape[0])
-            gmat.cd_dual_epoch(B, y, a, v, rng.permutation(B.shape[1]), loss=1,
-                               lam_n=alpha * N_EXAMPLES, colsq=colsq)
+            rec[:, 0] = 0.0
+            v = np.zeros(B.shape[0])
+            gmat.cd_dual_epoch(B, rec[:, 1], rec[:, 0], v, rng.permutation(B.shape[1]), loss=1,
+                               lam_n=alpha * N_EXAMPLES, colsq=rec[:, 2], steps=rec[:, 3],
+                               unit=rec[:, 4])
 
         return {"ours": ours, "snapml": _snapml_time(X, y, alpha, pstar),
                 "sweep": gmat.best_time(sweep, 3), "nnz": int(X.nnz)}
