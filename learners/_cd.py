@@ -462,7 +462,9 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
     """
     n_rejected = 0
     for part in np.array_split(perm, sub_epochs):
-        coef0, shared0, extra0 = coef.copy(), shared.copy(), extra
+        # only the sub-epoch's own coordinates change: save those (coef may be a strided
+        # column of the dual's per-example records, whose full copy reads all of them)
+        coef0, shared0, extra0 = coef[part], shared.copy(), extra
         bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
         if tpa_mode == "hogwild":
             sweep(part, bounds, shared.reshape(1, -1), damp)
@@ -477,7 +479,7 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
         with np.errstate(over="ignore", invalid="ignore"):
             f_new = objective(shared)
         if adaptive_damping and not f_new <= f_cur + _NOISE * abs(f_cur):
-            coef[:], shared, extra = coef0, shared0, extra0  # discard, halve the damping
+            coef[part], shared, extra = coef0, shared0, extra0  # discard, halve the damping
             damp *= 0.5
             n_rejected += 1
             logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
