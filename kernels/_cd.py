@@ -516,6 +516,18 @@ def _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt):
 
 
 @njit(inline="always")
+def _scatter_col(lo, hi, indices, data, out, scale, unit_i):
+    """``out[indices[p]] += scale * data[p]`` for ``p`` in ``[lo, hi)``; the values are not read
+    when ``unit_i`` (all one: the same result bit for bit, ``x * 1.0`` being exact)."""
+    if unit_i:
+        for p in range(lo, hi):
+            out[indices[p]] += scale
+    else:
+        for p in range(lo, hi):
+            out[indices[p]] += scale * data[p]
+
+
+@njit(inline="always")
 def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp, colsq,
                 icpt, track, unit):
     lo = indptr[i]
@@ -538,21 +550,11 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
         return delta
     alpha[i] += delta
     sd = sigma * delta
-    if unit_i:
-        for p in range(lo, hi):
-            v[indices[p]] += sd
-    else:
-        for p in range(lo, hi):
-            v[indices[p]] += sd * data[p]
+    _scatter_col(lo, hi, indices, data, v, sd, unit_i)
     if icpt != 0.0:
         v[nf] += sd * icpt
     if track:
-        if unit_i:
-            for p in range(lo, hi):
-                d[indices[p]] += delta
-        else:
-            for p in range(lo, hi):
-                d[indices[p]] += delta * data[p]
+        _scatter_col(lo, hi, indices, data, d, delta, unit_i)
         if icpt != 0.0:
             d[nf] += delta * icpt
     return delta
