@@ -109,7 +109,7 @@ def run_roofline(pb, alpha, *, dual, solver, threads, max_iter, time_cap, pstar)
 
     res = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=dual, solver=solver,
                      n_jobs=threads, fit_intercept=False, tol=1e-7, max_iter=max_iter,
-                     random_state=0, callback=cb)
+                     random_state=0, callback=cb, check_every=1)  # a point per sweep
     setup = res.time - res.check_time - res.times[-1]
     # one duality-gap check is added to every point: a run stopped at that epoch (as the
     # peers' runs of growing max_iter are) pays the check of its last iteration

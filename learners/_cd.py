@@ -405,6 +405,35 @@ def _tqdm(total, verbose, desc):
     return tqdm(total=total, desc=desc, disable=not (verbose and sys.stderr.isatty()))
 
 
+class _CheckSchedule:
+    """When a sweeping solver computes its duality gap (``check_every`` of :func:`fit_glm_cd`).
+
+    An integer checks every that many sweeps.  ``"auto"`` checks once the sweeps since the last
+    check have made as many coordinate steps as there are coordinates: after every full sweep,
+    and every ``1 / active_fraction`` partial sweeps.  A check costs about one pass over the
+    data (at 1M Criteo-like examples ~0.15 s, against ~0.37 s for a full dual sweep and ~0.08 s
+    for a partial one), so checks take about a third of the run instead of two thirds with a
+    check after each partial sweep; the schedule counts steps, not seconds, so a seeded run stays
+    deterministic.  The last iteration is always checked.
+    """
+
+    def __init__(self, check_every, max_iter, n_coords):
+        self.every, self.max_iter, self.n = check_every, max_iter, n_coords
+        self.steps = 0
+
+    def due(self, it, n_steps):
+        """Whether to check after sweep ``it`` (from 1), which made ``n_steps`` steps."""
+        self.steps += n_steps
+        if it == self.max_iter:
+            return True
+        if self.every != "auto":
+            return it % self.every == 0
+        if self.steps >= self.n:
+            self.steps = 0
+            return True
+        return False
+
+
 # ---------------------------------------------------------------------------------------------
 # local solvers
 
@@ -515,6 +544,7 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
     damp = float(damping)
     n_rejected = 0
     P_cur = pb.primal_obj(z, w) if n_threads > 1 else None
+    checks = _CheckSchedule(check_every, max_iter, feats.size)
 
     def sweep(part, bounds, Z, damp):
         gmat.cd_primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
@@ -549,7 +579,7 @@ def _scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verb
         last_step[pos] = np.abs(w[perm] - before)
         trace.stop()
         bar.update(1)
-        if it % check_every == 0 or it == max_iter:
+        if checks.due(it, perm.size):
             t0 = time.perf_counter()
             z = pb.margins(w, b, z)  # exact: drops the drift of the incremental updates
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
@@ -646,6 +676,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
                n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
                adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
+    checks = _CheckSchedule(check_every, max_iter, pb.n)
     since_exact = 0  # checks since v was last recomputed exactly
     for it in range(1, max_iter + 1):
         trace.start()
@@ -660,7 +691,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             last_step[perm] = np.abs(alpha[perm] - before)
         trace.stop()
         bar.update(1)
-        if it % check_every == 0 or it == max_iter:
+        if checks.due(it, perm.size):
             t0 = time.perf_counter()
             # the exact v = X alpha (a full scatter over the data, as costly as the margins)
             # is recomputed every _EXACT_EVERY checks, at the last iteration, and before
@@ -757,7 +788,7 @@ def fit_glm_cd(
     fit_intercept=True,
     intercept_scaling=1.0,
     random_state=None,
-    check_every=1,
+    check_every="auto",
     verbose=0,
     tpa_mode="hogwild",
     adaptive_damping=True,
@@ -811,8 +842,11 @@ def fit_glm_cd(
         The constant feature's value in the dual (its weight is regularised there).
     random_state : None, int or numpy Generator
         Seeds the per-epoch coordinate permutations.
-    check_every : int
-        Compute the duality gap every this many iterations.
+    check_every : int or "auto"
+        Compute the duality gap every this many iterations.  ``"auto"`` (``scd``, ``tpa-scd``;
+        ``1`` for the others): once the sweeps since the last check have made one step per
+        coordinate, i.e. after every full sweep and every ``1 / active_fraction`` partial
+        sweeps; a check costs about a pass over the data, as much as a few partial sweeps.
     verbose : int
     tpa_mode : {"hogwild", "replica"}
         ``hogwild``: all threads add into the one shared vector without synchronisation (the
@@ -873,7 +907,12 @@ def fit_glm_cd(
     alpha = _positive(alpha, "alpha")
     tol = _positive(tol, "tol")
     max_iter = _positive(max_iter, "max_iter", integer=True)
-    check_every = _positive(check_every, "check_every", integer=True)
+    if isinstance(check_every, str):
+        if check_every != "auto":
+            raise ValueError(f"check_every must be a positive integer or 'auto', got "
+                             f"{check_every!r}")
+    else:
+        check_every = _positive(check_every, "check_every", integer=True)
     n_jobs = _positive(n_jobs, "n_jobs", integer=True)
     sub_epochs = _positive(sub_epochs, "sub_epochs", integer=True)
     full_every = _positive(full_every, "full_every", integer=True)
@@ -899,7 +938,8 @@ def fit_glm_cd(
         w, b, a, it, conv, info = _fit_distributed(
             X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling, use_dual, solver,
             K=K, n_nodes=n_nodes, inner_rounds=inner_rounds, local_epochs=local_epochs,
-            blocks=blocks, max_iter=max_iter, check_every=check_every, rng=rng, trace=trace,
+            blocks=blocks, max_iter=max_iter,
+            check_every=1 if check_every == "auto" else check_every, rng=rng, trace=trace,
             comm_stats=comm_stats,
         )
     else:

@@ -121,7 +121,7 @@ def test_gap_is_a_certificate_along_the_way():
     ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, random_state=1)
     for dual in (False, True):
         res = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, max_iter=6, dual=dual,
-                         fit_intercept=False if dual else True, random_state=0)
+                         fit_intercept=False if dual else True, random_state=0, check_every=1)
         if not dual:
             assert np.all(res.objective - ref.objective[-1] <= res.gap_history + 1e-12)
             assert res.gap_history[0] > res.gap_history[-1]
@@ -191,7 +191,7 @@ def test_conversions_round_trip():
 
 def test_result_object():
     X, A, y = make_data()
-    res = fit_glm_cd(X, y, loss="squared", alpha=0.01, random_state=0)
+    res = fit_glm_cd(X, y, loss="squared", alpha=0.01, random_state=0, check_every=1)
     assert isinstance(res, CDResult)
     assert res.coef.shape == (A.shape[1],) and res.n_iter == len(res.objective)
     assert res.time >= res.times[-1] >= 0 and res.dual_coef is None and not res.dual
@@ -273,7 +273,7 @@ def test_callback_sees_every_check_and_can_stop():
             return it == 3
 
         res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=dual, tol=1e-14, max_iter=50,
-                         random_state=0, callback=cb)
+                         random_state=0, callback=cb, check_every=1)
         assert [s[0] for s in seen] == [1, 2, 3] and res.n_iter == 3 and not res.converged
         np.testing.assert_array_equal(seen[-1][1], res.coef)
         assert seen[-1][2] == res.intercept
@@ -381,3 +381,30 @@ def test_dual_on_one_hot_data_matches_sklearn(solver):
     sk = LogisticRegression(C=0.5, tol=1e-12, max_iter=10_000, fit_intercept=False).fit(A, y)
     assert res.converged
     np.testing.assert_allclose(res.coef, sk.coef_[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("dual", [False, True])
+def test_auto_checks_follow_the_coordinate_steps(dual):
+    """check_every="auto" (the default) checks once the sweeps since the last check made one
+    step per coordinate: after each full sweep and every 1 / active_fraction partial ones, and at
+    the last iteration; steps, not seconds, so a seeded run is deterministic."""
+    X, A, y = make_data(task="classification", seed=9)
+    kw = dict(loss="logistic", alpha=1e-2, dual=dual, fit_intercept=False, tol=1e-14,
+              max_iter=12, random_state=0, active_fraction=0.25, full_every=4)
+    runs = []
+    for _ in range(2):
+        seen = []
+        res = fit_glm_cd(X, y, callback=lambda it, w, b, seen=seen: seen.append(it), **kw)
+        runs.append((seen, res))
+    # full sweeps 1, 5, 9; three partial sweeps of a quarter between them make 3/4 of a step
+    # per coordinate, so the next full sweep completes it
+    assert runs[0][0] == [1, 5, 9, 12]
+    assert runs[0][1].n_iter == 12 and len(runs[0][1].objective) == 4
+    assert runs[1][0] == runs[0][0]
+    np.testing.assert_array_equal(runs[1][1].coef, runs[0][1].coef)
+    seen = []
+    fit_glm_cd(X, y, callback=lambda it, w, b: seen.append(it), **dict(kw, active_fraction=0.2,
+                                                                      full_every=6))
+    assert seen == [1, 6, 7, 12]  # five partial fifths complete a step per coordinate
+    with pytest.raises(ValueError, match="check_every must be a positive integer or 'auto'"):
+        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, check_every="often")
