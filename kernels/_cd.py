@@ -76,6 +76,12 @@ CD_PREFETCH_COORD_CAP = 64
 
 
 @njit(inline="always")
+def _is_unit(unit, i):
+    """Whether ``unit`` (:func:`cd_unit_columns`, or empty: none) flags coordinate ``i``."""
+    return unit.shape[0] != 0 and unit[i] != 0.0
+
+
+@njit(inline="always")
 def _prefetch_coords(coords, t, indptr, indices, data, vec, s1, s2, s3, unit):
     """Software pipeline of a sequential CD pass in a random coordinate order, where each step
     is bound by the latency of random gathers: for step ``t``, prefetch ``indptr`` of the
@@ -101,7 +107,7 @@ def _prefetch_coords(coords, t, indptr, indices, data, vec, s1, s2, s3, unit):
         lo, hi = indptr[c], indptr[c + 1]
         for off in range(0, (hi - lo) * indices.itemsize + 64, 64):
             prefetch_row(indices, np.uint64(lo), off)
-        if unit.shape[0] == 0 or unit[c] == 0.0:
+        if not _is_unit(unit, c):
             for off in range(0, (hi - lo) * data.itemsize + 64, 64):
                 prefetch_row(data, np.uint64(lo), off)
     if t + a < n:
@@ -535,7 +541,7 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
     nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
     # an example whose values are all one (one-hot / hashed categorical data) is summed without
     # reading them: the same sums bit for bit (x * 1.0 is exact), one memory stream fewer
-    unit_i = unit.shape[0] != 0 and unit[i] != 0.0
+    unit_i = _is_unit(unit, i)
     acc = 0.0
     if unit_i:
         for p in range(lo, hi):
@@ -640,7 +646,7 @@ def cd_dual_tpa_split(indptr, indices, data, y, alpha, v, n_hot, pub, pend, coor
             i = mine[k]
             lo = indptr[i]
             hi = indptr[i + 1]
-            unit_i = unit.shape[0] != 0 and unit[i] != 0.0
+            unit_i = _is_unit(unit, i)
             acc = 0.0
             for p in range(lo, hi):
                 j = indices[p]
