@@ -114,6 +114,21 @@ def _track(d, n, name="d"):
     return _vector(d, n, name), True
 
 
+def _tpa_outputs(steps, prev, dconj, n, n_threads):
+    """The TPA kernels' optional ``steps``, ``prev`` (length ``n``) and ``dconj`` (one entry
+    per thread) outputs, empty where not asked for."""
+    out = []
+    for x, m, name in ((steps, n, "steps"), (prev, n, "prev"), (dconj, n_threads, "dconj")):
+        if x is None:
+            out.append(_NO_TRACK)
+            continue
+        _vector(x, m, name)
+        if x.dtype != np.float64:
+            raise TypeError(f"{name} must be a float64 array, got dtype {x.dtype}")
+        out.append(x)
+    return out
+
+
 def _threads(S, n, coords, bounds, name):
     """Checks of a TPA sub-epoch's shared rows ``S`` and thread ``bounds``."""
     _indices(bounds, "bounds")
@@ -530,7 +545,7 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
 
 
 def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,
-                unit=None):
+                unit=None, steps=None, prev=None, dconj=None):
     """A TPA-SCD sub-epoch of the dual on CPU threads, without synchronisation.
 
     Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
@@ -542,6 +557,17 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
     V : ndarray of float64, shape (1, len(v)) or (n_threads, len(v))
         One shared row (Hogwild) or one replica per thread, as in :func:`cd_primal_tpa`.
     bounds : ndarray of int64, shape (n_threads + 1,)
+    steps : ndarray of float64, shape (n_examples,), optional
+        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i``.
+    prev : ndarray of float64, shape (n_examples,), optional
+        ``prev[i]`` is set to ``alpha[i]`` before each visit (``alpha[coords] = prev[coords]``
+        then discards the sub-epoch's steps).
+    dconj : ndarray of float64, shape (n_threads,), optional
+        Accumulates thread ``t``'s change of ``cd_conj_sum(alpha, y, loss)`` (the dual's
+        conjugate term) in ``dconj[t]``: the sub-epoch's new dual objective without a pass over
+        its examples.  ``steps`` and ``prev`` may be strided views (columns of the solver's
+        per-example records): these numbers are written from the cache line the step already
+        holds, where gathering them afterwards costs a cache miss per example.
     """
     _coords(A)
     n = A.shape[1]
@@ -550,22 +576,25 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
     _indices(coords, "coords")
     _threads(V, _dual_len(A, icpt), coords, bounds, "V")
     _vector(colsq, n, "colsq")
+    out = _tpa_outputs(steps, prev, dconj, n, bounds.shape[0] - 1)
     kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, alpha, V, coords, bounds, _loss(loss),
                         float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK,
-                        _unit(unit, n))
+                        _unit(unit, n), *out)
 
 
 def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, colsq, icpt=0.0,
-                      damp=1.0, publish_every=256, work=None, unit=None):
+                      damp=1.0, publish_every=256, work=None, unit=None, steps=None, prev=None,
+                      dconj=None):
     """A TPA-SCD sub-epoch of the dual whose threads never write the hot entries of ``v``.
 
-    Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]``.  Cold features are
-    updated in ``v`` with atomic adds, as the threads read it (Hogwild reads); the ``n_hot``
-    hot ones (features ``0 .. n_hot - 1``: number them by frequency first,
-    :func:`cd_reorder_features`) and the constant feature go through per-thread buffers that
-    each thread publishes every ``publish_every`` of its steps and that are folded into ``v``
-    at the end.  No update is lost (afterwards ``v = A alpha`` up to rounding), and the hot
-    cache lines do not bounce between the cores.
+    Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]`` against its own
+    replica of ``v``.  The ``n_hot`` hot features (features ``0 .. n_hot - 1``: number them by
+    frequency first, :func:`cd_reorder_features`) and the constant feature are kept in sync:
+    each thread refreshes its replica's hot entries with every thread's changes every
+    ``publish_every`` of its steps; the cold ones see the other threads' changes at the end of
+    the sub-epoch, when all changes are summed into ``v``.  No update is lost (afterwards
+    ``v = A alpha`` up to rounding), and no cache line is written by two cores while the
+    threads run.
 
     Parameters
     ----------
@@ -577,10 +606,23 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
     n_hot : int
         Number of hot features, ``0 <= n_hot <= A.shape[0]``.
     publish_every : int
-        Steps between two publications of a thread's hot changes (the most a thread's view of
+        Steps between two refreshes of a thread's copy of the hot entries (the most its view of
         the others' hot changes lags).
-    work : ndarray of float64, shape (2 * n_threads, n_hot + 1), optional
-        Zeroed scratch for the buffers (left zero: reuse it across calls).
+    work : ndarray of float64, shape (n_threads, len(v) + 2 * n_hot + 2), optional
+        Scratch: row ``t`` holds thread ``t``'s replica of ``v`` (overwritten), its published
+        changes of the hot entries (zero on entry, left zero: reuse the array across calls)
+        and their values at its last refresh (overwritten).
+    steps : ndarray of float64, shape (n_examples,), optional
+        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i``.
+    prev : ndarray of float64, shape (n_examples,), optional
+        ``prev[i]`` is set to ``alpha[i]`` before each visit (``alpha[coords] = prev[coords]``
+        then discards the sub-epoch's steps).
+    dconj : ndarray of float64, shape (n_threads,), optional
+        Accumulates thread ``t``'s change of ``cd_conj_sum(alpha, y, loss)`` (the dual's
+        conjugate term) in ``dconj[t]``: the sub-epoch's new dual objective without a pass over
+        its examples.  ``steps`` and ``prev`` may be strided views (columns of the solver's
+        per-example records): these numbers are written from the cache line the step already
+        holds, where gathering them afterwards costs a cache miss per example.
 
     Returns
     -------
@@ -595,16 +637,16 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
     n_hot = int(n_hot)
     if isinstance(publish_every, bool) or int(publish_every) != publish_every or publish_every < 1:
         raise ValueError(f"publish_every must be a positive integer, got {publish_every!r}")
-    shape = (2 * n_threads, n_hot + 1)
+    shape = (n_threads, v.shape[0] + 2 * n_hot + 2)
     if work is None:
         work = np.zeros(shape)
     elif not isinstance(work, np.ndarray) or work.shape != shape or work.dtype != np.float64:
         raise ValueError(f"work must be a float64 array of shape {shape}, got "
                          f"{getattr(work, 'shape', type(work).__name__)}")
-    kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, alpha, v, n_hot, work[:n_threads],
-                              work[n_threads:], coords, bounds, _loss(loss), float(lam_n),
-                              float(damp), colsq, float(icpt), int(publish_every),
-                              _unit(unit, A.shape[1]))
+    out = _tpa_outputs(steps, prev, dconj, A.shape[1], n_threads)
+    kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, alpha, v, n_hot, work, coords,
+                              bounds, _loss(loss), float(lam_n), float(damp), colsq, float(icpt),
+                              int(publish_every), _unit(unit, A.shape[1]), *out)
     return work
 
 

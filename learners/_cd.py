@@ -444,7 +444,7 @@ _NOISE = 1e-12
 
 
 def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objective, finish=None,
-               accepted=None, n_threads, sub_epochs, tpa_mode, adaptive_damping):
+               accepted=None, restore=None, n_threads, sub_epochs, tpa_mode, adaptive_damping):
     """One TPA-SCD epoch, shared by the primal and the dual solvers.
 
     ``perm`` is cut into ``sub_epochs`` sub-epochs; in each, ``n_threads`` threads update
@@ -480,6 +480,9 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
     finish : callable, optional
         ``finish(shared, extra, damp)``: the new ``extra`` after a sub-epoch's coordinate steps
         (the intercept step), updating ``shared`` in place.
+    restore : callable, optional
+        ``restore(part)`` puts back ``coef[part]`` as it was before the sub-epoch (the sweep
+        saved it); without it ``coef[part]`` is copied before each sub-epoch.
     n_threads, sub_epochs, tpa_mode, adaptive_damping
         As in :func:`fit_glm_cd`.
 
@@ -491,9 +494,9 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
     """
     n_rejected = 0
     for part in np.array_split(perm, sub_epochs):
-        # only the sub-epoch's own coordinates change: save those (coef may be a strided
-        # column of the dual's per-example records, whose full copy reads all of them)
-        coef0, shared0, extra0 = coef[part], shared.copy(), extra
+        # only the sub-epoch's own coordinates change: save those (unless the sweep does)
+        coef0 = coef[part] if restore is None else None
+        shared0, extra0 = shared.copy(), extra
         bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
         if tpa_mode == "hogwild":
             sweep(part, bounds, shared.reshape(1, -1), damp)
@@ -508,7 +511,11 @@ def _tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objecti
         with np.errstate(over="ignore", invalid="ignore"):
             f_new = objective(shared)
         if adaptive_damping and not f_new <= f_cur + _NOISE * abs(f_cur):
-            coef[part], shared, extra = coef0, shared0, extra0  # discard, halve the damping
+            if restore is None:  # discard, halve the damping
+                coef[part] = coef0
+            else:
+                restore(part)
+            shared, extra = shared0, extra0
             damp *= 0.5
             n_rejected += 1
             logger.debug("tpa-scd: sub-epoch rejected, damping -> %g", damp)
@@ -617,7 +624,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     fraction between full sweeps).
 
     ``pb.X`` has its features numbered by frequency (:func:`gmat.cd_reorder_features`); the
-    first ``n_hot`` are the ones whose entries of ``v`` the Hogwild TPA threads buffer
+    first ``n_hot`` are the ones whose entries of ``v`` the TPA threads keep in sync
     (:func:`gmat.cd_dual_tpa_split`).
     """
     X = pb.X
@@ -633,8 +640,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     gmat.cd_col_sqnorms(X, rec[:, 2])
     rec[:, 3] = np.inf  # |change of alpha_i| at its last visit (inf: none yet)
     gmat.cd_unit_columns(X, rec[:, 4])
-    rec[:, 5:] = 0.0
-    alpha, y, colsq, last_step = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3]
+    rec[:, 5:] = 0.0  # 5: alpha before its last TPA step (to discard a sub-epoch); 6, 7 spare
+    alpha, y, colsq, last_step, prev = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 5]
     kw = dict(loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt, unit=rec[:, 4])
     # X 0 = 0: no pass over the data for the usual start
     v = pb.dual_point(alpha) if alpha.any() else np.zeros(pb.d + (1 if pb.icpt else 0))
@@ -642,37 +649,44 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     it = 0
     damp = float(damping)
     n_rejected = 0
-    # TPA minimises -D; its damping test keeps the conjugate sum as a running total, so a
-    # sub-epoch costs O(its examples), not O(all examples) (partial sweeps are short)
-    state = {"work": None, "conj": None, "part": None}
+    # TPA minimises -D; its damping test keeps the conjugate sum as a running total that the
+    # sweep kernels update (dconj), and the kernels record each example's step and previous
+    # value in its record: a sub-epoch's bookkeeping reads no example a second time (gathered
+    # afterwards in random order, the same numbers cost a cache miss per example: the 2-thread
+    # sweeps at 1M examples took ~1.5x the time of their kernels)
+    state = {"work": None, "conj": None}
     negD_cur = None
+    dconj = np.zeros(max(n_threads, 1))
     if n_threads > 1:
         state["conj"] = gmat.cd_conj_sum(alpha, pb.y, pb.loss)
         negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
 
     def sweep(part, bounds, V, damp):
-        state["part"] = part
-        state["before"] = gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss)
+        dconj[:] = 0.0
+        out = dict(steps=last_step, prev=prev, dconj=dconj)
         if tpa_mode == "hogwild":
-            # publish often enough that each thread sees the others' hot changes ~64 times a
-            # sweep (small problems would otherwise run like replicas), at most every 256 steps
-            every = int(np.clip(part.size // (64 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
+            # refresh the hot entries often enough that each thread sees the others' changes
+            # ~8 times a sweep (small problems would otherwise run like replicas), at most
+            # every _PUBLISH_EVERY steps (a refresh moves the hot change rows between the
+            # cores: at 1M examples one every 1562 steps cost a 2-thread partial sweep ~30%)
+            every = int(np.clip(part.size // (8 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
             state["work"] = gmat.cd_dual_tpa_split(X, y, alpha, V[0], part, bounds, n_hot=n_hot,
                                                    damp=damp, work=state["work"],
-                                                   publish_every=every, **kw)
+                                                   publish_every=every, **out, **kw)
         else:
-            gmat.cd_dual_tpa(X, y, alpha, V, part, bounds, damp=damp, **kw)
+            gmat.cd_dual_tpa(X, y, alpha, V, part, bounds, damp=damp, **out, **kw)
 
     def objective(v):
-        part = state["part"]
-        state["after"] = (state["conj"] - state["before"]
-                          + gmat.cd_conj_sum(alpha[part], pb.y[part], pb.loss))
+        state["after"] = state["conj"] + float(dconj.sum())
         return -pb.dual_obj(alpha, v, conj=state["after"])
 
     def accepted():
         state["conj"] = state["after"]
 
-    tpa = dict(sweep=sweep, resync=None, objective=objective, accepted=accepted,
+    def restore(part):
+        alpha[part] = prev[part]
+
+    tpa = dict(sweep=sweep, resync=None, objective=objective, accepted=accepted, restore=restore,
                n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
                adaptive_damping=adaptive_damping)
     bar = _tqdm(max_iter, verbose, "sdca")
@@ -684,11 +698,9 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
         if n_threads == 1:
             gmat.cd_dual_epoch(X, y, alpha, v, perm, steps=last_step, **kw)
         else:
-            before = alpha[perm]
             v, _, negD_cur, damp, rejected = _tpa_epoch(perm, alpha, v, None, negD_cur, damp,
                                                         **tpa)
             n_rejected += rejected
-            last_step[perm] = np.abs(alpha[perm] - before)
         trace.stop()
         bar.update(1)
         if checks.due(it, perm.size):
@@ -712,7 +724,8 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
                 exact = True  # looks converged: confirm on the exact v
             if n_threads > 1:
                 state["conj"] = float(parts[1])  # the exact conjugate sum again
-                negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
+                with np.errstate(over="ignore", invalid="ignore"):
+                    negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])
             stop = callback is not None and bool(callback(it, *pb.dual_primal(v)))
             if trace.record(it, P, gap, time.perf_counter() - t0):
                 conv = True
@@ -730,11 +743,12 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
 # public entry point
 
 
-# TPA-SCD's dual buffers per thread the features in at least 1 in _HOT_FRACTION examples (at
-# least _HOT_MIN, at most _HOT_MAX of them): at 1M Criteo-like examples, 13k features holding 92%
-# of the nonzeros.  Hogwild adds to the rarer ones collide too seldom to matter.
+# TPA-SCD's dual keeps in sync across its threads' replicas the features in at least 1 in
+# _HOT_FRACTION examples (at least _HOT_MIN, at most _HOT_MAX of them): at 1M Criteo-like
+# examples, 13k features holding 92% of the nonzeros; a thread sees the others' changes to the
+# rarer ones at the end of the sub-epoch.
 _HOT_FRACTION, _HOT_MIN, _HOT_MAX = 10_000, 2, 1 << 16
-_PUBLISH_EVERY = 256
+_PUBLISH_EVERY = 4096
 # Dual checks recompute v = X alpha exactly at least every this many checks.
 _EXACT_EVERY = 8
 
@@ -849,10 +863,11 @@ def fit_glm_cd(
         sweeps; a check costs about a pass over the data, as much as a few partial sweeps.
     verbose : int
     tpa_mode : {"hogwild", "replica"}
-        ``hogwild``: all threads add into the one shared vector without synchronisation (the
-        primal re-synchronises it exactly after each sub-epoch; the dual buffers the frequent
-        features per thread so that their updates are never lost, see
-        :func:`roofline.gmat.cd_dual_tpa_split`, and restores the exact vector at every check);
+        ``hogwild``: the threads run without synchronisation (the primal's add into the one
+        shared vector, which is re-synchronised exactly after each sub-epoch; the dual's work
+        on per-thread replicas whose frequent features they refresh with the others' changes
+        every few thousand steps, the rest merged at the end of the sub-epoch, so that no
+        update is lost, see :func:`roofline.gmat.cd_dual_tpa_split`);
         ``replica``: each thread works against its own copy, and the copies' changes are added
         at the end of the sub-epoch (deterministic).
     adaptive_damping : bool

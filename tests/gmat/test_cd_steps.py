@@ -127,7 +127,8 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     bounds = np.array([0, n // 3, n], dtype=np.int64)
     a3, V3 = np.zeros(n), np.zeros((2, nv))
     kernels.cd_dual_tpa(X.indptr, X.indices, X.data, y, a3, V3, coords, bounds, loss, 40.0, 0.5,
-                        colsq, icpt, np.empty(0), np.zeros(0))
+                        colsq, icpt, np.empty(0), np.zeros(0), np.empty(0), np.empty(0),
+                        np.empty(0))
     a4, V4 = np.zeros(n), np.zeros((2, nv))
     gmat.cd_dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
                      icpt=icpt, damp=0.5)
@@ -260,12 +261,13 @@ def test_dual_split_on_one_thread_is_the_sequential_epoch(powerlaw, rng, loss, i
     a2, v2 = np.zeros(n), np.zeros(nv)
     work = gmat.cd_dual_tpa_split(B, y, a2, v2, coords, np.array([0, n]), n_hot=n_hot,
                                   damp=0.5, publish_every=7, **kw)
-    # the hot entries are summed as base + published + pending: equal up to rounding, which
+    # the replica's hot entries are refreshed as base + changes: equal up to rounding, which
     # can change when the logistic Newton solve (to 1e-7 in the log-odds) stops
     tol = dict(rtol=1e-6, atol=1e-7) if loss == 1 else dict(rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(a2, a1, **tol)
     np.testing.assert_allclose(v2, v1, **tol)
-    assert np.any(a2 != 0) and work.shape == (2, n_hot + 1) and not work.any()
+    assert np.any(a2 != 0) and work.shape == (1, nv + 2 * n_hot + 2)
+    assert not work[:, nv:nv + n_hot + 1].any()  # the change rows are left zero
 
 
 @pytest.mark.parametrize("icpt", [0.0, 1.5])
@@ -285,7 +287,7 @@ def test_dual_split_loses_no_hot_update(powerlaw, rng, icpt, publish_every):
         np.testing.assert_allclose(v[: B.shape[0]], exact, rtol=1e-10, atol=1e-12)
         if icpt:
             assert v[-1] == pytest.approx(icpt * alpha.sum(), rel=1e-10, abs=1e-12)
-        assert not work.any()
+        assert not work[:, nv:nv + B.shape[0] + 1].any()  # the change rows: left zero
     assert np.any(alpha != 0)
 
 
@@ -319,7 +321,7 @@ def test_dual_split_rejects_bad_arguments(powerlaw, rng):
             gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=bad, **kw)
     with pytest.raises(ValueError, match="publish_every must be a positive integer"):
         gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, publish_every=0, **kw)
-    with pytest.raises(ValueError, match=r"work must be a float64 array of shape \(4, "):
+    with pytest.raises(ValueError, match=r"work must be a float64 array of shape \(2, "):
         gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, work=np.zeros((2, 3)),
                                **kw)
     with pytest.raises(ValueError, match="v must"):
@@ -446,4 +448,51 @@ def test_unit_argument_checked(powerlaw, rng):
         gmat.cd_dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n, bool), **kw)
     with pytest.raises(ValueError, match="unit must have shape"):
         gmat.cd_dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n + 1), **kw)
+    assert not a.any() and not v.any()
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("loss", [0, 1, 2])
+def test_dual_tpa_bookkeeping_outputs(powerlaw, rng, split, loss):
+    """``steps``, ``prev`` and ``dconj`` of a TPA sub-epoch agree with the same numbers
+    computed afterwards from alpha (what the solver used to gather at a cache miss each)."""
+    B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, loss, 1.5)
+    a0 = np.zeros(n)
+    gmat.cd_dual_epoch(B, y, a0, np.zeros(nv), rng.permutation(n).astype(np.int64), **kw)
+    v = np.zeros(nv)
+    v[:-1] = B @ a0
+    v[-1] = 1.5 * a0.sum()
+    part = rng.permutation(n)[: 2 * n // 3].astype(np.int64)
+    bounds = np.array([0, part.size // 3, part.size], dtype=np.int64)
+    alpha = a0.copy()
+    steps, prev, dconj = np.full(n, -1.0), np.full(n, -1.0), np.zeros(2)
+    out = dict(steps=steps, prev=prev, dconj=dconj)
+    if split:
+        gmat.cd_dual_tpa_split(B, y, alpha, v, part, bounds, n_hot=n_hot, **out, **kw)
+    else:
+        gmat.cd_dual_tpa(B, y, alpha, np.repeat(v[None], 2, axis=0), part, bounds, **out, **kw)
+    seen = np.zeros(n, dtype=bool)
+    seen[part] = True
+    assert np.any(alpha[part] != a0[part]) and np.all(alpha[~seen] == a0[~seen])
+    np.testing.assert_array_equal(prev[part], a0[part])
+    np.testing.assert_array_equal(steps[part], np.abs(alpha[part] - a0[part]))
+    assert np.all(prev[~seen] == -1.0) and np.all(steps[~seen] == -1.0)
+    change = gmat.cd_conj_sum(alpha, y, loss) - gmat.cd_conj_sum(a0, y, loss)
+    assert dconj.sum() == pytest.approx(change, rel=1e-9, abs=1e-9)
+    alpha[part] = prev[part]  # what the solver does to discard a sub-epoch
+    np.testing.assert_array_equal(alpha, a0)
+
+
+def test_dual_tpa_bookkeeping_rejects_bad_outputs(powerlaw, rng):
+    B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, 1, 0.0)
+    coords = np.arange(n, dtype=np.int64)
+    bounds = np.array([0, n // 2, n], dtype=np.int64)
+    a, v = np.zeros(n), np.zeros(nv)
+    with pytest.raises(TypeError, match="steps must be a float64 array"):
+        gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot,
+                               steps=np.zeros(n, dtype=np.float32), **kw)
+    with pytest.raises(ValueError, match=r"dconj must have shape \(2,\)"):
+        gmat.cd_dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, dconj=np.zeros(3), **kw)
+    with pytest.raises(ValueError, match=r"prev must have shape"):
+        gmat.cd_dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, prev=np.zeros(n - 1), **kw)
     assert not a.any() and not v.any()
