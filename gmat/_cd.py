@@ -612,17 +612,8 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
         Scratch: row ``t`` holds thread ``t``'s replica of ``v`` (overwritten), its published
         changes of the hot entries (zero on entry, left zero: reuse the array across calls)
         and their values at its last refresh (overwritten).
-    steps : ndarray of float64, shape (n_examples,), optional
-        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i``.
-    prev : ndarray of float64, shape (n_examples,), optional
-        ``prev[i]`` is set to ``alpha[i]`` before each visit (``alpha[coords] = prev[coords]``
-        then discards the sub-epoch's steps).
-    dconj : ndarray of float64, shape (n_threads,), optional
-        Accumulates thread ``t``'s change of ``cd_conj_sum(alpha, y, loss)`` (the dual's
-        conjugate term) in ``dconj[t]``: the sub-epoch's new dual objective without a pass over
-        its examples.  ``steps`` and ``prev`` may be strided views (columns of the solver's
-        per-example records): these numbers are written from the cache line the step already
-        holds, where gathering them afterwards costs a cache miss per example.
+    steps, prev, dconj : ndarray of float64, optional
+        As in :func:`cd_dual_tpa`.
 
     Returns
     -------

@@ -708,9 +708,9 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
             # the exact v = X alpha (a full scatter over the data, as costly as the margins)
             # is recomputed every _EXACT_EVERY checks, at the last iteration, and before
             # convergence is declared; in between the sweeps' float64 increments stand (no
-            # sweep loses an update: TPA's cold entries take atomic adds, its hot ones per-thread
-            # buffers, its replicas are summed; drift measured below 1e-12 of max |v| after 20
-            # sequential sweeps and after 6 two-thread sweeps at 1M examples)
+            # sweep loses an update: TPA's threads' changes are all summed into v; drift
+            # measured below 1e-12 of max |v| after 20 sequential sweeps and after 2 + 6
+            # two-thread sweeps at 1M examples)
             exact = it == max_iter or since_exact + 1 >= _EXACT_EVERY
             while True:
                 if exact:
