@@ -208,13 +208,16 @@ def cd_reorder_features(X):
     return B, order, counts
 
 
-def cd_col_sqnorms(A, out=None):
+def cd_col_sqnorms(A, out=None, *, parallel=True):
     """Squared norms of the coordinates: ``out[j] = ||A[:, j]||^2``.
 
     Parameters
     ----------
     A : CSC matrix, shape (m, n_coords)
     out : ndarray of float64, shape (n_coords,), optional
+    parallel : bool
+        Columns in parallel (the same sums).  ``False`` runs on the calling thread, as for
+        :func:`cd_matvec`.
 
     Returns
     -------
@@ -222,7 +225,8 @@ def cd_col_sqnorms(A, out=None):
     """
     _coords(A)
     out = np.empty(A.shape[1]) if out is None else _vector(out, A.shape[1], "out")
-    return kernels.cd_col_sqnorms(A.indptr, A.data, out)
+    kernel = kernels.cd_col_sqnorms if parallel else kernels.cd_col_sqnorms_serial
+    return kernel(A.indptr, A.data, out)
 
 
 def cd_unit_columns(A, out=None):
@@ -494,7 +498,7 @@ def _dual_checks(A, y, alpha, v, coords, colsq, icpt):
 
 
 def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
-                  damp=1.0, d=None, steps=None, unit=None):
+                  damp=1.0, d=None, steps=None, unit=None, parallel=True):
     """One sequential SDCA pass over the examples ``coords``, in that order.
 
     Each step maximises the dual in ``alpha[i]`` exactly (squared, hinge: closed form;
@@ -528,6 +532,12 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     unit : ndarray of float64, shape (n_examples,), optional
         :func:`cd_unit_columns` of ``A``: flagged examples are summed without reading their
         values (which must then all be one: the flags are trusted, as ``colsq`` is).
+    parallel : bool
+        Run the pass as the body of a one-iteration numba parallel loop (still on one thread,
+        the same iterates bit for bit): numba generates faster code for it (full sweep at 1M
+        Criteo-like examples ~0.8x the time).  ``False`` makes no parallel launch: callers that
+        are threads themselves (CoCoA workers, a prefetching pipeline) must pass it, as for
+        :func:`cd_matvec`.
 
     Notes
     -----
@@ -539,9 +549,10 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     nv = _dual_checks(A, y, alpha, v, coords, colsq, icpt)
     d, track = _track(d, nv)
     steps, record = _track(steps, A.shape[1], "steps")
-    kernels.cd_dual_epoch(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss),
-                          float(lam_n), float(sigma), float(damp), colsq, float(icpt), track,
-                          steps, record, _unit(unit, A.shape[1]))
+    kernel = kernels.cd_dual_epoch_parfor if parallel else kernels.cd_dual_epoch
+    kernel(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss), float(lam_n),
+           float(sigma), float(damp), colsq, float(icpt), track, steps, record,
+           _unit(unit, A.shape[1]))
 
 
 def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,

@@ -296,16 +296,30 @@ def cd_unit_columns(indptr, data, out):
         out[j] = flag
 
 
+@njit(inline="always")
+def _col_sqnorm(indptr, data, j):
+    acc = 0.0
+    for p in range(indptr[j], indptr[j + 1]):
+        x = np.float64(data[p])
+        acc += x * x
+    return acc
+
+
 @njit(parallel=True, **_FLAGS)
 def cd_col_sqnorms(indptr, data, out):
     """``out[j] = sum_p data[p]^2`` over column ``j`` (columns in parallel: each sum in the
     column's order, as sequentially)."""
     for j in prange(indptr.shape[0] - 1):
-        acc = 0.0
-        for p in range(indptr[j], indptr[j + 1]):
-            x = np.float64(data[p])
-            acc += x * x
-        out[j] = acc
+        out[j] = _col_sqnorm(indptr, data, j)
+    return out
+
+
+@njit(**_FLAGS)
+def cd_col_sqnorms_serial(indptr, data, out):
+    """:func:`cd_col_sqnorms` on the calling thread (for callers that are threads themselves:
+    numba's workqueue layer does not allow concurrent parallel launches)."""
+    for j in range(indptr.shape[0] - 1):
+        out[j] = _col_sqnorm(indptr, data, j)
     return out
 
 
@@ -565,6 +579,18 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
     return delta
 
 
+@njit(inline="always")
+def _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp, colsq,
+                icpt, track, steps, record, unit):
+    for t in range(coords.shape[0]):
+        _prefetch_coords(coords, t, indptr, indices, data, v, alpha, y, colsq, unit)
+        i = coords[t]
+        delta = _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
+                            colsq, icpt, track, unit)
+        if record:
+            steps[i] = abs(delta)
+
+
 @njit(**_FLAGS)
 def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
                   colsq, icpt, track, steps, record, unit):
@@ -577,13 +603,21 @@ def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, si
     convergence in the log-odds).  When ``record`` is set, ``steps[i] = |change of alpha[i]|``.
     ``unit`` is :func:`cd_unit_columns` of the structure, or empty (no example flagged).
     """
-    for t in range(coords.shape[0]):
-        _prefetch_coords(coords, t, indptr, indices, data, v, alpha, y, colsq, unit)
-        i = coords[t]
-        delta = _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
-                            colsq, icpt, track, unit)
-        if record:
-            steps[i] = abs(delta)
+    _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp, colsq,
+                icpt, track, steps, record, unit)
+
+
+@njit(parallel=True, **_FLAGS)
+def cd_dual_epoch_parfor(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
+                         colsq, icpt, track, steps, record, unit):
+    """:func:`cd_dual_epoch` compiled as the body of a one-iteration parallel loop, on one
+    thread: the same iterates bit for bit, in ~0.8x the time (1M Criteo-like examples, full
+    sweep 0.33-0.35 s vs 0.41-0.45 s in interleaved runs: numba generates better code for a
+    parfor body).  A parallel launch, so call it only where no other thread may launch one at
+    the same time (numba's workqueue layer aborts on concurrent launches)."""
+    for _ in prange(1):
+        _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
+                    colsq, icpt, track, steps, record, unit)
 
 
 @njit(inline="always")

@@ -255,7 +255,7 @@ class GLMProblem:
         self.Xt = None
         if primal:
             self.Xt = gmat.cd_feature_major(X)
-            self.colsq_primal = gmat.cd_col_sqnorms(self.Xt)
+            self.colsq_primal = gmat.cd_col_sqnorms(self.Xt, parallel=self._parallel)
 
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
@@ -328,7 +328,7 @@ class GLMProblem:
         return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
 
     def dual_colsq(self):
-        return gmat.cd_col_sqnorms(self.X)
+        return gmat.cd_col_sqnorms(self.X, parallel=self._parallel)
 
     def dual_primal(self, v):
         """The primal point ``(w, b)`` of the dual vector ``v``."""

@@ -123,10 +123,11 @@ def fit_glm_cd_stream(
                 y_all[start:stop] = y
                 seen[start:stop] = True
             a = alpha_v[start:stop]  # a view: the kernel updates it in place
-            colsq = gmat.cd_col_sqnorms(X)
+            # serial: the prefetch thread may be running numba parallel kernels of the source
+            colsq = gmat.cd_col_sqnorms(X, parallel=False)
             perm = rng.permutation(X.shape[1]).astype(np.int64)
             gmat.cd_dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
-                               icpt=icpt)
+                               icpt=icpt, parallel=False)
         trace.stop()
         if it == 1:
             if not seen.all():

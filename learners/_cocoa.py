@@ -289,7 +289,7 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
             dk = np.zeros_like(v)
             gmat.cd_dual_epoch(X_k, y_k, alpha, vloc, ctx.local_coords(rng, pb.n_local),
                                loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
-                               sigma=sigma, d=dk)
+                               sigma=sigma, d=dk, parallel=False)  # a worker thread
             dv_node += node.allreduce(dk)
         v = v + cross.allreduce(dv_node)
         _timed(ctx, rank, False)

@@ -496,3 +496,34 @@ def test_dual_tpa_bookkeeping_rejects_bad_outputs(powerlaw, rng):
     with pytest.raises(ValueError, match=r"prev must have shape"):
         gmat.cd_dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, prev=np.zeros(n - 1), **kw)
     assert not a.any() and not v.any()
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("icpt", [0.0, 1.5])
+def test_dual_epoch_parallel_launch_changes_nothing(powerlaw, rng, loss, icpt):
+    """``parallel=True`` (the pass as a one-iteration parfor body, faster code) and ``False``
+    (no parallel launch, for callers on threads) give the same iterates bit for bit."""
+    X = powerlaw
+    y, _ = _problem(X, rng, loss)
+    n = X.shape[1]
+    nv = X.shape[0] + (1 if icpt else 0)
+    kw = dict(loss=loss, lam_n=40.0, colsq=gmat.cd_col_sqnorms(X), icpt=icpt, sigma=2.0,
+              damp=0.5, unit=gmat.cd_unit_columns(X))
+    coords = np.concatenate([rng.permutation(n), rng.integers(0, n, n)]).astype(np.int64)
+    runs = []
+    for parallel in (True, False):
+        a, v, d, st = np.zeros(n), np.zeros(nv), np.zeros(nv), np.zeros(n)
+        gmat.cd_dual_epoch(X, y, a, v, coords, d=d, steps=st, parallel=parallel, **kw)
+        runs.append((a, v, d, st))
+    for g, r in zip(runs[0], runs[1], strict=True):
+        np.testing.assert_array_equal(g, r)
+    assert np.any(runs[0][0] != 0)
+
+
+def test_col_sqnorms_serial_equals_parallel(powerlaw):
+    X = powerlaw
+    ref = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel()
+    par = gmat.cd_col_sqnorms(X)
+    ser = gmat.cd_col_sqnorms(X, np.full(X.shape[1], np.nan), parallel=False)
+    np.testing.assert_array_equal(ser, par)
+    np.testing.assert_allclose(par, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)

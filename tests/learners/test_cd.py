@@ -1,5 +1,6 @@
 """Local coordinate-descent solvers (learners/_cd.py) against scikit-learn's optima."""
 
+import os
 import warnings
 
 import numpy as np
@@ -408,3 +409,33 @@ def test_auto_checks_follow_the_coordinate_steps(dual):
     assert seen == [1, 6, 7, 12]  # five partial fifths complete a step per coordinate
     with pytest.raises(ValueError, match="check_every must be a positive integer or 'auto'"):
         fit_glm_cd(X, y, loss="logistic", alpha=1e-2, check_every="often")
+
+
+_WORKQUEUE_SCRIPT = """
+import numpy as np, scipy.sparse as sp
+from roofline.learners import fit_glm_cd
+rng = np.random.default_rng(0)
+X = sp.random(200, 4000, density=0.05, format="csc", random_state=1)
+y = np.where(rng.random(4000) < 0.5, -1.0, 1.0)
+for solver, dual in (("cocoa", True), ("cocoa", False), ("hcocoa", True), ("scd", True)):
+    r = fit_glm_cd(X, y, loss="logistic", alpha=1e-3, solver=solver, dual=dual, n_jobs=4,
+                   n_nodes=2 if solver == "hcocoa" else None, fit_intercept=False, max_iter=5,
+                   tol=1e-12, random_state=0)
+    assert np.isfinite(r.objective).all()
+import numba
+print("layer", numba.threading_layer())
+"""
+
+
+def test_threaded_workers_make_no_parallel_launch_under_workqueue():
+    """CoCoA's in-process workers are threads: under numba's workqueue layer, which aborts the
+    process when two threads launch parallel kernels at once, they must run serial kernels
+    only (the single-process SCD may launch from the main thread)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, "-c", _WORKQUEUE_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "layer workqueue" in proc.stdout
