@@ -711,12 +711,13 @@ def cd_dual_tpa_split(indptr, indices, data, y, alpha, v, n_hot, work, coords, b
     nv = v.shape[0]
     nf = nv - 1 if icpt != 0.0 else nv
     snap = nv + n_hot + 1
+    hot = n_hot + 1 if icpt != 0.0 else n_hot
     for t in prange(n_threads):
         rep = work[t, :nv]
         for j in range(nv):
             rep[j] = v[j]
-        for s in range(n_hot + 1):
-            work[t, snap + s] = rep[s if s < n_hot else nf] if s < n_hot or icpt != 0.0 else 0.0
+        for s in range(hot):  # the values at the "last refresh": the start
+            work[t, snap + s] = rep[s if s < n_hot else nf]
         mine = coords[bounds[t]:bounds[t + 1]]
         for k in range(mine.shape[0]):
             _prefetch_coords(mine, k, indptr, indices, data, rep, alpha, y, colsq, unit)
