@@ -621,10 +621,12 @@ def cd_dual_epoch_parfor(indptr, indices, data, y, alpha, v, d, coords, loss, la
 
 
 @njit(inline="always")
-def _tpa_note(t, i, a_old, a_new, y, loss, steps, prev, dconj):
+def _tpa_note(i, a_old, a_new, y, loss, steps, prev, dconj):
     """A TPA step's bookkeeping, each part only where its array is non-empty:
     ``steps[i] = |change|``, ``prev[i]`` = the value before the step (to discard the
-    sub-epoch), ``dconj[t]`` += the change of the dual's conjugate term (to judge it).  The
+    sub-epoch); returns the change of the dual's conjugate term (0 when ``dconj`` is empty),
+    which the thread sums in a register and adds to its ``dconj[t]`` at the end (the threads'
+    entries share a cache line: one add per step made it bounce between the cores).  The
     example's record line is in cache: this costs no memory traffic, where the same numbers
     gathered afterwards in random order cost a miss per example."""
     if steps.shape[0] != 0:
@@ -632,7 +634,8 @@ def _tpa_note(t, i, a_old, a_new, y, loss, steps, prev, dconj):
     if prev.shape[0] != 0:
         prev[i] = a_old
     if dconj.shape[0] != 0 and a_new != a_old:
-        dconj[t] += _neg_conj(a_new, y[i], loss) - _neg_conj(a_old, y[i], loss)
+        return _neg_conj(a_new, y[i], loss) - _neg_conj(a_old, y[i], loss)
+    return 0.0
 
 
 @njit(parallel=True, **_FLAGS)
@@ -648,13 +651,16 @@ def cd_dual_tpa(indptr, indices, data, y, alpha, V, coords, bounds, loss, lam_n,
         row = np.int64(0) if shared else np.int64(t)
         v = V[row]
         mine = coords[bounds[t]:bounds[t + 1]]
+        dc = 0.0
         for k in range(mine.shape[0]):
             _prefetch_coords(mine, k, indptr, indices, data, v, alpha, y, colsq, unit)
             i = mine[k]
             a_old = alpha[i]
             _dual_coord(i, indptr, indices, data, y, alpha, v, dummy, loss, lam_n, 1.0,
                         damp, colsq, icpt, False, unit)
-            _tpa_note(t, i, a_old, alpha[i], y, loss, steps, prev, dconj)
+            dc += _tpa_note(i, a_old, alpha[i], y, loss, steps, prev, dconj)
+        if dconj.shape[0] != 0:
+            dconj[t] += dc
 
 
 @njit(inline="always")
@@ -719,16 +725,19 @@ def cd_dual_tpa_split(indptr, indices, data, y, alpha, v, n_hot, work, coords, b
         for s in range(hot):  # the values at the "last refresh": the start
             work[t, snap + s] = rep[s if s < n_hot else nf]
         mine = coords[bounds[t]:bounds[t + 1]]
+        dc = 0.0
         for k in range(mine.shape[0]):
             _prefetch_coords(mine, k, indptr, indices, data, rep, alpha, y, colsq, unit)
             i = mine[k]
             a_old = alpha[i]
             _dual_coord(i, indptr, indices, data, y, alpha, rep, rep, loss, lam_n, 1.0, damp,
                         colsq, icpt, False, unit)
-            _tpa_note(t, i, a_old, alpha[i], y, loss, steps, prev, dconj)
+            dc += _tpa_note(i, a_old, alpha[i], y, loss, steps, prev, dconj)
             if (k + 1) % publish_every == 0:
                 _hot_publish(v, work, t, nv, n_hot, nf, icpt, True)
         _hot_publish(v, work, t, nv, n_hot, nf, icpt, False)
+        if dconj.shape[0] != 0:
+            dconj[t] += dc
     # v += the sum of the threads' changes: the hot ones from the change rows, the cold ones
     # from the replicas (which hold v, their own cold changes and everybody's hot ones)
     for c in prange(n_threads):
