@@ -114,19 +114,21 @@ def _track(d, n, name="d"):
     return _vector(d, n, name), True
 
 
+def _f64_vector(x, n, name, hint=""):
+    """``x`` if it is a 1-D float64 numpy array of length ``n`` (the kernels write or read it
+    as float64: another dtype would be a wrong answer, not a conversion)."""
+    _vector(x, n, name)
+    if x.dtype != np.float64:
+        raise TypeError(f"{name} must have dtype float64{hint}, got {x.dtype}")
+    return x
+
+
 def _tpa_outputs(steps, prev, dconj, n, n_threads):
     """The TPA kernels' optional ``steps``, ``prev`` (length ``n``) and ``dconj`` (one entry
     per thread) outputs, empty where not asked for."""
-    out = []
-    for x, m, name in ((steps, n, "steps"), (prev, n, "prev"), (dconj, n_threads, "dconj")):
-        if x is None:
-            out.append(_NO_TRACK)
-            continue
-        _vector(x, m, name)
-        if x.dtype != np.float64:
-            raise TypeError(f"{name} must be a float64 array, got dtype {x.dtype}")
-        out.append(x)
-    return out
+    return [_NO_TRACK if x is None else _f64_vector(x, m, name)
+            for x, m, name in ((steps, n, "steps"), (prev, n, "prev"),
+                               (dconj, n_threads, "dconj"))]
 
 
 def _threads(S, n, coords, bounds, name):
@@ -255,12 +257,7 @@ def cd_unit_columns(A, out=None):
         else ``0.0``.
     """
     _coords(A)
-    if out is None:
-        out = np.empty(A.shape[1])
-    else:
-        _vector(out, A.shape[1], "out")
-        if out.dtype != np.float64:
-            raise TypeError(f"out must have dtype float64, got {out.dtype}")
+    out = np.empty(A.shape[1]) if out is None else _f64_vector(out, A.shape[1], "out")
     kernels.cd_unit_columns(A.indptr, A.data, out)
     return out
 
@@ -269,10 +266,7 @@ def _unit(unit, n):
     """The kernels' ``unit`` argument: the caller's flags (checked) or none."""
     if unit is None:
         return _NO_UNIT
-    _vector(unit, n, "unit")
-    if unit.dtype != np.float64:
-        raise TypeError(f"unit must have dtype float64 (cd_unit_columns), got {unit.dtype}")
-    return unit
+    return _f64_vector(unit, n, "unit", " (cd_unit_columns)")
 
 
 def cd_matvec(A, x, out=None, offset=0.0, *, parallel=True):

@@ -656,7 +656,7 @@ def _scd_dual(pb: GLMProblem, alpha, *, max_iter, check_every, rng, trace, verbo
     # sweeps at 1M examples took ~1.5x the time of their kernels)
     state = {"work": None, "conj": None}
     negD_cur = None
-    dconj = np.zeros(max(n_threads, 1))
+    dconj = np.zeros(n_threads)
     if n_threads > 1:
         state["conj"] = gmat.cd_conj_sum(alpha, pb.y, pb.loss)
         negD_cur = -pb.dual_obj(alpha, v, conj=state["conj"])

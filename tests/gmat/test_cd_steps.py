@@ -488,7 +488,7 @@ def test_dual_tpa_bookkeeping_rejects_bad_outputs(powerlaw, rng):
     coords = np.arange(n, dtype=np.int64)
     bounds = np.array([0, n // 2, n], dtype=np.int64)
     a, v = np.zeros(n), np.zeros(nv)
-    with pytest.raises(TypeError, match="steps must be a float64 array"):
+    with pytest.raises(TypeError, match="steps must have dtype float64"):
         gmat.cd_dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot,
                                steps=np.zeros(n, dtype=np.float32), **kw)
     with pytest.raises(ValueError, match=r"dconj must have shape \(2,\)"):
