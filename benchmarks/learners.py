@@ -38,6 +38,7 @@ import warnings  # noqa: E402
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
+from roofline import gmat  # noqa: E402
 from roofline.datasources import MatSource, make_criteo_like_matrix  # noqa: E402
 from roofline.learners import GLM, ADAGrad, L2Regularizer, Learner  # noqa: E402
 
@@ -47,22 +48,29 @@ def logloss(p, y):
     return float(np.mean(-(y * np.log(p) + (1 - y) * np.log1p(-p))))
 
 
-def run_roofline(Xtr, ytr, Xte, yte, *, batch, lr, passes, threads, fused, l2, online=False):
+def run_roofline(Xtr, ytr, Xte, yte, *, batch, lr, passes, threads, fused, l2, online=False,
+                 device="cpu"):
     numba.set_num_threads(threads)
     model = GLM(loss="logistic", dtype=Xtr.dtype.name)
     mixins = [L2Regularizer(l2)] if l2 else []
     opt = dict(lr=lr, fused=fused, online=online)
-    learner = Learner(MatSource(Xtr, ytr, batch_size=batch), model, ADAGrad(**opt),
+    # on the GPU the in-memory source holds the data in device memory (copied there before
+    # timing, as the CSR conversion for scikit-learn is done before timing)
+    def on(a):
+        return gmat.to_device(a, device)
+
+    learner = Learner(MatSource(on(Xtr), on(ytr), batch_size=batch), model, ADAGrad(**opt),
                       mixins=mixins, n_passes=passes, progress=False)
     # warm the JIT on a few minibatches of a throw-away copy (compilation is not throughput)
-    warm = Learner(MatSource(Xtr[:, : 4 * batch].tocsc(), ytr[: 4 * batch], batch_size=batch),
+    warm = Learner(MatSource(on(Xtr[:, : 4 * batch].tocsc()), on(ytr[: 4 * batch]),
+                             batch_size=batch),
                    GLM(loss="logistic", dtype=Xtr.dtype.name), ADAGrad(**opt),
                    mixins=mixins, progress=False)
     warm.train()
     t = time.perf_counter()
     learner.train()
     dt = time.perf_counter() - t
-    p = learner.predict(MatSource(Xte, yte, batch_size=65536))
+    p = gmat.to_device(learner.predict(MatSource(on(Xte), on(yte), batch_size=65536)), "cpu")
     return dt, logloss(p, yte)
 
 
@@ -133,6 +141,10 @@ def main(argv=None):
                     help="SGDClassifier alphas (each is run; the table shows all)")
     ap.add_argument("--passes", type=int, nargs="+", default=[1], help="passes to run")
     ap.add_argument("--no-vw", action="store_true", help="skip Vowpal Wabbit")
+    ap.add_argument("--gpu-batch", type=int, nargs="*", default=[1024, 8192],
+                    help="minibatch sizes of the fused ADAGrad on the GPU (when one is usable)")
+    ap.add_argument("--gpu-lr", type=float, nargs="*", default=[0.2, 0.5],
+                    help="learning rates of the GPU runs, one per --gpu-batch")
     args = ap.parse_args(argv)
 
     n = args.examples + args.test
@@ -159,6 +171,13 @@ def main(argv=None):
                                           passes=passes, threads=threads, fused=fused, l2=args.l2)
                     name = f"roofline ADAGrad {'fused' if fused else 'unfused'}, {threads} thr"
                     rows.append((name, passes, dt, args.examples * passes / dt, ll))
+            if gmat.gpu_available():
+                for gb, glr in zip(args.gpu_batch, args.gpu_lr, strict=True):
+                    dt, ll = run_roofline(Xtr, ytr, Xte, yte, batch=gb, lr=glr, passes=passes,
+                                          threads=max_threads, fused=True, l2=args.l2,
+                                          device="gpu")
+                    rows.append((f"roofline ADAGrad fused, GPU, batch {gb}, lr {glr:g}", passes,
+                                 dt, args.examples * passes / dt, ll))
             # online ADAGrad (VW's algorithm) runs on the calling thread only
             numba.set_num_threads(1)
             dt, ll = run_roofline(Xtr, ytr, Xte, yte, batch=args.online_batch, lr=args.online_lr,

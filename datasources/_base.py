@@ -110,6 +110,11 @@ class DataSource:
     def batch_size(self) -> int:
         return self.opts.batch_size
 
+    @property
+    def device(self) -> str:
+        """Where the minibatches' arrays live: ``"cpu"`` (numpy/scipy) or ``"gpu"`` (cupy)."""
+        return "cpu"
+
     # -- composition: each returns a new source wrapping this one (see ``_stages.py``) --------
 
     def heldout(self, every: int = 11, *, part: str = "train") -> DataSource:
@@ -161,6 +166,8 @@ def _csc(data, indices, indptr, shape, cls=sp.csc_matrix):
     copies an empty matrix of the same class, shape and dtype (7 us instead of scipy's 45 us
     constructor: it matters at hundreds of minibatches per second), then sets the arrays.
     """
+    if cls.__module__.startswith("cupyx"):  # pragma: no cover - needs a GPU
+        return cls((data, indices, indptr), shape=(int(shape[0]), int(shape[1])))
     key = (cls, int(shape[0]), int(shape[1]), data.dtype)
     tmpl = _TEMPLATES.get(key)
     if tmpl is None:
@@ -337,6 +344,10 @@ class MatSource(DataSource):
             y = None if self.y is None else self.y[..., start:stop]
             w = None if self.w is None else self.w[start:stop]
             yield Minibatch(X, y, w, start)
+
+    @property
+    def device(self) -> str:
+        return gmat.device_of(self.X)
 
     def __len__(self) -> int:
         bs, m = self.opts.batch_size, self.n_examples

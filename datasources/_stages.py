@@ -40,6 +40,10 @@ class Stage(DataSource):
     def batch_size(self) -> int:
         return self.source.batch_size
 
+    @property
+    def device(self) -> str:
+        return self.source.device
+
     def close(self) -> None:
         self.source.close()
 
@@ -216,6 +220,10 @@ class ToDevice(Stage):
                 "ToDevice(device='gpu'): no usable CUDA device (install roofline[gpu] on a "
                 "machine with an NVIDIA GPU)"
             )
+
+    @property
+    def device(self) -> str:
+        return self.opts.device
 
     def _batches(self):
         dev = self.opts.device

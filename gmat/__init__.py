@@ -33,7 +33,7 @@ from ._fused import (
 from ._fused import MAX_NNZ as FUSED_MAX_NNZ
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
-from ._ops import axpy, log1pexp, sigmoid
+from ._ops import axpy, expit, log1pexp, sigmoid
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
 from ._report import (
@@ -81,6 +81,7 @@ __all__ = [
     "mult_as",
     "mult_ast",
     "sddmm",
+    "expit",
     "sigmoid",
     "slice_columns",
     "to_device",

@@ -110,8 +110,9 @@ def to_device(x, device: str = "cpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
     if device_of(x) == device:
         return x
+    checked = getattr(x, _CHECKED_ATTR, None) if is_sparse(x) else None
     if device == "cpu":
-        return x.get()
+        return _carry_check(x.get(), x, checked)
     if not gpu_available():
         raise RuntimeError(
             "device='gpu' requested but no CUDA device is usable "
@@ -122,8 +123,17 @@ def to_device(x, device: str = "cpu"):
     if sp.issparse(x):
         import cupyx.scipy.sparse as csp
 
-        return csp.csc_matrix(sp.csc_matrix(x))
+        return _carry_check(csp.csc_matrix(sp.csc_matrix(x)), x, checked)
     return cupy.asarray(x)
+
+
+def _carry_check(y, x, checked):
+    """Mark the copy ``y`` of a validated CSC matrix ``x`` as validated too (same structure and
+    values): a minibatch checked on the host is not re-scanned on the device."""
+    if (checked is not None and checked == _check_key(x, checked[4]) and is_sparse(y)
+            and y.format == "csc" and y.shape == x.shape and y.nnz == x.nnz):
+        setattr(y, _CHECKED_ATTR, _check_key(y, checked[4]))
+    return y
 
 
 def _check_value_dtype(dtype, name: str) -> np.dtype:
@@ -258,6 +268,9 @@ def csc_from_arrays(cls, data, indices, indptr, shape, template=None):
     minibatch loops (a 1024-example step is a few hundred microseconds).  When scipy's attribute
     layout does not allow that, the constructor is used.
     """
+    if cls.__module__.startswith("cupyx"):  # pragma: no cover - needs a GPU
+        # cupyx's constructor takes the arrays as they are (no copy, no host round trip)
+        return cls((data, indices, indptr), shape=tuple(shape))
     if template is not None and type(template) is cls and "_shape" in vars(template):
         C = cls.__new__(cls)  # a shallow copy without copy.copy's reduce protocol
         C.__dict__.update(template.__dict__)

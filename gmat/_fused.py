@@ -13,7 +13,7 @@ import numpy as np
 
 from roofline import kernels
 
-from ._arrays import check_csc
+from ._arrays import check_csc, device_of
 
 __all__ = [
     "FusedWorkspace",
@@ -52,6 +52,26 @@ class FusedWorkspace:
             self.b2 = np.zeros(2, dtype)
             self.no_w = np.empty(0, dtype)
             self.labels = np.empty((0, k), dtype)
+
+    def ensure_gpu(self, n: int, m: int, k: int, dtype) -> None:
+        """The GPU buffers: ``gbuf`` (``n * k``) and ``mark`` (``n``) all zero between steps
+        (the update kernel clears what the scatter kernel set), ``D`` (``m * k``) and ``acc``."""
+        import cupy
+
+        dtype = np.dtype(dtype)
+        key = (int(n), int(k), dtype)
+        if getattr(self, "_gpu_key", None) != key:
+            self.g_gbuf = cupy.zeros(int(n) * int(k), dtype)
+            self.g_mark = cupy.zeros(int(n), np.int32)
+            self.g_acc = cupy.zeros(kernels.GPU_ACC_HEAD + int(k), np.float64)
+            self.g_zero_b = cupy.zeros(int(k), dtype)
+            self.g_D = cupy.empty(0, dtype)
+            self._gpu_key = key
+            self.n_allocations += 1
+        if self.g_D.shape[0] < m * k:
+            self.g_D = cupy.empty(max(int(m) * int(k), 2 * self.g_D.shape[0]), dtype)
+            self.n_allocations += 1
+        self.g_acc.fill(0)
 
     def labels_T(self, y, k: int, m: int, dtype):
         """``y`` (``(k, m)`` or ``(m,)``) as an ``(m, k)`` C-contiguous array of ``dtype``: a
@@ -95,6 +115,8 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     """
     check_csc(X, "X")
     k, n = coef.shape
+    if device_of(X) == "gpu":
+        return _adagrad_glm_step_gpu(coef, sumsq, X, D, lr, eps, l2, l1, workspace)
     nnz = int(X.indptr[-1])
     if nnz >= MAX_NNZ:
         raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
@@ -204,6 +226,9 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     n_touched : int
         The number of feature columns updated.
     """
+    if device_of(X) == "gpu":
+        return _glm_adagrad_step_gpu(coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0,
+                                     l2, l1, workspace)
     yT, wv, weight_sum = _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0,
                                            workspace)
     k = coef.shape[0]
@@ -262,6 +287,10 @@ def glm_adagrad_online_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, interce
     weight_sum : float
         ``sum_j w_j`` (``m`` without weights).
     """
+    if device_of(X) == "gpu":
+        raise TypeError("glm_adagrad_online_step runs on the CPU only (Vowpal Wabbit's "
+                        "per-example updates are sequential); on the GPU use the minibatch "
+                        "step, glm_adagrad_step (ADAGrad(online=False))")
     yT, wv, weight_sum = _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0,
                                            workspace)
     k = coef.shape[0]
@@ -286,3 +315,106 @@ def glm_adagrad_online_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, interce
             X.indptr, X.indices, X.data, coef.T, sumsq.T, b, s0, fit, yT, wv, code, float(lr),
             float(eps), float(l2), float(l1), ws.eta)
     return float(loss_sum), weight_sum
+
+
+# ---------------------------------------------------------------------------------------------
+# the GPU step (CUDA kernels: roofline.kernels.gpu_glm_step)
+
+
+def _on_gpu(arrays) -> None:
+    for name, a in arrays:
+        if a is not None and device_of(a) != "gpu":
+            raise TypeError(f"{name} is on the CPU but the minibatch X is on the GPU: move the "
+                            f"model and its state with the learner's device option, or the "
+                            f"data with gmat.to_device")
+
+
+def _gpu_vector(a, m, dtype, name):
+    """``a`` as a contiguous cupy vector of ``dtype`` (a copy only when needed)."""
+    if a.shape != (m,):
+        raise ValueError(f"{name} has shape {a.shape}, expected ({m},)")
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        import cupy
+
+        a = cupy.ascontiguousarray(a, dtype=dtype)
+    return a
+
+
+def _check_step_shapes(coef, sumsq, X, loss):
+    k, n = coef.shape
+    if loss is not None and loss not in kernels.GLM_LOSS_CODES:
+        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
+    if X.shape[0] != n:
+        raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
+    if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
+        raise TypeError(f"X ({X.dtype}), coef ({coef.dtype}) and sumsq ({sumsq.dtype}) must "
+                        f"share one dtype")
+    if sumsq.shape != coef.shape:
+        raise ValueError(f"sumsq has shape {sumsq.shape}, expected {coef.shape}")
+    if not (coef.flags.f_contiguous and sumsq.flags.f_contiguous):
+        raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
+    return k, n
+
+
+def _glm_adagrad_step_gpu(coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0, l2, l1,
+                          workspace):
+    """:func:`glm_adagrad_step` on a cupyx CSC minibatch: three CUDA launches and one
+    device-to-host copy of the sums (the labels are checked inside the forward kernel; a bad
+    label leaves the model unchanged and raises here)."""
+    import cupy
+
+    _on_gpu((("coef", coef), ("sumsq", sumsq), ("y", y), ("w", w), ("intercept", intercept),
+             ("sumsq0", sumsq0)))
+    k, n = _check_step_shapes(coef, sumsq, X, loss)
+    m = X.shape[1]
+    if (intercept is None) != (sumsq0 is None):
+        raise ValueError("pass intercept and sumsq0 together (or neither)")
+    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
+        raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
+    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
+        raise TypeError(f"X must have int32 indices on the GPU, got {X.indices.dtype}")
+    nnz = int(X.data.shape[0])  # an upper bound: the kernels stop at indptr[m]
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+    dt = coef.dtype
+    yk = y.reshape(k, m) if y.ndim == 1 else y
+    if yk.dtype != dt or not yk.flags.f_contiguous:
+        yk = cupy.asfortranarray(yk, dtype=dt)
+    wv = None if w is None else _gpu_vector(w, m, dt, "w")
+    workspace.ensure_gpu(n, m, k, dt)
+    ws = workspace
+    kernels.gpu_glm_step(X.indptr, X.indices, X.data, coef, intercept, yk, wv, m, k,
+                         kernels.GLM_LOSS_CODES[loss], ws.g_D, ws.g_gbuf, ws.g_mark, ws.g_acc,
+                         sumsq, sumsq0, float(lr), float(eps), float(l2), float(l1), nnz,
+                         ws.g_zero_b)
+    acc = ws.g_acc[: kernels.GPU_ACC_HEAD].get()
+    if acc[2] != 0:
+        check_glm_labels(y, loss)  # raises with the range of the labels
+        raise ValueError(f"y contains labels the {loss} loss cannot take")
+    return float(acc[0]), float(acc[1]), int(acc[3])
+
+
+def _adagrad_glm_step_gpu(coef, sumsq, X, D, lr, eps, l2, l1, workspace):
+    """:func:`adagrad_glm_step` on a cupyx CSC minibatch (two CUDA launches)."""
+    import cupy
+
+    _on_gpu((("coef", coef), ("sumsq", sumsq), ("D", D)))
+    k, n = _check_step_shapes(coef, sumsq, X, None)
+    m = X.shape[1]
+    if D.shape != (k, m):
+        raise ValueError(f"D has shape {D.shape}, expected ({k}, {m})")
+    if D.dtype != coef.dtype or not D.flags.f_contiguous:
+        D = cupy.asfortranarray(D, dtype=coef.dtype)
+    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
+        raise TypeError(f"X must have int32 indices on the GPU, got {X.indices.dtype}")
+    nnz = int(X.data.shape[0])
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+    workspace.ensure_gpu(n, 0, k, coef.dtype)
+    ws = workspace
+    kernels.gpu_glm_scatter_update(X.indptr, X.indices, X.data, D, m, k, ws.g_gbuf, ws.g_mark,
+                                   ws.g_acc, coef, sumsq, float(lr), float(eps), float(l2),
+                                   float(l1), nnz)
+    return int(ws.g_acc[3].get())

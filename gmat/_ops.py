@@ -8,9 +8,11 @@ one temporary.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._arrays import as_dense, get_array_module
 
-__all__ = ["axpy", "log1pexp", "sigmoid"]
+__all__ = ["axpy", "expit", "log1pexp", "sigmoid"]
 
 
 def _out(x, out, name="out"):
@@ -42,6 +44,25 @@ def sigmoid(x, out=None):
     xp.add(out, 1.0, out=out)
     xp.multiply(out, 0.5, out=out)
     return out
+
+
+def expit(x, out=None):
+    """The logistic function by the array's own library: :func:`scipy.special.expit` on the
+    CPU, :func:`cupyx.scipy.special.expit` on the GPU (both exact to the last bit, where
+    :func:`sigmoid`'s ``tanh`` form rounds differently).
+
+    Parameters
+    ----------
+    x : array (float32/float64)
+    out : array like ``x``, optional (may be ``x`` itself)
+    """
+    as_dense(x, "x", ndim=(0, 1, 2))
+    out = _out(x, out)
+    if get_array_module(x) is np:
+        from scipy.special import expit as f
+    else:  # pragma: no cover - needs a GPU
+        from cupyx.scipy.special import expit as f
+    return f(x, out=out)
 
 
 def log1pexp(x, out=None):

@@ -1,4 +1,5 @@
-"""Compute kernels behind :mod:`roofline.gmat`: numba CPU kernels over raw arrays.
+"""Compute kernels behind :mod:`roofline.gmat`: numba CPU kernels over raw arrays, and CUDA
+kernels (cupy ``RawModule``, compiled on first use) for the GPU.
 
 Learners never call these directly; they go through ``roofline.gmat``.
 """
@@ -124,6 +125,14 @@ __all__ += [
     "glm_forward_backward",
     "glm_forward_backward_vec",
 ]
+
+from ._cuda_glm import (  # noqa: E402  (the fused GLM step on the GPU; imports cupy lazily)
+    GPU_ACC_HEAD,
+    gpu_glm_scatter_update,
+    gpu_glm_step,
+)
+
+__all__ += ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step"]
 
 from ._svmlight import find_line_starts, svmlight_parse  # noqa: E402  (svmlight parser, issue 4)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roofline import gmat
+
 __all__ = ["Checkpoint", "load_checkpoint", "save_checkpoint"]
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,10 @@ def _model_classes():
     return {"GLM": GLM}
 
 
+def _host(v):
+    return np.asarray(gmat.to_device(v, "cpu") if gmat.device_of(v) == "gpu" else v)
+
+
 def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> None:
     """Write ``model`` (and ``optimizer``'s state) to ``path`` atomically.
 
@@ -72,9 +78,10 @@ def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> N
         "optimizer_opts": None if optimizer is None else optimizer.opts.to_dict(),
         "extra": extra or {},
     }
-    arrays = {f"model.{k}": np.asarray(v) for k, v in model.parameters().items()}
+    # host copies of the arrays, wherever the model lives (numpy or cupy)
+    arrays = {f"model.{k}": _host(v) for k, v in model.parameters().items()}
     if optimizer is not None:
-        arrays.update({f"opt.{k}": np.asarray(v) for k, v in optimizer.state().items()})
+        arrays.update({f"opt.{k}": _host(v) for k, v in optimizer.state().items()})
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",

@@ -61,6 +61,10 @@ class LearnerOptions(Options):
     progress: bool = option(True, "show a tqdm bar (only on a terminal)")
     checkpoint: str | None = option(None, "checkpoint file written at pass ends", kind=str)
     checkpoint_every: int = option(1, "passes between checkpoints", low=1)
+    device: str = option("auto", "where the model and the optimizer state live: 'auto' = the "
+                                 "device of the training source's minibatches "
+                                 "(datasource.device), 'cpu' or 'gpu'; every minibatch is moved "
+                                 "there", choices=("auto", "cpu", "gpu"))
     roofline_gauge: str = option("auto", "report the fraction of the machine's roofline the "
                                          "step's primitives (A*S, A*S^T) achieve: 'auto' = when "
                                          "the progress bar is shown", choices=("auto", "on", "off"))
@@ -136,14 +140,29 @@ class Learner:
         self._pbar = None
 
     # -- setup --------------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        """Where the model lives (``opts.device``, ``"auto"`` resolved from the datasource)."""
+        dev = self.opts.device
+        return getattr(self.datasource, "device", "cpu") if dev == "auto" else dev
+
     def _setup(self):
         n = int(self.datasource.n_features)
+        dev = self.device
+        if dev == "gpu" and not gmat.gpu_available():
+            raise RuntimeError("Learner(device='gpu'): no usable CUDA device (install "
+                               "roofline[gpu] on a machine with an NVIDIA GPU)")
         if not self.model.initialized:
-            self.model.init(n)
+            self.model.init(n, device=dev)
         elif self.model.n_features != n:
             raise ValueError(
                 f"the model has {self.model.n_features} features but the datasource has {n}"
             )
+        elif self.model.device != dev:
+            if self._ready:
+                raise RuntimeError(f"the model was moved to the {self.model.device.upper()} "
+                                   f"after training started on the {dev.upper()}")
+            self.model.to_device(dev)
         if not self._ready:
             self.optimizer.init(self.model, self.cache)
             for m in self.mixins:
@@ -154,11 +173,26 @@ class Learner:
         h = self.opts.holdout_every
         return h > 0 and i % h == h - 1
 
+    def _on_model_device(self, batch):
+        """``batch`` with its arrays on the model's device (itself when they are there)."""
+        dev = self.model.device
+        if gmat.device_of(batch.X) == dev:
+            return batch
+        return type(batch)(gmat.to_device(batch.X, dev),
+                           None if batch.y is None else gmat.to_device(batch.y, dev),
+                           None if batch.w is None else gmat.to_device(batch.w, dev),
+                           batch.start)
+
+    def _batches(self, source):
+        for batch in source:
+            yield self._on_model_device(batch)
+
     def training_batches(self):
-        """One pass over the training minibatches (held-out minibatches excluded)."""
+        """One pass over the training minibatches (held-out minibatches excluded), on the
+        model's device."""
         for i, batch in enumerate(self.datasource):
             if not self._is_heldout(i):
-                yield batch
+                yield self._on_model_device(batch)
 
     def heldout_batches(self):
         """One pass over the held-out minibatches: the held-out source, or the held-out
@@ -167,11 +201,11 @@ class Learner:
             for i, batch in enumerate(self.heldout):
                 if self.opts.heldout_batches and i >= self.opts.heldout_batches:
                     break
-                yield batch
+                yield self._on_model_device(batch)
         elif self.opts.holdout_every:
             for i, batch in enumerate(self.datasource):
                 if self._is_heldout(i):
-                    yield batch
+                    yield self._on_model_device(batch)
 
     @property
     def has_heldout(self) -> bool:
@@ -247,6 +281,7 @@ class Learner:
     def _run_pass(self):
         o = self.opts
         for i, batch in enumerate(self.datasource):
+            batch = self._on_model_device(batch)
             if self._is_heldout(i):
                 ls, ws = self.model.loss(batch, self.cache)
                 self._ho[0] += ls
@@ -340,6 +375,8 @@ class Learner:
         b = getattr(self, "_last_batch", None)
         if not getattr(self, "_gauge", False) or n == 0 or b is None or not gmat.is_sparse(b.X):
             return math.nan
+        if gmat.device_of(b.X) != "cpu":  # the measured roofline is the host's
+            return math.nan
         machine = gmat.machine_roofline()
         k = self.model.n_outputs
         rt = (gmat.cost_mult_as(b.X, k).roofline_time(machine)
@@ -366,7 +403,7 @@ class Learner:
             ``weight``, ``n_examples``.
         """
         self._check_model()
-        batches = self.heldout_batches() if datasource is None else iter(datasource)
+        batches = self.heldout_batches() if datasource is None else self._batches(datasource)
         out = self._evaluate_batches(batches)
         out["objective"] = out["loss"] + sum(m.penalty(self.model) for m in self.mixins)
         return out
@@ -386,11 +423,13 @@ class Learner:
         """
         self._check_model()
         ds = self.datasource if datasource is None else datasource
-        parts = [self.model.predict(b.X) for b in ds]
+        # computed on the model's device, returned where the source's data live
+        parts = [gmat.to_device(self.model.predict(self._on_model_device(b).X),
+                                gmat.device_of(b.X)) for b in ds]
         if not parts:
             k = self.model.n_outputs
             return np.empty((0,) if k == 1 else (k, 0), dtype=self.model.dtype)
-        return np.concatenate(parts, axis=-1)
+        return gmat.get_array_module(parts[0]).concatenate(parts, axis=-1)
 
     def _check_model(self):
         if not self.model.initialized:

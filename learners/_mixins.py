@@ -141,8 +141,7 @@ class L1Regularizer(Mixin):
         if np.ndim(step) == 0:
             tmp -= self.l1 * float(step)
         else:
-            # tmp -= l1 * step, without a temporary
-            step = np.asarray(step)
+            # tmp -= l1 * step, without a temporary (step: an array on the model's device)
             tmp2 = (cache.empty(c.shape, c.dtype, tag="l1.tmp2", order="F", like=c)
                     if cache is not None else np.empty_like(c, order="F"))
             np.multiply(step, self.l1, out=tmp2)

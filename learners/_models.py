@@ -28,7 +28,6 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 
 from roofline import gmat
 
@@ -39,6 +38,11 @@ __all__ = ["GLM", "GLMOptions", "LOSSES", "Model"]
 logger = logging.getLogger(__name__)
 
 LOSSES = ("linear", "logistic", "hinge", "squared_hinge")
+
+
+def _fortran(a):
+    """``a`` in Fortran order (a copy only when it is not), on its own device."""
+    return a if a.flags.f_contiguous else gmat.get_array_module(a).asfortranarray(a)
 
 
 class Model:
@@ -67,6 +71,16 @@ class Model:
         raise NotImplementedError
 
     def predict(self, X, cache=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def device(self) -> str:
+        """Where the parameters live: ``"cpu"`` or ``"gpu"`` (``"cpu"`` before :meth:`init`)."""
+        params = self.parameters() if self.initialized else {}
+        return gmat.device_of(next(iter(params.values()))) if params else "cpu"
+
+    def to_device(self, device: str) -> None:  # pragma: no cover - abstract
+        """Move the parameters to ``device`` (``"cpu"`` or ``"gpu"``)."""
         raise NotImplementedError
 
 
@@ -121,21 +135,36 @@ class GLM(Model):
     def initialized(self) -> bool:
         return self.coef is not None
 
-    def init(self, n_features: int) -> None:
-        """Allocate ``coef`` (zeros, or ``N(0, init_scale^2)``) and a zero intercept."""
+    def init(self, n_features: int, device: str = "cpu") -> None:
+        """Allocate ``coef`` (zeros, or ``N(0, init_scale^2)``) and a zero intercept on
+        ``device`` (``"cpu"`` or ``"gpu"``; the random start is drawn on the host, so it is the
+        same on both)."""
         k, dt = self.opts.n_outputs, self.dtype
         if self.opts.init_scale > 0:
             rng = np.random.default_rng(self.opts.seed)
-            self.coef = np.asfortranarray(
+            coef = np.asfortranarray(
                 rng.normal(0.0, self.opts.init_scale, (k, n_features)).astype(dt)
             )
+            self.coef = _fortran(gmat.to_device(coef, device))
         else:
-            self.coef = np.zeros((k, n_features), dtype=dt, order="F")
-        self.intercept = np.zeros(k, dtype=dt)
+            self.coef = gmat.zeros((k, n_features), dt, order="F", device=device)
+        self.intercept = gmat.zeros(k, dt, device=device)
+
+    def to_device(self, device: str) -> None:
+        """Move ``coef`` and ``intercept`` to ``device`` (no copy when already there)."""
+        self._check_init()
+        self.coef = _fortran(gmat.to_device(self.coef, device))
+        self.intercept = gmat.to_device(self.intercept, device)
+
+    def _check_init(self):
+        if self.coef is None:
+            raise RuntimeError("the model is not initialised: call init(n_features) or train it")
 
     def set_parameters(self, coef, intercept=None) -> None:
-        """Set the model from arrays (copied into Fortran-ordered arrays of the model dtype)."""
-        coef = np.asarray(coef, dtype=self.dtype)
+        """Set the model from arrays (copied into Fortran-ordered arrays of the model dtype, on
+        the device of ``coef``: numpy or cupy)."""
+        xp = gmat.get_array_module(coef)
+        coef = xp.asarray(coef, dtype=self.dtype)
         if coef.ndim == 1:
             coef = coef.reshape(1, -1)
         if coef.shape[0] != self.opts.n_outputs:
@@ -143,19 +172,25 @@ class GLM(Model):
                 f"coef has {coef.shape[0]} rows but the model has n_outputs="
                 f"{self.opts.n_outputs}"
             )
-        self.coef = np.array(coef, order="F", copy=True)
+        self.coef = xp.array(coef, order="F", copy=True)
         k = coef.shape[0]
-        self.intercept = (
-            np.zeros(k, self.dtype) if intercept is None
-            else np.array(np.broadcast_to(np.asarray(intercept, self.dtype), (k,)))
-        )
+        if intercept is None:
+            self.intercept = xp.zeros(k, self.dtype)
+        else:
+            b = gmat.to_device(intercept, gmat.device_of(coef))
+            self.intercept = xp.array(xp.broadcast_to(xp.asarray(b, self.dtype), (k,)))
 
     def parameters(self) -> dict:
         return {"coef": self.coef, "intercept": self.intercept}
 
     def _check_ready(self, X):
-        if self.coef is None:
-            raise RuntimeError("the model is not initialised: call init(n_features) or train it")
+        self._check_init()
+        if gmat.device_of(X) != gmat.device_of(self.coef):
+            raise TypeError(
+                f"X is on the {gmat.device_of(X).upper()} but the model is on the "
+                f"{gmat.device_of(self.coef).upper()}: move one of them (model.to_device, "
+                f"gmat.to_device, or the Learner's device option)"
+            )
         if X.shape[0] != self.coef.shape[1]:
             raise ValueError(
                 f"X has {X.shape[0]} features (rows) but the model has {self.coef.shape[1]}"
@@ -196,7 +231,7 @@ class GLM(Model):
         """
         eta = self.linear(X, cache=None)
         if self.opts.loss == "logistic":
-            expit(eta, out=eta)
+            gmat.expit(eta, out=eta)
         return eta[0].copy() if eta.shape[0] == 1 else eta
 
     def decision_function(self, X):
@@ -250,7 +285,7 @@ class GLM(Model):
 
         def buf(tag, dtype=dt):
             if cache is None:
-                return np.empty((k, m), dtype=dtype, order="F")
+                return gmat.get_array_module(eta).empty((k, m), dtype=dtype, order="F")
             return cache.empty((k, m), dtype, tag=tag, order="F", like=eta)
 
         if k > 1 and not (y.flags.f_contiguous and y.dtype == dt):
@@ -273,7 +308,7 @@ class GLM(Model):
             np.logaddexp(0, eta, out=t)
             np.multiply(y, eta, out=D)
             t -= D
-            expit(eta, out=D)
+            gmat.expit(eta, out=D)
             D -= y
         else:
             mask = buf("glm.mask")  # 0/1 in the value dtype (the cache holds float buffers)
@@ -337,7 +372,7 @@ class GLM(Model):
             xp.matmul(D, X.T, out=G)
         g0 = (
             cache.empty((k,), self.dtype, tag="glm.g0", like=X)
-            if cache is not None else np.empty(k, self.dtype)
+            if cache is not None else gmat.get_array_module(X).empty(k, self.dtype)
         )
         if self.opts.fit_intercept:
             np.sum(D, axis=1, out=g0)

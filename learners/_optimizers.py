@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 def _buffer(cache, shape, dtype, tag, like):
     if cache is None:
-        return np.empty(shape, dtype=dtype, order="F")
+        return gmat.get_array_module(like).empty(shape, dtype=dtype, order="F")
     return cache.empty(shape, dtype, tag=tag, order="F", like=like)
 
 
@@ -164,8 +164,10 @@ class ADAGrad(Optimizer):
 
     def init(self, model, cache=None) -> None:
         super().init(model, cache)
-        self.sumsq = np.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
-        self.sumsq0 = np.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
+        # the accumulators live with the model (numpy or cupy)
+        xp = gmat.get_array_module(model.coef)
+        self.sumsq = xp.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
+        self.sumsq0 = xp.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
         self.workspace = gmat.FusedWorkspace()
 
     def state(self) -> dict:
@@ -173,13 +175,17 @@ class ADAGrad(Optimizer):
 
     def set_state(self, state: dict) -> None:
         super().set_state(state)
-        self.sumsq = np.array(state["sumsq"], order="F")
-        self.sumsq0 = np.array(state["sumsq0"])
+        # on the device of the accumulators that init() made for the model (host otherwise)
+        dev = gmat.device_of(self.sumsq) if getattr(self, "sumsq", None) is not None else "cpu"
+        xp = gmat.get_array_module(self.sumsq) if dev == "gpu" else np
+        self.sumsq = xp.array(gmat.to_device(state["sumsq"], dev), order="F")
+        self.sumsq0 = xp.array(gmat.to_device(state["sumsq0"], dev))
 
     def _step_intercept(self, model, g0, lr):
         if model.opts.fit_intercept:
             self.sumsq0 += g0 * g0
-            model.intercept -= lr * g0 / (np.sqrt(self.sumsq0) + self.opts.epsilon)
+            model.intercept -= lr * g0 / (gmat.get_array_module(g0).sqrt(self.sumsq0)
+                                          + self.opts.epsilon)
 
     def apply(self, model, G, g0, cache):
         lr = _lr_at(self.opts, self.t)
@@ -199,7 +205,6 @@ class ADAGrad(Optimizer):
             self.opts.fused
             and gmat.is_sparse(batch.X)
             and batch.X.nnz < gmat.FUSED_MAX_NNZ
-            and gmat.device_of(batch.X) == "cpu"
             and all(m.fusable for m in mixins)
         )
 
@@ -207,7 +212,7 @@ class ADAGrad(Optimizer):
         if not self.can_fuse(model, batch, mixins):
             if self.opts.online:
                 raise ValueError(
-                    "ADAGrad(online=True) needs fused=True, sparse CPU minibatches of fewer than "
+                    "ADAGrad(online=True) needs fused=True, sparse minibatches of fewer than "
                     f"{gmat.FUSED_MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
                     f"(got fused={self.opts.fused}, a {type(batch.X).__name__} minibatch, "
                     f"mixins {[type(m).__name__ for m in mixins]})")
@@ -238,7 +243,7 @@ class ADAGrad(Optimizer):
             D *= 1.0 / weight_sum
         if model.opts.fit_intercept:
             g0 = cache.empty((D.shape[0],), D.dtype, tag="adagrad.g0", like=D) if cache \
-                else np.empty(D.shape[0], D.dtype)
+                else gmat.get_array_module(D).empty(D.shape[0], D.dtype)
             np.sum(D, axis=1, out=g0)
             self._step_intercept(model, g0, lr)
         gmat.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
@@ -278,8 +283,9 @@ class LBFGS(Optimizer):
         """Objective (and gradient as ``(G, g0)``) of the current model over one training pass."""
         model, cache = learner.model, learner.cache
         k, n = model.coef.shape
-        Gs = np.zeros((k, n), dtype=np.float64, order="F") if with_grad else None
-        g0s = np.zeros(k, dtype=np.float64)
+        xp = gmat.get_array_module(model.coef)  # sums on the model's device, float64
+        Gs = xp.zeros((k, n), dtype=np.float64, order="F") if with_grad else None
+        g0s = xp.zeros(k, dtype=np.float64)
         loss, weight = 0.0, 0.0
         for batch in learner.training_batches():
             if with_grad:
@@ -301,7 +307,7 @@ class LBFGS(Optimizer):
         g0s /= weight
         for m in learner.mixins:
             m.add_gradient(model, Gs, g0s)
-        return f, Gs, g0s
+        return f, gmat.to_device(Gs, "cpu"), gmat.to_device(g0s, "cpu")
 
     def run(self, learner) -> None:
         """Minimise the objective with scipy's L-BFGS-B; one pass per evaluation."""
@@ -317,10 +323,13 @@ class LBFGS(Optimizer):
         k, n = model.coef.shape
         fit_b = model.opts.fit_intercept
 
-        def unpack(x):
-            model.coef[...] = x[: k * n].reshape(k, n, order="F")
+        dev = model.device
+
+        def unpack(x):  # scipy's host iterate into the model (wherever it lives)
+            model.coef[...] = gmat.to_device(
+                np.asfortranarray(x[: k * n].reshape(k, n, order="F"), dtype=model.dtype), dev)
             if fit_b:
-                model.intercept[...] = x[k * n:]
+                model.intercept[...] = gmat.to_device(x[k * n:].astype(model.dtype), dev)
 
         def fun(x):
             unpack(x)
@@ -328,9 +337,9 @@ class LBFGS(Optimizer):
             grad = np.concatenate([G.ravel(order="F"), g0]) if fit_b else G.ravel(order="F")
             return f, grad
 
-        x0 = model.coef.astype(np.float64).ravel(order="F")
+        x0 = gmat.to_device(model.coef, "cpu").astype(np.float64).ravel(order="F")
         if fit_b:
-            x0 = np.concatenate([x0, model.intercept.astype(np.float64)])
+            x0 = np.concatenate([x0, gmat.to_device(model.intercept, "cpu").astype(np.float64)])
 
         def callback(intermediate_result):
             unpack(intermediate_result.x)
