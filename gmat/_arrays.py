@@ -269,7 +269,11 @@ def csc_from_arrays(cls, data, indices, indptr, shape, template=None):
     layout does not allow that, the constructor is used.
     """
     if cls.__module__.startswith("cupyx"):  # pragma: no cover - needs a GPU
-        # cupyx's constructor takes the arrays as they are (no copy, no host round trip)
+        # cupyx's constructor takes the arrays as they are (no copy); newer cupy has a
+        # constructor from checked parts that skips its index-dtype scan
+        parts = getattr(cls, "_from_parts", None)
+        if parts is not None and indices.dtype == indptr.dtype:
+            return parts(data, indices, indptr, tuple(shape), has_canonical_format=True)
         return cls((data, indices, indptr), shape=tuple(shape))
     if template is not None and type(template) is cls and "_shape" in vars(template):
         C = cls.__new__(cls)  # a shallow copy without copy.copy's reduce protocol
@@ -307,14 +311,33 @@ def slice_columns(S, start: int, stop: int, name: str = "S"):
     start, stop = int(start), int(stop)
     if not 0 <= start <= stop <= m:
         raise ValueError(f"column range {start}:{stop} is outside [0, {m}] of {name}")
-    lo, hi = int(S.indptr[start]), int(S.indptr[stop])
-    indptr = S.indptr[start : stop + 1] - S.indptr[start]
+    if device_of(S) == "gpu":  # pragma: no cover - needs a GPU
+        # bounds from a host copy of indptr (no device round trip per slice), one rebase kernel
+        hp = _host_indptr(S)
+        lo, hi = int(hp[start]), int(hp[stop])
+        indptr = S.indptr[start : stop + 1] - S.indptr.dtype.type(lo)
+    else:
+        lo, hi = int(S.indptr[start]), int(S.indptr[stop])
+        indptr = (S.indptr[start : stop + 1] - S.indptr[start]).astype(S.indices.dtype)
     C = csc_from_arrays(
-        type(S), S.data[lo:hi], S.indices[lo:hi], indptr.astype(S.indices.dtype),
-        (S.shape[0], stop - start), template=S,
+        type(S), S.data[lo:hi], S.indices[lo:hi], indptr, (S.shape[0], stop - start),
+        template=S,
     )
     setattr(C, _CHECKED_ATTR, _check_key(C, getattr(S, _CHECKED_ATTR)[4]))
     return C
+
+
+_HOST_INDPTR_ATTR = "_roofline_host_indptr"
+
+
+def _host_indptr(S):  # pragma: no cover - needs a GPU
+    """A host copy of a device matrix's ``indptr``, made once and kept on the matrix (replacing
+    ``S.indptr`` is detected, as for the validation mark)."""
+    cached = getattr(S, _HOST_INDPTR_ATTR, None)
+    if cached is None or cached[0] != id(S.indptr):
+        cached = (id(S.indptr), S.indptr.get())
+        setattr(S, _HOST_INDPTR_ATTR, cached)
+    return cached[1]
 
 
 def empty(shape, dtype=np.float32, *, order="F", device="cpu"):

@@ -170,16 +170,19 @@ extern "C" __global__ void glm_update(
 _MODULES: dict = {}
 
 
-def _module(dtype):
+def _kernels(dtype):
+    """``(glm_forward, glm_scatter, glm_update)`` for ``dtype``, compiled on first use (the
+    function handles are kept: looking them up costs ~3 us a launch)."""
     import cupy
 
     key = np.dtype(dtype).char
-    mod = _MODULES.get(key)
-    if mod is None:
+    fns = _MODULES.get(key)
+    if fns is None:
         real = {"f": "float", "d": "double"}[key]
         mod = cupy.RawModule(code=_SRC.replace("REAL", real))
-        _MODULES[key] = mod
-    return mod
+        fns = tuple(mod.get_function(f) for f in ("glm_forward", "glm_scatter", "glm_update"))
+        _MODULES[key] = fns
+    return fns
 
 
 def _blocks(n: int) -> tuple:
@@ -200,19 +203,19 @@ def gpu_glm_step(indptr, indices, data, coef, b, y, w, m, k, loss, D, gbuf, mark
     ``None``: no intercept (``zero_b``, ``k`` zeros, is read instead).  ``w`` ``None``: unit
     weights.  ``nnz``: the minibatch's nonzeros (a host int).
     """
-    mod = _module(data.dtype)
+    forward, scatter, update = _kernels(data.dtype)
     m, k = int(m), int(k)
     has_w = w is not None
-    mod.get_function("glm_forward")(
+    forward(
         _blocks(m * k), (_THREADS,),
         (indptr, indices, data, coef, zero_b if b is None else b, y, w if has_w else data,
          np.int32(has_w), np.int32(m), np.int32(k), np.int32(loss), D, acc))
-    mod.get_function("glm_scatter")(
+    scatter(
         _blocks(max(nnz, 1)), (_THREADS,),
         (indptr, indices, data, D, np.int32(m), np.int32(k), np.float64(-1.0), gbuf, mark, acc,
          _NULL if b is None else b, _NULL if sumsq0 is None else sumsq0, np.float64(lr),
          np.float64(eps)))
-    mod.get_function("glm_update")(
+    update(
         _blocks(max(nnz, 1)), (_THREADS,),
         (indptr, indices, np.int32(m), np.int32(k), coef, sumsq, gbuf, mark, acc,
          np.float64(lr), np.float64(eps), np.float64(l2), np.float64(l1)))
@@ -223,13 +226,13 @@ def gpu_glm_scatter_update(indptr, indices, data, D, m, k, gbuf, mark, acc, coef
     """The scatter and update kernels for given (already scaled) derivatives ``D`` (``k x m``
     Fortran): the GPU form of :func:`roofline.kernels.glm_accumulate_touched` +
     :func:`roofline.kernels.adagrad_glm_update`.  Arguments as in :func:`gpu_glm_step`."""
-    mod = _module(data.dtype)
+    _, scatter, update = _kernels(data.dtype)
     m, k = int(m), int(k)
-    mod.get_function("glm_scatter")(
+    scatter(
         _blocks(max(nnz, 1)), (_THREADS,),
         (indptr, indices, data, D, np.int32(m), np.int32(k), np.float64(1.0), gbuf, mark, acc,
          _NULL, _NULL, np.float64(lr), np.float64(eps)))
-    mod.get_function("glm_update")(
+    update(
         _blocks(max(nnz, 1)), (_THREADS,),
         (indptr, indices, np.int32(m), np.int32(k), coef, sumsq, gbuf, mark, acc,
          np.float64(lr), np.float64(eps), np.float64(l2), np.float64(l1)))
