@@ -17,6 +17,10 @@ Held-out evaluation (BIDMach's cross-validated loss) comes from either
   :meth:`Learner.training_batches`, decides for every optimizer); they are evaluated with the
   current model when they arrive and their mean loss is recorded every ``eval_every`` steps.
 
+The model and the optimizer state live on the device of the training source's minibatches
+(``datasource.device``), or where ``device=`` says (``"cpu"`` or ``"gpu"``); minibatches are
+moved there, and :meth:`Learner.predict` returns predictions on the device of the source's data.
+
 The trace (one row per evaluation) records the training and held-out loss, examples/s and the
 primitives' gflop/s; ``early_stopping`` stops after ``patience`` evaluations without improvement.
 """
