@@ -116,7 +116,8 @@ def run_roofline(pb, alpha, *, dual, solver, threads, max_iter, time_cap, pstar)
     check = (res.check_time - cb_s[0]) / max(len(res.times), 1)
     pts = [(setup + t + check, P, h[0], h[1]) for t, P, h in zip(res.times, res.objective, hold,
                                                                          strict=True)]
-    return pts, {"check_s": res.check_time - cb_s[0], "epochs": res.n_iter}
+    return pts, {"check_s": res.check_time - cb_s[0], "epochs": res.n_iter,
+                 "threads": res.info.get("n_threads", threads)}
 
 
 def _effort_runs(fit, efforts, time_cap):
@@ -282,9 +283,11 @@ def table(args):
             continue
         form = "dual" if dual else "primal"
         for solver, threads in (("scd", 1), ("tpa-scd", th)):
-            runs[f"roofline {solver} {form}"] = (threads, *run_roofline(
-                pb, alpha, dual=dual, solver=solver, threads=threads, max_iter=args.max_epochs,
-                time_cap=args.time_cap, pstar=pref))
+            pts, extra = run_roofline(pb, alpha, dual=dual, solver=solver, threads=threads,
+                                      max_iter=args.max_epochs, time_cap=args.time_cap,
+                                      pstar=pref)
+            # the threads the solver used (tpa-scd's dual runs at most 2)
+            runs[f"roofline {solver} {form}"] = (extra["threads"], pts, extra)
     try:
         import snapml  # noqa: F401
 

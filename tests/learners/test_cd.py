@@ -163,6 +163,28 @@ def _dense_correlated(seed=0, n=100, d=16):
     return sp.csc_matrix(Xd), y
 
 
+def test_tpa_dual_caps_its_threads_with_a_warning(caplog):
+    """More than 2 threads overshoot in the dual's hogwild mode (measured on a 16-core Xeon):
+    the solver runs 2, says so, and still reaches the optimum."""
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 400, density=0.1, format="csc", random_state=rng)
+    y = (rng.random(400) < 0.4).astype(float)
+    kw = dict(loss="logistic", alpha=1e-2, dual=True, fit_intercept=False, tol=1e-10,
+              random_state=0)
+    ref = fit_glm_cd(X, y, **kw)
+    with caplog.at_level("WARNING", logger="roofline.learners._cd"):
+        res = fit_glm_cd(X, y, solver="tpa-scd", n_jobs=8, max_iter=3000, **kw)
+    assert res.info["n_threads"] == 2
+    assert any("at most 2 threads (n_jobs=8)" in r.getMessage() for r in caplog.records)
+    assert res.converged and res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-8)
+    caplog.clear()
+    two = fit_glm_cd(X, y, solver="tpa-scd", n_jobs=2, max_iter=3000, **kw)
+    assert two.info["n_threads"] == 2 and not caplog.records
+    # replica mode is not capped (deterministic; the damping test below runs it on 8 threads)
+    rep = fit_glm_cd(X, y, solver="tpa-scd", n_jobs=4, tpa_mode="replica", max_iter=3000, **kw)
+    assert rep.info["n_threads"] == 4
+
+
 @pytest.mark.parametrize("dual", [False, True])
 def test_tpa_damping_turns_divergence_into_convergence(dual):
     """8 threads on a dense, correlated problem: without damping the simultaneous coordinate
