@@ -167,7 +167,7 @@ def _csc(data, indices, indptr, shape, cls=sp.csc_matrix):
     constructor: it matters at hundreds of minibatches per second), then sets the arrays.
     """
     if cls.__module__.startswith("cupyx"):  # pragma: no cover - needs a GPU
-        return cls((data, indices, indptr), shape=(int(shape[0]), int(shape[1])))
+        return gmat.csc_from_arrays(cls, data, indices, indptr, shape)
     key = (cls, int(shape[0]), int(shape[1]), data.dtype)
     tmpl = _TEMPLATES.get(key)
     if tmpl is None:

@@ -118,9 +118,7 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     if device_of(X) == "gpu":
         return _adagrad_glm_step_gpu(coef, sumsq, X, D, lr, eps, l2, l1, workspace)
     nnz = int(X.indptr[-1])
-    if nnz >= MAX_NNZ:
-        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
-                         f"got {nnz}: use a smaller batch_size")
+    _check_nnz(nnz)
     workspace.ensure(nnz, k, X.dtype)
     ws = workspace
     sT = sumsq.T
@@ -151,12 +149,18 @@ def check_glm_labels(y, loss: str, name: str = "y") -> None:
                          f"values in [{lo}, {hi}]")
 
 
-def _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0, workspace):
-    """Validate the arguments of a whole GLM step; returns ``(yT, w, weight_sum)``."""
-    check_csc(X, "X")
+def _check_nnz(nnz: int) -> None:
+    if nnz >= MAX_NNZ:
+        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
+                         f"got {nnz}: use a smaller batch_size")
+
+
+def _check_step_args(coef, sumsq, X, loss, y=None, intercept=None, sumsq0=None):
+    """The argument checks shared by the CPU and GPU steps (shapes, dtypes, layouts; ``loss``
+    and ``y`` when given); returns ``(k, n, m)``."""
     k, n = coef.shape
     m = X.shape[1]
-    if loss not in kernels.GLM_LOSS_CODES:
+    if loss is not None and loss not in kernels.GLM_LOSS_CODES:
         raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
     if X.shape[0] != n:
         raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
@@ -169,12 +173,17 @@ def _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0, workspace):
         raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
     if (intercept is None) != (sumsq0 is None):
         raise ValueError("pass intercept and sumsq0 together (or neither)")
-    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
+    if y is not None and y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
         raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
+    return k, n, m
+
+
+def _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0, workspace):
+    """Validate the arguments of a whole GLM step; returns ``(yT, w, weight_sum)``."""
+    check_csc(X, "X")
+    k, n, m = _check_step_args(coef, sumsq, X, loss, y, intercept, sumsq0)
     nnz = int(X.indptr[-1])
-    if nnz >= MAX_NNZ:
-        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
-                         f"got {nnz}: use a smaller batch_size")
+    _check_nnz(nnz)
     workspace.ensure(nnz, k, X.dtype)
     yT = workspace.labels_T(y, k, m, coef.dtype)
     check_glm_labels(yT, loss)
@@ -340,20 +349,14 @@ def _gpu_vector(a, m, dtype, name):
     return a
 
 
-def _check_step_shapes(coef, sumsq, X, loss):
-    k, n = coef.shape
-    if loss is not None and loss not in kernels.GLM_LOSS_CODES:
-        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
-    if X.shape[0] != n:
-        raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
-    if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
-        raise TypeError(f"X ({X.dtype}), coef ({coef.dtype}) and sumsq ({sumsq.dtype}) must "
-                        f"share one dtype")
-    if sumsq.shape != coef.shape:
-        raise ValueError(f"sumsq has shape {sumsq.shape}, expected {coef.shape}")
-    if not (coef.flags.f_contiguous and sumsq.flags.f_contiguous):
-        raise ValueError("coef and sumsq must be Fortran-ordered (one feature column contiguous)")
-    return k, n
+def _gpu_indices(X) -> int:
+    """Check a device minibatch's index dtype; returns its nonzeros' upper bound (the kernels
+    stop at ``indptr[m]``; no device round trip)."""
+    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
+        raise TypeError(f"X must have int32 indices on the GPU, got {X.indices.dtype}")
+    nnz = int(X.data.shape[0])
+    _check_nnz(nnz)
+    return nnz
 
 
 def _glm_adagrad_step_gpu(coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0, l2, l1,
@@ -365,18 +368,8 @@ def _glm_adagrad_step_gpu(coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0
 
     _on_gpu((("coef", coef), ("sumsq", sumsq), ("y", y), ("w", w), ("intercept", intercept),
              ("sumsq0", sumsq0)))
-    k, n = _check_step_shapes(coef, sumsq, X, loss)
-    m = X.shape[1]
-    if (intercept is None) != (sumsq0 is None):
-        raise ValueError("pass intercept and sumsq0 together (or neither)")
-    if y.shape not in ((k, m), (m,) if k == 1 else (k, m)):
-        raise ValueError(f"y has shape {y.shape}, expected ({k}, {m})")
-    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
-        raise TypeError(f"X must have int32 indices on the GPU, got {X.indices.dtype}")
-    nnz = int(X.data.shape[0])  # an upper bound: the kernels stop at indptr[m]
-    if nnz >= MAX_NNZ:
-        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
-                         f"got {nnz}: use a smaller batch_size")
+    k, n, m = _check_step_args(coef, sumsq, X, loss, y, intercept, sumsq0)
+    nnz = _gpu_indices(X)
     dt = coef.dtype
     yk = y.reshape(k, m) if y.ndim == 1 else y
     if yk.dtype != dt or not yk.flags.f_contiguous:
@@ -400,18 +393,12 @@ def _adagrad_glm_step_gpu(coef, sumsq, X, D, lr, eps, l2, l1, workspace):
     import cupy
 
     _on_gpu((("coef", coef), ("sumsq", sumsq), ("D", D)))
-    k, n = _check_step_shapes(coef, sumsq, X, None)
-    m = X.shape[1]
+    k, n, m = _check_step_args(coef, sumsq, X, None)
     if D.shape != (k, m):
         raise ValueError(f"D has shape {D.shape}, expected ({k}, {m})")
     if D.dtype != coef.dtype or not D.flags.f_contiguous:
         D = cupy.asfortranarray(D, dtype=coef.dtype)
-    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
-        raise TypeError(f"X must have int32 indices on the GPU, got {X.indices.dtype}")
-    nnz = int(X.data.shape[0])
-    if nnz >= MAX_NNZ:
-        raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
-                         f"got {nnz}: use a smaller batch_size")
+    nnz = _gpu_indices(X)
     workspace.ensure_gpu(n, 0, k, coef.dtype)
     ws = workspace
     kernels.gpu_glm_scatter_update(X.indptr, X.indices, X.data, D, m, k, ws.g_gbuf, ws.g_mark,
