@@ -203,35 +203,32 @@ def gpu_glm_step(indptr, indices, data, coef, b, y, w, m, k, loss, D, gbuf, mark
     ``None``: no intercept (``zero_b``, ``k`` zeros, is read instead).  ``w`` ``None``: unit
     weights.  ``nnz``: the minibatch's nonzeros (a host int).
     """
-    forward, scatter, update = _kernels(data.dtype)
+    forward = _kernels(data.dtype)[0]
     m, k = int(m), int(k)
     has_w = w is not None
     forward(
         _blocks(m * k), (_THREADS,),
         (indptr, indices, data, coef, zero_b if b is None else b, y, w if has_w else data,
          np.int32(has_w), np.int32(m), np.int32(k), np.int32(loss), D, acc))
-    scatter(
-        _blocks(max(nnz, 1)), (_THREADS,),
-        (indptr, indices, data, D, np.int32(m), np.int32(k), np.float64(-1.0), gbuf, mark, acc,
-         _NULL if b is None else b, _NULL if sumsq0 is None else sumsq0, np.float64(lr),
-         np.float64(eps)))
-    update(
-        _blocks(max(nnz, 1)), (_THREADS,),
-        (indptr, indices, np.int32(m), np.int32(k), coef, sumsq, gbuf, mark, acc,
-         np.float64(lr), np.float64(eps), np.float64(l2), np.float64(l1)))
+    # the derivatives are scaled by 1 / (the weight sum the forward kernel left in acc)
+    gpu_glm_scatter_update(indptr, indices, data, D, m, k, gbuf, mark, acc, coef, sumsq, lr,
+                           eps, l2, l1, nnz, scale=-1.0, b=b, sumsq0=sumsq0)
 
 
 def gpu_glm_scatter_update(indptr, indices, data, D, m, k, gbuf, mark, acc, coef, sumsq, lr,
-                           eps, l2, l1, nnz):
-    """The scatter and update kernels for given (already scaled) derivatives ``D`` (``k x m``
-    Fortran): the GPU form of :func:`roofline.kernels.glm_accumulate_touched` +
-    :func:`roofline.kernels.adagrad_glm_update`.  Arguments as in :func:`gpu_glm_step`."""
+                           eps, l2, l1, nnz, *, scale=1.0, b=None, sumsq0=None):
+    """The scatter and update kernels for derivatives ``D`` (``k x m`` Fortran), multiplied by
+    ``scale`` (``-1``: by ``1 / acc[1]``, the weight sum of :func:`gpu_glm_step`'s forward
+    kernel), with an intercept step when ``b``/``sumsq0`` are given: the GPU form of
+    :func:`roofline.kernels.glm_accumulate_touched` + :func:`roofline.kernels.adagrad_glm_update`.
+    Other arguments as in :func:`gpu_glm_step`."""
     _, scatter, update = _kernels(data.dtype)
     m, k = int(m), int(k)
     scatter(
         _blocks(max(nnz, 1)), (_THREADS,),
-        (indptr, indices, data, D, np.int32(m), np.int32(k), np.float64(1.0), gbuf, mark, acc,
-         _NULL, _NULL, np.float64(lr), np.float64(eps)))
+        (indptr, indices, data, D, np.int32(m), np.int32(k), np.float64(scale), gbuf, mark, acc,
+         _NULL if b is None else b, _NULL if sumsq0 is None else sumsq0, np.float64(lr),
+         np.float64(eps)))
     update(
         _blocks(max(nnz, 1)), (_THREADS,),
         (indptr, indices, np.int32(m), np.int32(k), coef, sumsq, gbuf, mark, acc,

@@ -54,7 +54,7 @@ def _model_classes():
 
 
 def _host(v):
-    return np.asarray(gmat.to_device(v, "cpu") if gmat.device_of(v) == "gpu" else v)
+    return np.asarray(gmat.to_device(v, "cpu"))
 
 
 def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> None:

@@ -176,8 +176,9 @@ class ADAGrad(Optimizer):
     def set_state(self, state: dict) -> None:
         super().set_state(state)
         # on the device of the accumulators that init() made for the model (host otherwise)
-        dev = gmat.device_of(self.sumsq) if getattr(self, "sumsq", None) is not None else "cpu"
-        xp = gmat.get_array_module(self.sumsq) if dev == "gpu" else np
+        like = getattr(self, "sumsq", None)
+        dev = "cpu" if like is None else gmat.device_of(like)
+        xp = gmat.get_array_module(like) if like is not None else np
         self.sumsq = xp.array(gmat.to_device(state["sumsq"], dev), order="F")
         self.sumsq0 = xp.array(gmat.to_device(state["sumsq0"], dev))
 
