@@ -775,10 +775,11 @@ _EXACT_EVERY = 8
 # that the examples after it will still move the same way (on the frequent features), and
 # with a large q the sweep overshoots; sweeps at the problem's regularisation follow.  Measured
 # (relative primal suboptimality, 3-4 seeds each, sweeps to 1e-3 / 1e-6): Criteo-like logistic
-# 1M, C = 0.3 (q ~ 11): 18.5 -> 15.5 sweeps to 1e-3; 100k, C = 1 / 0.3 / 0.1 / 0.03:
-# 33.7 / 17.3 / 9.7 / 7 -> 29.3 / 15.3 / 9 / 7 (to 1e-6: 68.7 / 36.3 / 22 / 14 -> 63.7 / 34.3 /
-# 21 / 14); ridge on the same data (C = 0.3): 82.7 -> 73.7; dense 20k x 100 logistic, alpha =
-# 1e-3: 59 -> 47, alpha = 1e-2 and 1e-1: no change.  A fixed factor hurt where q is small
+# 1M, C = 0.3 (q ~ 11): 18.5 -> 16 sweeps to 1e-3 (39 -> 35.5 to 1e-6); 100k, C = 1 / 0.3 /
+# 0.1 / 0.03: 33.7 / 17.3 / 9.7 / 7 -> 29.3 / 15.3 / 9 / 7 (to 1e-6: 68.7 / 36.3 / 22 / 14 ->
+# 63.7 / 34.3 / 21 / 14); ridge on the same data (C = 0.3): 82.7 -> 73.7; dense 20k x 100
+# logistic, alpha = 1e-3: 59 -> 47, alpha = 1e-2 and 1e-1: no change.  A fixed factor hurt
+# where q is small
 # (x4 at C = 0.03: 7 -> 8 sweeps, 14 -> 15-18 to 1e-6): hence the cap on q, not a factor.
 # It also hurt on few examples (Criteo-like, 5000 examples, C = 0.3 / 1: 14 -> 16, 21-24 ->
 # 25 sweeps; 20,000: level; duality-gap stops alike: 100k, C = 1: 36 -> 31, 200k: 39 -> 33,
@@ -954,7 +955,7 @@ def fit_glm_cd(
         ``||x_i||^2 / (n * alpha)`` down to 2 (at most 8 times ``alpha``; no change where it is
         already below), from 50,000 examples on: there the plain first sweep overshoots.  The
         optimum is the same; on Criteo-like data (1M examples, C = 0.3) it takes ~3 sweeps
-        fewer to a relative suboptimality of 1e-3 (18.5 -> 15.5); on a few thousand examples
+        fewer to a relative suboptimality of 1e-3 (18.5 -> 16); on a few thousand examples
         it cost 1-4 sweeps (hence the threshold).
 
     Returns
