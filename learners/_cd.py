@@ -779,8 +779,8 @@ _EXACT_EVERY = 8
 # 0.1 / 0.03: 33.7 / 17.3 / 9.7 / 7 -> 29.3 / 15.3 / 9 / 7 (to 1e-6: 68.7 / 36.3 / 22 / 14 ->
 # 63.7 / 34.3 / 21 / 14); ridge on the same data (C = 0.3): 82.7 -> 73.7; dense 20k x 100
 # logistic, alpha = 1e-3: 59 -> 47, alpha = 1e-2 and 1e-1: no change.  A fixed factor hurt
-# where q is small
-# (x4 at C = 0.03: 7 -> 8 sweeps, 14 -> 15-18 to 1e-6): hence the cap on q, not a factor.
+# where q is small (x4 at C = 0.03: 7 -> 8 sweeps, 14 -> 15-18 to 1e-6): hence the cap on q,
+# not a factor.
 # It also hurt on few examples (Criteo-like, 5000 examples, C = 0.3 / 1: 14 -> 16, 21-24 ->
 # 25 sweeps; 20,000: level; duality-gap stops alike: 100k, C = 1: 36 -> 31, 200k: 39 -> 33,
 # C = 0.3: 19-20 -> 18), so it applies from _WARMUP_MIN_EXAMPLES examples on.
