@@ -780,10 +780,9 @@ _EXACT_EVERY = 8
 # 63.7 / 34.3 / 21 / 14); ridge on the same data (C = 0.3): 82.7 -> 73.7; dense 20k x 100
 # logistic, alpha = 1e-3: 59 -> 47, alpha = 1e-2 and 1e-1: no change.  A fixed factor hurt
 # where q is small (x4 at C = 0.03: 7 -> 8 sweeps, 14 -> 15-18 to 1e-6): hence the cap on q,
-# not a factor.
-# It also hurt on few examples (Criteo-like, 5000 examples, C = 0.3 / 1: 14 -> 16, 21-24 ->
-# 25 sweeps; 20,000: level; duality-gap stops alike: 100k, C = 1: 36 -> 31, 200k: 39 -> 33,
-# C = 0.3: 19-20 -> 18), so it applies from _WARMUP_MIN_EXAMPLES examples on.
+# not a factor.  It also hurt on few examples (Criteo-like, 5000 examples, C = 0.3 / 1:
+# 14 -> 16, 21-24 -> 25 sweeps; 20,000: level; duality-gap stops alike: 100k, C = 1: 36 -> 31,
+# 200k: 39 -> 33, C = 0.3: 19-20 -> 18), so it applies from _WARMUP_MIN_EXAMPLES examples on.
 _WARMUP_Q, _WARMUP_MAX = 2.0, 8.0
 _WARMUP_MIN_EXAMPLES = 50_000
 
@@ -791,9 +790,7 @@ _WARMUP_MIN_EXAMPLES = 50_000
 def _warmup_factor(colsq, icpt, lam_n):
     """The factor of the regularisation of the dual's first sweep from ``alpha = 0``: the
     mean step curvature brought down to ``_WARMUP_Q`` (1 where it is below), at most
-    ``_WARMUP_MAX``."""
-    if colsq.shape[0] == 0:
-        return 1.0
+    ``_WARMUP_MAX``; ``colsq`` is not empty (the warm-up needs ``_WARMUP_MIN_EXAMPLES``)."""
     q = (float(np.mean(colsq)) + icpt * icpt) / lam_n
     return float(min(max(q / _WARMUP_Q, 1.0), _WARMUP_MAX))
 

@@ -365,7 +365,7 @@ def test_dual_warmup_raises_the_first_sweeps_regularisation(alpha, monkeypatch):
         assert factor > 4.0
 
 
-def test_dual_warmup_needs_many_examples_and_a_cold_start():
+def test_dual_warmup_needs_many_examples():
     """Below _WARMUP_MIN_EXAMPLES examples the first sweep runs at the problem's
     regularisation (on a few thousand examples the raised one cost sweeps)."""
     X, A, y = make_data(task="classification", seed=3, n=400)
