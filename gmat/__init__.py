@@ -35,6 +35,7 @@ from ._fused import MAX_NNZ as FUSED_MAX_NNZ
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, expit, log1pexp, sigmoid
+from ._options import OptionTypeError, Options, load_toml, loads_toml, option, to_toml
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
 from ._report import (
@@ -54,6 +55,8 @@ __all__ = [
     "GLM_LOSSES",
     "GMat",
     "MachineRoofline",
+    "OptionTypeError",
+    "Options",
     "PrimitiveTiming",
     "RooflineReport",
     "benchmark_primitives",
@@ -80,13 +83,17 @@ __all__ = [
     "gpu_available",
     "is_sparse",
     "log1pexp",
+    "load_toml",
+    "loads_toml",
     "mult_as",
     "mult_ast",
+    "option",
     "sddmm",
     "expit",
     "sigmoid",
     "slice_columns",
     "to_device",
+    "to_toml",
     "zeros",
 ]
 
