@@ -56,7 +56,13 @@ __all__ = [
     "save_checkpoint",
 ]
 
-from ._cd import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd  # noqa: E402 (issue 6)
+from ._cd import (  # noqa: E402 (issue 6)
+    CDOptions,
+    CDResult,
+    alpha_from_peer,
+    alpha_to_peer,
+    fit_glm_cd,
+)
 from ._cd_stream import fit_glm_cd_stream  # noqa: E402
 from ._cocoa import (  # noqa: E402
     Communicator,
@@ -67,6 +73,7 @@ from ._cocoa import (  # noqa: E402
 )
 
 __all__ += [
+    "CDOptions",
     "CDResult",
     "Communicator",
     "InProcessCommunicator",

@@ -1,7 +1,7 @@
 """Out-of-core coordinate descent (Snap ML's streaming pipeline) over a DataSource.
 
 The data never need to fit in memory: only the dual variables (one float per example) and the
-shared vector ``v = X alpha`` (one float per feature) do.  Each pass streams the chunks of the
+shared vector ``v = X a`` (one float per feature) do.  Each pass streams the chunks of the
 source; while SDCA runs over chunk ``k`` (a fresh permutation of its examples per pass), the
 source's prefetch thread is already producing chunk ``k + 1`` (``Prefetch(depth=1)``: one chunk
 ready, the next in production), so I/O and parsing hide behind the coordinate steps.
@@ -19,7 +19,15 @@ import numpy as np
 
 from roofline import gmat
 
-from ._cd import LOSSES, CDResult, _check_labels, _positive, _Trace
+from ._cd_problem import (
+    LOSSES,
+    CDResult,
+    Trace,
+    check_labels,
+    positive,
+    verbose_logging,
+    warn_not_converged,
+)
 
 __all__ = ["fit_glm_cd_stream"]
 
@@ -36,7 +44,7 @@ def _chunks(source, depth, loss_code):
         gmat.check_csc(X, f"minibatch {i} X")
         if mb.y is None:
             raise ValueError(f"minibatch {i} of {source!r} has no labels (y is None)")
-        y = _check_labels(mb.y, loss_code, name=f"minibatch {i} y", single_class_ok=True)
+        y = check_labels(mb.y, loss_code, name=f"minibatch {i} y", single_class_ok=True)
         yield i, X, y, int(mb.start)
 
 
@@ -82,10 +90,10 @@ def fit_glm_cd_stream(
     if not isinstance(loss, str) or loss not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
     loss_code = LOSSES[loss]
-    alpha = _positive(alpha, "alpha")
-    tol = _positive(tol, "tol")
-    max_iter = _positive(max_iter, "max_iter", integer=True)
-    check_every = _positive(check_every, "check_every", integer=True)
+    alpha = positive(alpha, "alpha")
+    tol = positive(tol, "tol")
+    max_iter = positive(max_iter, "max_iter", integer=True)
+    check_every = positive(check_every, "check_every", integer=True)
     if not isinstance(prefetch_depth, (int, np.integer)) or prefetch_depth < 0:
         raise ValueError(f"prefetch_depth must be a non-negative integer, got {prefetch_depth!r}")
     d = int(source.n_features)
@@ -101,47 +109,50 @@ def fit_glm_cd_stream(
     lam_n = alpha * n
     icpt = float(intercept_scaling) if fit_intercept else 0.0
     rng = np.random.default_rng(random_state)
-    alpha_v = np.zeros(n)
+    dual = np.zeros(n)
     v = np.zeros(d + (1 if icpt else 0))
     y_all = np.zeros(n)  # labels, kept for the dual objective (one float per example)
     seen = np.zeros(n, dtype=bool)
-    trace = _Trace(tol, verbose)
+    trace = Trace(tol, verbose)
     conv = False
     it = 0
-    for it in range(1, max_iter + 1):
-        trace.start()
-        for ci, X, y, start in _chunks(source, prefetch_depth, loss_code):
-            stop = start + X.shape[1]
-            if X.shape[0] != d or stop > n:
-                raise ValueError(
-                    f"chunk {ci} (examples {start}:{stop}, {X.shape[0]} features) does not fit "
-                    f"the source's {d} features x {n} examples"
-                )
-            if on_chunk is not None:
-                on_chunk(it, ci)
+    with verbose_logging(verbose):
+        for it in range(1, max_iter + 1):
+            trace.start()
+            for ci, X, y, start in _chunks(source, prefetch_depth, loss_code):
+                stop = start + X.shape[1]
+                if X.shape[0] != d or stop > n:
+                    raise ValueError(
+                        f"chunk {ci} (examples {start}:{stop}, {X.shape[0]} features) does not fit "
+                        f"the source's {d} features x {n} examples"
+                    )
+                if on_chunk is not None:
+                    on_chunk(it, ci)
+                if it == 1:
+                    y_all[start:stop] = y
+                    seen[start:stop] = True
+                a = dual[start:stop]  # a view: the kernel updates it in place
+                # serial: the prefetch thread may be running numba parallel kernels of the source
+                colsq = gmat.cd_col_sqnorms(X, parallel=False)
+                perm = rng.permutation(X.shape[1]).astype(np.int64)
+                gmat.cd_dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
+                                   icpt=icpt, parallel=False)
+            trace.stop()
             if it == 1:
-                y_all[start:stop] = y
-                seen[start:stop] = True
-            a = alpha_v[start:stop]  # a view: the kernel updates it in place
-            # serial: the prefetch thread may be running numba parallel kernels of the source
-            colsq = gmat.cd_col_sqnorms(X, parallel=False)
-            perm = rng.permutation(X.shape[1]).astype(np.int64)
-            gmat.cd_dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
-                               icpt=icpt, parallel=False)
-        trace.stop()
-        if it == 1:
-            if not seen.all():
-                raise ValueError(f"the first pass of {source!r} covered {int(seen.sum())} of "
-                                 f"{n} examples")
-            if loss_code != 0 and np.unique(y_all).size < 2:
-                raise ValueError("y holds a single class; a classifier needs both classes")
-        if it % check_every == 0 or it == max_iter:
-            t0 = time.perf_counter()
-            P, gap, v = _certificate(source, prefetch_depth, loss_code, alpha_v, y_all, v, lam_n,
-                                     icpt, n, d)
-            if trace.record(it, P, gap, time.perf_counter() - t0):
-                conv = True
-                break
+                if not seen.all():
+                    raise ValueError(f"the first pass of {source!r} covered {int(seen.sum())} of "
+                                     f"{n} examples")
+                if loss_code != 0 and np.unique(y_all).size < 2:
+                    raise ValueError("y holds a single class; a classifier needs both classes")
+            if it % check_every == 0 or it == max_iter:
+                t0 = time.perf_counter()
+                P, gap, v = _certificate(source, prefetch_depth, loss_code, dual, y_all, v, lam_n,
+                                         icpt, n, d)
+                if trace.record(it, P, gap, time.perf_counter() - t0):
+                    conv = True
+                    break
+    if not conv:
+        warn_not_converged("scd-stream", tol, it, trace.G[-1], trace.P[-1])
     wf = v / lam_n
     return CDResult(
         coef=wf[:d].copy(),
@@ -154,7 +165,7 @@ def fit_glm_cd_stream(
         converged=conv,
         time=time.perf_counter() - t_start,
         check_time=trace.check,
-        dual_coef=alpha_v,
+        dual_coef=dual,
         solver="scd-stream",
         loss=loss,
         penalty="l2",
@@ -163,9 +174,9 @@ def fit_glm_cd_stream(
     )
 
 
-def _certificate(source, depth, loss_code, alpha_v, y_all, v, lam_n, icpt, n, d):
+def _certificate(source, depth, loss_code, dual, y_all, v, lam_n, icpt, n, d):
     """One streamed pass: ``P(w)`` at ``w = v / lam_n`` and the duality gap, and the exact
-    ``X alpha`` (returned, to replace ``v`` and drop the drift of the incremental updates)."""
+    ``X a`` (returned, to replace ``v`` and drop the drift of the incremental updates)."""
     wf = v / lam_n
     b = icpt * wf[d] if icpt else 0.0
     v_new = np.zeros_like(v)
@@ -174,10 +185,10 @@ def _certificate(source, depth, loss_code, alpha_v, y_all, v, lam_n, icpt, n, d)
         # serial: the prefetch thread may be running numba parallel kernels of the source
         z = gmat.cd_matvec(X, wf[:d], None, b, parallel=False)
         L += gmat.cd_loss_sum(z, y, loss_code)
-        gmat.cd_matvec_t(X, alpha_v[start : start + X.shape[1]], v_new[:d])
+        gmat.cd_matvec_t(X, dual[start : start + X.shape[1]], v_new[:d])
     if icpt:
-        v_new[d] = icpt * alpha_v.sum()
+        v_new[d] = icpt * dual.sum()
     q = 0.5 * float(v @ v) / lam_n
     P = (L + q) / n
-    D = (gmat.cd_conj_sum(alpha_v, y_all, loss_code) - q) / n
+    D = (gmat.cd_conj_sum(dual, y_all, loss_code) - q) / n
     return P, max(P - D, 0.0), v_new

@@ -37,7 +37,7 @@ import numpy as np
 
 from roofline import gmat
 
-from ._cd import GLMProblem
+from ._cd_problem import GLMProblem
 
 __all__ = [
     "Communicator",
@@ -45,6 +45,7 @@ __all__ = [
     "InProcessGroup",
     "check_pure_blocks",
     "dual_worker",
+    "fit_distributed",
     "primal_worker",
     "pure_block_worker",
     "pure_blocks",
@@ -84,6 +85,10 @@ class Communicator(abc.ABC):
 class InProcessGroup:
     """A group of ``size`` threads of this process that all-reduce through shared memory.
 
+    Each all-reduce is computed once, in rank order, by the last rank to arrive (the barrier's
+    action), and every rank copies the result: a call costs ``O(size * len(x))`` in all,
+    ``O(len(x))`` per rank, whatever the group's size.
+
     Parameters
     ----------
     size : int
@@ -98,8 +103,11 @@ class InProcessGroup:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = int(size)
         self.name = name
-        self._barrier = threading.Barrier(self.size, timeout=timeout)
+        self._barrier = threading.Barrier(self.size, action=self._reduce, timeout=timeout)
+        self._done = threading.Barrier(self.size, timeout=timeout)
         self._slots = [None] * self.size
+        self._ops = [None] * self.size
+        self._result = None
         self.stats = {"calls": 0, "bytes": 0}
 
     def communicator(self, rank: int) -> InProcessCommunicator:
@@ -107,6 +115,26 @@ class InProcessGroup:
 
     def abort(self):
         self._barrier.abort()
+        self._done.abort()
+
+    def _reduce(self):
+        """The reduction of the deposited slots in rank order (run once per call)."""
+        op = self._ops[0]
+        out = self._slots[0].copy()
+        for r in range(1, self.size):
+            if self._ops[r] != op:
+                raise ValueError(f"allreduce op mismatch in {self.name}: rank 0 asked "
+                                 f"{op!r}, rank {r} {self._ops[r]!r}")
+            if self._slots[r].shape != out.shape:
+                raise ValueError(
+                    f"allreduce shape mismatch in {self.name}: rank 0 sent {out.shape}, "
+                    f"rank {r} sent {self._slots[r].shape}"
+                )
+            if op == "sum":
+                out += self._slots[r]
+            else:
+                np.maximum(out, self._slots[r], out=out)
+        self._result = out
 
 
 class InProcessCommunicator(Communicator):
@@ -133,19 +161,10 @@ class InProcessCommunicator(Communicator):
             g.stats["calls"] += 1
             g.stats["bytes"] += x.nbytes * self.size
         g._slots[self.rank] = x
-        g._barrier.wait()
-        out = g._slots[0].copy()
-        for r in range(1, g.size):
-            if g._slots[r].shape != out.shape:
-                raise ValueError(
-                    f"allreduce shape mismatch in {g.name}: rank 0 sent {out.shape}, rank {r} "
-                    f"sent {g._slots[r].shape}"
-                )
-            if op == "sum":
-                out += g._slots[r]
-            else:
-                np.maximum(out, g._slots[r], out=out)
-        g._barrier.wait()  # nobody overwrites a slot before everyone has read it
+        g._ops[self.rank] = op
+        g._barrier.wait()  # the last rank to arrive reduces (InProcessGroup._reduce)
+        out = g._result.copy()
+        g._done.wait()  # nobody deposits the next call's slots before everyone has copied
         return out
 
 
@@ -255,6 +274,54 @@ def _timed(ctx, rank, start):
 # workers
 
 
+def cocoa_rounds(ctx, comms, shared, local_solve, exact_check):
+    """The round loop that :func:`dual_worker` and :func:`primal_worker` share.
+
+    Each global round runs ``ctx.inner_rounds`` node rounds: the worker solves its local
+    subproblem against ``shared`` plus ``sigma'_out`` times the node's change so far
+    (``local_solve(shared_local, sigma, d_k)`` adds its change to the zeroed ``d_k``), and the
+    node all-reduces the changes; the nodes' changes are then added across nodes.  Every
+    ``ctx.check_every`` rounds (and at the last) ``exact_check(shared)`` returns the exact
+    shared vector (dropping the incremental updates' drift) with the all-reduced ``(P, gap)``.
+
+    Parameters
+    ----------
+    ctx : _Ctx
+    comms : (world, node, cross) communicators
+    shared : ndarray
+        The shared vector at the start (``v = X a`` for the dual, the margins for the primal).
+    local_solve, exact_check : callable
+
+    Returns
+    -------
+    shared : ndarray
+    n_rounds : int
+    converged : bool
+    """
+    world, node, cross = comms
+    rank = world.rank
+    sigma = ctx.sigma_out * ctx.sigma_in
+    conv = False
+    it = 0
+    for it in range(1, ctx.max_iter + 1):
+        _timed(ctx, rank, True)
+        d_node = np.zeros_like(shared)
+        for _ in range(ctx.inner_rounds):
+            local = shared + ctx.sigma_out * d_node
+            d_k = np.zeros_like(shared)
+            local_solve(local, sigma, d_k)
+            d_node += node.allreduce(d_k)
+        shared = shared + cross.allreduce(d_node)
+        _timed(ctx, rank, False)
+        if it % ctx.check_every == 0 or it == ctx.max_iter:
+            t0 = time.perf_counter()
+            shared, P, gap = exact_check(shared)
+            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
+                conv = True
+                break
+    return shared, it, conv
+
+
 def dual_worker(ctx, comms, X_k, y_k, seed):
     """A CoCoA / hierarchical-CoCoA worker for the dual: owns examples ``X_k`` (CSC columns).
 
@@ -269,38 +336,28 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
 
     Returns
     -------
-    (alpha_k, v, n_rounds, converged)
+    (a_k, v, n_rounds, converged)
+        ``a_k``: the dual variables of the worker's examples; ``v = [X a; icpt * sum(a)]``.
     """
-    world, node, cross = comms
-    rank = world.rank
+    world = comms[0]
     pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n)
     rng = np.random.default_rng(seed)
     colsq = pb.dual_colsq()
-    alpha = np.zeros(pb.n_local)
-    v = world.allreduce(pb.dual_point(alpha))
-    sigma = ctx.sigma_out * ctx.sigma_in
-    conv = False
-    it = 0
-    for it in range(1, ctx.max_iter + 1):
-        _timed(ctx, rank, True)
-        dv_node = np.zeros_like(v)
-        for _ in range(ctx.inner_rounds):
-            vloc = v + ctx.sigma_out * dv_node
-            dk = np.zeros_like(v)
-            gmat.cd_dual_epoch(X_k, y_k, alpha, vloc, ctx.local_coords(rng, pb.n_local),
-                               loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
-                               sigma=sigma, d=dk, parallel=False)  # a worker thread
-            dv_node += node.allreduce(dk)
-        v = v + cross.allreduce(dv_node)
-        _timed(ctx, rank, False)
-        if it % ctx.check_every == 0 or it == ctx.max_iter:
-            t0 = time.perf_counter()
-            v = world.allreduce(pb.dual_point(alpha))  # exact, drops incremental drift
-            P, gap = pb.dual_certificate(world.allreduce(pb.dual_parts(alpha, v)), v)
-            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
-                conv = True
-                break
-    return alpha, v, it, conv
+    a = np.zeros(pb.n_local)
+
+    def local_solve(v_local, sigma, d_k):
+        gmat.cd_dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
+                           loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
+                           sigma=sigma, d=d_k, parallel=False)  # a worker thread
+
+    def exact_check(v):
+        v = world.allreduce(pb.dual_point(a))  # exact, drops incremental drift
+        P, gap = pb.dual_certificate(world.allreduce(pb.dual_parts(a, v)), v)
+        return v, P, gap
+
+    v = world.allreduce(pb.dual_point(a))
+    v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check)
+    return a, v, it, conv
 
 
 def primal_worker(ctx, comms, X_k, y, seed):
@@ -313,47 +370,38 @@ def primal_worker(ctx, comms, X_k, y, seed):
     -------
     (w_k, b, n_rounds, converged)
     """
-    world, node, cross = comms
+    world = comms[0]
     rank = world.rank
     pb = ctx.problem(X_k, y, primal=True)
     rng = np.random.default_rng(seed)
     w = np.zeros(pb.d)
-    b = 0.0
     own_b = pb.fit_intercept and rank == 0
-    z = np.zeros(pb.n)
-    sigma = ctx.sigma_out * ctx.sigma_in
-    conv = False
-    it = 0
-    for it in range(1, ctx.max_iter + 1):
-        _timed(ctx, rank, True)
-        dz_node = np.zeros(pb.n)
-        for _ in range(ctx.inner_rounds):
-            zloc = z + ctx.sigma_out * dz_node
-            dk = np.zeros(pb.n)
-            if pb.d:
-                gmat.cd_primal_epoch(pb.Xt, y, w, zloc, ctx.local_coords(rng, pb.d),
-                                     loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n,
-                                     colsq=pb.colsq_primal, sigma=sigma, d=dk)
-            if own_b:
-                b = gmat.cd_intercept_step(y, zloc, b, loss=pb.loss, sigma=sigma, d=dk)
-            dz_node += node.allreduce(dk)
-        z = z + cross.allreduce(dz_node)
-        _timed(ctx, rank, False)
-        if it % ctx.check_every == 0 or it == ctx.max_iter:
-            t0 = time.perf_counter()
-            b_all = float(world.allreduce(np.array([b if rank == 0 else 0.0]))[0])
-            z = world.allreduce(pb.margins(w, 0.0)) + b_all  # exact margins
-            cand = pb.dual_candidate(z)
-            u = pb.xdot(cand[0])
-            u_inf = float(world.allreduce(np.array([np.abs(u).max() if u.size else 0.0]),
-                                          op="max")[0])
-            s = pb.dual_scale(u_inf)
-            reg, u_sq = world.allreduce(np.array([pb.reg(w), float(u @ u)]))
-            P, gap = pb.certificate(pb.grad_parts(z, cand, b_all, s), reg, u_sq, b_all)
-            if ctx.done(rank, it, P, gap, time.perf_counter() - t0):
-                conv = True
-                break
-    return w, b, it, conv
+    state = {"b": 0.0}
+
+    def local_solve(z_local, sigma, d_k):
+        if pb.d:
+            gmat.cd_primal_epoch(pb.Xt, y, w, z_local, ctx.local_coords(rng, pb.d),
+                                 loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n,
+                                 colsq=pb.colsq_primal, sigma=sigma, d=d_k)
+        if own_b:
+            state["b"] = gmat.cd_intercept_step(y, z_local, state["b"], loss=pb.loss,
+                                                sigma=sigma, d=d_k)
+
+    def exact_check(z):
+        b = state["b"]
+        b_all = float(world.allreduce(np.array([b if rank == 0 else 0.0]))[0])
+        z = world.allreduce(pb.margins(w, 0.0)) + b_all  # exact margins
+        cand = pb.dual_candidate(z)
+        u = pb.xdot(cand[0])
+        u_inf = float(world.allreduce(np.array([np.abs(u).max() if u.size else 0.0]),
+                                      op="max")[0])
+        s = pb.dual_scale(u_inf)
+        reg, u_sq = world.allreduce(np.array([pb.reg(w), float(u @ u)]))
+        P, gap = pb.certificate(pb.grad_parts(z, cand, b_all, s), reg, u_sq, b_all)
+        return z, P, gap
+
+    _, it, conv = cocoa_rounds(ctx, comms, np.zeros(pb.n), local_solve, exact_check)
+    return w, state["b"], it, conv
 
 
 def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
@@ -459,10 +507,34 @@ def _split(rng, m, K):
     return [np.sort(p) for p in np.array_split(rng.permutation(m), K)]
 
 
-def _fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
-                     K, n_nodes, inner_rounds, local_epochs, blocks, max_iter, check_every, rng,
-                     trace, comm_stats):
+def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
+                    K, n_nodes, inner_rounds, local_epochs, blocks, max_iter, check_every, rng,
+                    trace, comm_stats):
+    """Run ``solver`` (``"cocoa"``, ``"hcocoa"`` or ``"pure-block"``) over ``K`` workers.
+
+    The arguments are those of :func:`roofline.learners.fit_glm_cd`, validated (``loss`` as
+    its code, ``l1`` for the penalty, ``dual`` resolved).
+
+    Returns
+    -------
+    (w, b, a, n_iter, converged, info)
+        ``a``: the dual variables of all examples (the dual), else ``None``.
+
+    Raises
+    ------
+    ValueError
+        When ``n_workers`` exceeds what there is to share out: the examples (the dual and
+        ``pure-block`` partition the examples) or the features (the primal partitions them).
+    """
     d, n = X.shape
+    shared_out = "features" if (solver != "pure-block" and not dual) else "examples"
+    available = d if shared_out == "features" else n
+    if K > available:
+        raise ValueError(
+            f"n_workers={K} exceeds the {available} {shared_out} that {solver} "
+            f"{'(primal) ' if shared_out == 'features' else ''}partitions over its workers; use "
+            f"at most n_workers={available}"
+        )
     if solver == "hcocoa":
         N = K if n_nodes is None else int(n_nodes)
         if N < 1 or K % N:

@@ -10,21 +10,7 @@ from sklearn.linear_model import Lasso, LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
 from roofline.learners import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd
-
-
-def make_data(n=300, d=25, density=0.3, seed=0, dtype=np.float64, task="regression"):
-    """(X as n_features x n_examples CSC, X_sk as examples x features, y)."""
-    rng = np.random.default_rng(seed)
-    A = sp.random(n, d, density=density, format="csr", random_state=rng, dtype=np.float64)
-    A.data = rng.normal(size=A.nnz)
-    w = rng.normal(size=d)
-    eta = A @ w + 0.5
-    if task == "regression":
-        y = eta + 0.3 * rng.normal(size=n)
-    else:
-        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.int64)
-    A = A.astype(dtype)
-    return A.T.tocsc(), A, y
+from tests._helpers import make_data
 
 
 def objective(X, y, w, b, loss, alpha, penalty="l2", reg_b=False):
@@ -303,7 +289,7 @@ def test_callback_sees_every_check_and_can_stop():
 
 
 def test_dual_sweeps_between_full_ones_visit_the_moving_examples():
-    from roofline.learners._cd import _sweep_coords as _dual_sweep_coords
+    from roofline.learners._cd_solvers import sweep_coords as _dual_sweep_coords
 
     rng = np.random.default_rng(0)
     last = rng.random(1000)
@@ -339,9 +325,9 @@ def test_dual_warmup_raises_the_first_sweeps_regularisation(alpha, monkeypatch):
     the three alphas: capped at 8, ~4.7, none), the second at the problem's: the iterates
     equal two plain kernel sweeps at those regularisations."""
     from roofline import gmat
-    from roofline.learners import _cd
+    from roofline.learners import _cd_solvers
 
-    monkeypatch.setattr(_cd, "_WARMUP_MIN_EXAMPLES", 0)  # small data, to follow each sweep
+    monkeypatch.setattr(_cd_solvers, "_WARMUP_MIN_EXAMPLES", 0)  # small data, to follow each sweep
     X, A, y = make_data(task="classification", seed=3, n=400)
     n = X.shape[1]
     colsq = gmat.cd_col_sqnorms(X)
@@ -419,17 +405,18 @@ def test_tpa_dual_with_intercept_reaches_the_sequential_optimum(loss):
 def test_sequential_dual_recomputes_v_sparingly_and_confirms_convergence(monkeypatch):
     """Sequential SDCA checks rebuild v = X alpha only every few checks (its float64 increments
     are exact to ~1e-12) but always before declaring convergence and at the last iteration."""
-    import roofline.learners._cd as cd
+    import roofline.learners._cd_problem as cdp
+    import roofline.learners._cd_solvers as cds
 
     X, A, y = make_data(task="classification", seed=3)
     seen = []
-    real = cd.GLMProblem.dual_point
-    monkeypatch.setattr(cd.GLMProblem, "dual_point",
+    real = cdp.GLMProblem.dual_point
+    monkeypatch.setattr(cdp.GLMProblem, "dual_point",
                         lambda self, a: (seen.append(a.copy()), real(self, a))[1])
     res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=True, tol=1e-15, max_iter=20,
                      random_state=0)
     assert not res.converged and res.n_iter == 20
-    assert len(seen) <= 1 + 20 // cd._EXACT_EVERY + 1  # start, every few checks, the last
+    assert len(seen) <= 1 + 20 // cds._EXACT_EVERY + 1  # start, every few checks, the last
     np.testing.assert_array_equal(seen[-1], res.dual_coef)  # the last check was exact
     seen.clear()
     res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=True, tol=1e-8, max_iter=500,

@@ -1,0 +1,532 @@
+"""Coordinate-descent solvers for generalized linear models (Snap ML / SDCA / Google SCD family).
+
+The objective (written once; every solver here minimises exactly this)
+----------------------------------------------------------------------
+With ``X`` of shape ``(n_features, n_examples)`` (one column = one example, the project layout),
+``n = n_examples``, margins ``z_i = x_i^T w + b``::
+
+    P(w, b) = (1/n) * sum_i loss(z_i, y_i) + alpha * R(w)
+
+    R(w) = ||w||^2 / 2      (penalty="l2")
+    R(w) = ||w||_1          (penalty="l1")
+
+    loss="squared"   loss(z, y) = (z - y)^2 / 2
+    loss="logistic"  loss(z, y) = log(1 + exp(-y z)),   y in {-1, +1}   ({0, 1} accepted)
+    loss="hinge"     loss(z, y) = max(0, 1 - y z),       y in {-1, +1}   ({0, 1} accepted)
+
+The intercept ``b`` is *not* regularised in the primal solvers (it is its own coordinate, as in
+scikit-learn's Ridge, Lasso and LogisticRegression).  The dual solvers (SDCA) cannot keep an
+unregularised intercept; there, as in liblinear and snapml, ``fit_intercept`` appends a constant
+feature of value ``intercept_scaling`` whose weight *is* regularised.
+
+Conversions to peers' conventions live in one place, :func:`alpha_from_peer` /
+:func:`alpha_to_peer`:
+
+* scikit-learn ``Ridge(alpha=a)`` (``||y - Xw||^2 + a ||w||^2``): ``alpha = a / n``;
+* scikit-learn ``Lasso(alpha=a)`` (``||y - Xw||^2 / (2n) + a ||w||_1``): ``alpha = a``;
+* scikit-learn ``LogisticRegression(C=c)``, ``LinearSVC(C=c)``
+  (``c * sum loss + ||w||^2 / 2``): ``alpha = 1 / (c n)``;
+* snapml ``regularizer=r`` (``sum loss + r ||w||^2 / 2``, i.e. liblinear with ``C = 1/r``):
+  ``alpha = r / n``.
+
+Stopping certificate: the duality gap ``G = P(w, b) - D(a) >= P(w, b) - P*``.  A primal solver
+maps its iterate to the dual point ``a_i = -loss'(z_i)`` (rescaled into the dual's feasible set
+for the l1 penalty); with an intercept, ``G`` is the gap of the problem with ``b`` held fixed,
+plus the second-order estimate ``g_b^2 / (2 h_b)`` of what moving ``b`` would still gain.  A
+solver stops when ``G <= tol * |P|``.
+
+This module is the leaf of the coordinate-descent chain (each module imports only those above
+it; nothing imports lazily)::
+
+    _cd_problem   losses, peer conversions, CDResult, validation, GLMProblem, traces,
+                  check schedule, progress reporting (this module)
+    _cd_solvers   sequential SCD and TPA-SCD                      (imports _cd_problem)
+    _cocoa        CoCoA+ / hierarchical CoCoA / pure-block SCD    (imports _cd_problem)
+    _cd           fit_glm_cd and CDOptions, the front door        (imports the three above)
+    _cd_stream    out-of-core SDCA                                (imports _cd_problem)
+
+Inside the chain ``alpha`` always means the regularisation strength; the dual variables (one
+per example) are called ``a``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+from roofline import gmat
+
+__all__ = [
+    "LOSSES",
+    "LOSS_NAMES",
+    "SOLVERS",
+    "CDResult",
+    "CheckSchedule",
+    "GLMProblem",
+    "Trace",
+    "alpha_from_peer",
+    "alpha_to_peer",
+    "check_X",
+    "check_labels",
+    "positive",
+    "progress_bar",
+    "verbose_logging",
+    "warn_not_converged",
+]
+
+logger = logging.getLogger(__name__)
+
+LOSSES = {
+    "squared": 0,
+    "least_squares": 0,
+    "logistic": 1,
+    "log": 1,
+    "log_loss": 1,
+    "hinge": 2,
+}
+LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
+SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
+
+# ---------------------------------------------------------------------------------------------
+# conversions (the one place where peers' conventions are translated)
+
+_PEERS = {
+    # peer: (function value -> alpha, alpha -> value); n = number of examples
+    "ridge": (lambda a, n: a / n, lambda al, n: al * n),
+    "lasso": (lambda a, n: a, lambda al, n: al),
+    "C": (lambda c, n: 1.0 / (c * n), lambda al, n: 1.0 / (al * n)),
+    "snapml": (lambda r, n: r / n, lambda al, n: al * n),
+}
+
+
+def alpha_from_peer(peer: str, value: float, n_examples: int) -> float:
+    """Our ``alpha`` for a peer's regularisation parameter on ``n_examples`` examples.
+
+    Parameters
+    ----------
+    peer : {"ridge", "lasso", "C", "snapml"}
+        ``"ridge"``: scikit-learn ``Ridge(alpha=value)``; ``"lasso"``: ``Lasso(alpha=value)``;
+        ``"C"``: ``LogisticRegression(C=value)`` / ``LinearSVC(C=value)`` / liblinear;
+        ``"snapml"``: snapml's ``regularizer=value``.
+    value : float
+    n_examples : int
+    """
+    if peer not in _PEERS:
+        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
+    if not value > 0:
+        raise ValueError(f"value must be positive, got {value!r}")
+    return float(_PEERS[peer][0](float(value), int(n_examples)))
+
+
+def alpha_to_peer(peer: str, alpha: float, n_examples: int) -> float:
+    """Inverse of :func:`alpha_from_peer`."""
+    if peer not in _PEERS:
+        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    return float(_PEERS[peer][1](float(alpha), int(n_examples)))
+
+
+# ---------------------------------------------------------------------------------------------
+# result
+
+
+@dataclass
+class CDResult:
+    """What a coordinate-descent solver returns.
+
+    Attributes
+    ----------
+    coef : ndarray, shape (n_features,)
+    intercept : float
+    n_iter : int
+        Epochs (passes over the data) for ``scd``/``tpa-scd``/``pure-block``; communication
+        rounds for ``cocoa``/``hcocoa``.
+    objective : ndarray
+        ``P(w, b)`` at every check (every ``check_every`` iterations).
+    gap_history : ndarray
+        Duality gap at every check.
+    times : ndarray
+        Cumulative solver seconds at every check, *excluding* the time spent computing the
+        checks themselves (reported separately in ``check_time``).
+    gap : float
+        The last duality gap.
+    converged : bool
+        ``gap <= tol * |objective|`` was reached.
+    time : float
+        Wall seconds of the whole call (including checks and setup).
+    dual_coef : ndarray or None
+        The dual variables (one per example) for the dual solvers.
+    """
+
+    coef: np.ndarray
+    intercept: float
+    n_iter: int
+    objective: np.ndarray
+    gap_history: np.ndarray
+    times: np.ndarray
+    gap: float
+    converged: bool
+    time: float
+    check_time: float = 0.0
+    dual_coef: np.ndarray | None = None
+    solver: str = "scd"
+    loss: str = "squared"
+    penalty: str = "l2"
+    alpha: float = 0.0
+    dual: bool = False
+    info: dict = field(default_factory=dict)
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / max(abs(float(self.objective[-1])), 1e-300)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def check_labels(y, loss_code, name="y", single_class_ok=False):
+    """Float64 labels; classifier labels mapped from {0, 1} or {-1, 1} to {-1, +1}."""
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {y.dtype}")
+    y = y.astype(np.float64).ravel()
+    if not np.isfinite(y).all():
+        bad = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"{name} has a non-finite value {y[bad]} at position {bad}")
+    if loss_code == 0:
+        return y
+    vals = np.unique(y)
+    if vals.size > 2 or not (set(vals.tolist()) <= {-1.0, 1.0} or set(vals.tolist()) <= {0.0, 1.0}):
+        raise ValueError(
+            f"{name} must hold binary labels in {{-1, 1}} or {{0, 1}} for loss="
+            f"{LOSS_NAMES[loss_code]!r}; found values {vals[:5].tolist()}"
+            f"{' ...' if vals.size > 5 else ''}"
+        )
+    if vals.size < 2 and not single_class_ok:
+        raise ValueError(
+            f"{name} holds a single class ({vals[0]:g}); a classifier needs both classes"
+        )
+    return np.where(y > 0, 1.0, -1.0)
+
+
+def check_X(X, name="X"):
+    if sp.issparse(X):
+        if X.format != "csc":
+            raise TypeError(
+                f"{name} must be CSC of shape (n_features, n_examples) (one column = one "
+                f"example), got {X.format.upper()}; convert with {name}.tocsc()"
+            )
+        gmat.check_csc(X, name)
+    else:
+        if not isinstance(X, np.ndarray):
+            raise TypeError(f"{name} must be a scipy.sparse CSC matrix or an ndarray")
+        gmat.as_dense(X, name, ndim=(2,))
+        if not np.isfinite(X).all():
+            pos = np.argwhere(~np.isfinite(X))[0]
+            raise ValueError(
+                f"{name} has a non-finite value {X[tuple(pos)]} at feature {pos[0]}, "
+                f"example {pos[1]}"
+            )
+        X = sp.csc_matrix(X)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
+    return X
+
+
+def positive(v, name, integer=False):
+    if integer:
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        return int(v)
+    numeric = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+    if not numeric or not (v > 0) or not np.isfinite(v):
+        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# the problem: data in both layouts, objectives and certificates
+
+
+class GLMProblem:
+    """One GLM training problem: data, labels and the objective's exact scaling.
+
+    Holds ``X`` (``n_features x n_examples`` CSC) and, when the primal is needed, its
+    feature-major twin (``X^T`` as CSC: column ``j`` = the examples where feature ``j`` occurs).
+    """
+
+    def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
+                 primal=True, n_total=None, serial=False):
+        self.X = X
+        # a worker thread must not launch numba parallel kernels (see gmat.cd_matvec)
+        self._parallel = not serial
+        self.y = y
+        self.loss = int(loss_code)
+        self.l1 = bool(l1)
+        self.alpha = float(alpha)
+        self.d, self.n_local = X.shape
+        # a worker holding a shard of the examples still uses the global scaling
+        self.n = self.n_local if n_total is None else int(n_total)
+        self.lam_n = self.alpha * self.n
+        self.fit_intercept = bool(fit_intercept)
+        self.icpt = float(intercept_scaling) if fit_intercept else 0.0
+        self.Xt = None
+        if primal:
+            self.Xt = gmat.cd_feature_major(X)
+            self.colsq_primal = gmat.cd_col_sqnorms(self.Xt, parallel=self._parallel)
+
+    # -- basic maps --------------------------------------------------------------------------
+    def margins(self, w, b, out=None):
+        """``z = X^T w + b`` in float64."""
+        return gmat.cd_matvec(self.X, w, out, b, parallel=self._parallel)
+
+    def xdot(self, a, out=None):
+        """``X a`` (a d-vector) in float64."""
+        out = np.zeros(self.d) if out is None else out
+        out[:] = 0.0
+        return gmat.cd_matvec_t(self.X, a, out)
+
+    def reg(self, w):
+        return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
+
+    def primal_obj(self, z, w):
+        return (gmat.cd_loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
+
+    # -- certificates ------------------------------------------------------------------------
+    def dual_scale(self, u_inf):
+        """The factor that makes ``a`` dual-feasible for the l1 penalty (1 for l2)."""
+        if not self.l1 or u_inf <= self.lam_n:
+            return 1.0
+        return self.lam_n / u_inf
+
+    def dual_candidate(self, z):
+        """``(a, g_b, h_b)``: the dual point ``a = -loss'(z)`` of margins ``z`` and the
+        intercept's gradient and curvature sums."""
+        return gmat.cd_grad(z, self.y, self.loss)
+
+    def grad_parts(self, z, cand, b, s):
+        """Local sums for the primal certificate over this object's examples:
+        ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]``, ``cand`` from
+        :meth:`dual_candidate`."""
+        a, g_b, h_b = cand
+        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
+                         gmat.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
+
+    def certificate(self, parts, reg, u_sq, b):
+        """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
+        ``reg = R(w)``, ``u_sq = ||X a||^2``."""
+        L, C, A, g_b, h_b = parts
+        P = (L + self.lam_n * reg) / self.n
+        D = (C - b * A) / self.n
+        if not self.l1:
+            D -= 0.5 * u_sq / (self.lam_n * self.n)
+        gap = P - D
+        if self.fit_intercept and h_b > 0:
+            gap += g_b * g_b / (2.0 * h_b * self.n)
+        return P, max(gap, 0.0)
+
+    def primal_gap(self, w, b, z):
+        """``(P, gap)`` for a primal iterate (see the module docstring)."""
+        cand = self.dual_candidate(z)
+        u = self.xdot(cand[0])
+        s = self.dual_scale(float(np.abs(u).max()))
+        return self.certificate(self.grad_parts(z, cand, b, s), self.reg(w), float(u @ u), b)
+
+    def dual_point(self, a):
+        """Exact ``v = [X a; icpt * sum(a)]`` for the dual variables."""
+        v = np.zeros(self.d + (1 if self.icpt else 0))
+        self.xdot(a, v[: self.d])
+        if self.icpt:
+            v[self.d] = self.icpt * a.sum()
+        return v
+
+    def dual_obj(self, a, v, conj=None):
+        """``D(a)``; ``conj``: ``cd_conj_sum`` of ``a`` when the caller has it."""
+        C = gmat.cd_conj_sum(a, self.y, self.loss) if conj is None else conj
+        return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
+
+    def dual_colsq(self):
+        return gmat.cd_col_sqnorms(self.X, parallel=self._parallel)
+
+    def dual_primal(self, v):
+        """The primal point ``(w, b)`` of the dual vector ``v``."""
+        wf = v / self.lam_n
+        w = wf[: self.d]
+        b = self.icpt * wf[self.d] if self.icpt else 0.0
+        return w, b
+
+    def dual_parts(self, a, v):
+        """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples."""
+        w, b = self.dual_primal(v)
+        z = self.margins(w, b)
+        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
+                         gmat.cd_conj_sum(a, self.y, self.loss)])
+
+    def dual_certificate(self, parts, v):
+        """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the
+        intercept weight is regularised."""
+        L, C = parts
+        q = 0.5 * float(v @ v) / self.lam_n  # = lam_n ||w||^2 / 2
+        P = (L + q) / self.n
+        return P, max(P - (C - q) / self.n, 0.0)
+
+    def dual_gap(self, a, v):
+        """``(P, gap)`` for a dual iterate holding all the examples."""
+        return self.dual_certificate(self.dual_parts(a, v), v)
+
+
+# ---------------------------------------------------------------------------------------------
+# bookkeeping shared by the solvers
+
+
+class Trace:
+    """Objective / gap / time trace with the check time kept out of the solver time."""
+
+    def __init__(self, tol, verbose=0):
+        self.tol = tol
+        self.verbose = verbose
+        self.P, self.G, self.T = [], [], []
+        self.solve = 0.0
+        self.check = 0.0
+        self._t = None
+
+    def start(self):
+        self._t = time.perf_counter()
+
+    def stop(self):
+        self.solve += time.perf_counter() - self._t
+
+    def record(self, it, P, gap, t_check):
+        self.check += t_check
+        self.P.append(P)
+        self.G.append(gap)
+        self.T.append(self.solve)
+        lvl = logging.INFO if self.verbose else logging.DEBUG
+        logger.log(lvl, "iter %d  objective %.10g  gap %.3e  time %.3fs", it, P, gap, self.solve)
+        if not np.isfinite(P):
+            raise FloatingPointError(
+                f"the objective became {P} at iteration {it}: the solver diverged "
+                "(use damping / adaptive damping, or a larger alpha)"
+            )
+        return self.converged(P, gap)
+
+    def converged(self, P, gap):
+        """Whether a relative duality gap ``gap / |P|`` meets the tolerance."""
+        return gap <= self.tol * max(abs(P), 1e-300)
+
+    def end_check(self, it, P, gap, t0, callback=None, point=None):
+        """The tail of a check: the user's callback, then :meth:`record`.
+
+        Parameters
+        ----------
+        it : int
+            The iteration checked.
+        P, gap : float
+            Its objective and duality gap.
+        t0 : float
+            ``time.perf_counter()`` when the check began (the callback's time counts as
+            check time).
+        callback : callable or None
+            ``callback(it, w, b)``; returning ``True`` asks the solver to stop.
+        point : callable, optional
+            ``point() -> (w, b)``, the primal point shown to ``callback``.
+
+        Returns
+        -------
+        {"converged", "stopped", None}
+            ``"converged"`` when the gap meets the tolerance, ``"stopped"`` when the callback
+            asked to stop, ``None`` to go on.
+        """
+        stop = callback is not None and bool(callback(it, *point()))
+        if self.record(it, P, gap, time.perf_counter() - t0):
+            return "converged"
+        return "stopped" if stop else None
+
+
+def progress_bar(total, verbose, desc):
+    """A ``tqdm`` bar over ``total`` iterations, shown only with ``verbose`` on a terminal
+    (:func:`verbose_logging` reports the progress everywhere else)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not (verbose and sys.stderr.isatty()))
+
+
+# the logger the solvers' progress goes to (every module of the chain logs under it)
+_PACKAGE_LOGGER = "roofline.learners"
+
+
+@contextlib.contextmanager
+def verbose_logging(verbose):
+    """With ``verbose >= 1``, make the solvers' INFO progress lines reach stderr.
+
+    When logging is configured (any handler on the ``roofline.learners`` logger or above it)
+    nothing changes: the application decides.  Otherwise a stderr handler is attached to
+    ``roofline.learners`` at level INFO for the duration (terminal or not), and removed after.
+    """
+    log = logging.getLogger(_PACKAGE_LOGGER)
+    if not verbose or log.hasHandlers():
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    level = log.level
+    log.addHandler(handler)
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def warn_not_converged(solver, tol, n_iter, gap, objective, reason="max_iter", stacklevel=3):
+    """Emit :class:`sklearn.exceptions.ConvergenceWarning` for a solver that stopped before its
+    duality gap met ``tol`` (``reason``: ``"max_iter"``, or why it stalled)."""
+    rel = gap / max(abs(objective), 1e-300) if np.isfinite(objective) else float("nan")
+    why = (f"reached max_iter={n_iter}" if reason == "max_iter" else reason)
+    warnings.warn(
+        f"{solver} {why} without converging: relative duality gap {rel:.3e} > tol={tol:g}; "
+        "raise max_iter, loosen tol, or increase alpha",
+        ConvergenceWarning, stacklevel=stacklevel,
+    )
+
+
+class CheckSchedule:
+    """When a sweeping solver computes its duality gap (``check_every`` of :func:`fit_glm_cd`).
+
+    An integer checks every that many sweeps.  ``"auto"`` checks once the sweeps since the last
+    check have made as many coordinate steps as there are coordinates: after every full sweep,
+    and every ``1 / active_fraction`` partial sweeps.  A check costs about one pass over the
+    data (at 1M Criteo-like examples ~0.15 s, against ~0.37 s for a full dual sweep and ~0.08 s
+    for a partial one), so checks take about a third of the run instead of two thirds with a
+    check after each partial sweep; the schedule counts steps, not seconds, so a seeded run stays
+    deterministic.  The last iteration is always checked.
+    """
+
+    def __init__(self, check_every, max_iter, n_coords):
+        self.every, self.max_iter, self.n = check_every, max_iter, n_coords
+        self.steps = 0
+
+    def due(self, it, n_steps):
+        """Whether to check after sweep ``it`` (from 1), which made ``n_steps`` steps."""
+        self.steps += n_steps
+        if it == self.max_iter:
+            return True
+        if self.every != "auto":
+            return it % self.every == 0
+        if self.steps >= self.n:
+            self.steps = 0
+            return True
+        return False
+
