@@ -7,7 +7,6 @@ One full iteration is one pass; ``reset()`` starts a new pass (iterating again a
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline import gmat
+from roofline.gmat import Options, option
 
 __all__ = ["DataSource", "DataSourceOptions", "MatSource", "MatSourceOptions", "Minibatch"]
 
@@ -54,8 +54,9 @@ class Minibatch:
 
 
 @dataclass
-class DataSourceOptions:
-    """Options common to every DataSource.
+class DataSourceOptions(Options):
+    """Options common to every DataSource (an :class:`~roofline.gmat.Options`: validated on
+    construction, printable, round-tripping to TOML).
 
     Attributes
     ----------
@@ -65,15 +66,8 @@ class DataSourceOptions:
         Drop a final partial minibatch instead of yielding it.
     """
 
-    batch_size: int = 10_000
-    drop_last: bool = False
-
-    def __post_init__(self):
-        if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    batch_size: int = option(10_000, "examples per minibatch", low=1)
+    drop_last: bool = option(False, "drop a final partial minibatch instead of yielding it")
 
 
 class DataSource:
@@ -296,7 +290,7 @@ class _Rebatcher:
 
 @dataclass
 class MatSourceOptions(DataSourceOptions):
-    pass
+    """Options of :class:`MatSource`."""
 
 
 class MatSource(DataSource):

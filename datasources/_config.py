@@ -18,28 +18,35 @@
     type = "prefetch"
     depth = 4
 
-Every key is checked: an unknown key, a missing required key or a bad value raises
-``ValueError`` naming the file, the table and the key.
+Each table (less its ``type``, and the source's file argument ``paths`` or ``pattern``) is
+the :class:`~roofline.gmat.Options` of its component (:class:`SVMLightOptions`,
+:class:`ShuffleOptions`, ...), built with :meth:`~roofline.gmat.Options.from_dict`: an unknown
+key, a missing required key or a bad value raises ``ValueError`` naming the file, the table and
+the key.  The file is read and written with the one TOML reader/writer,
+:func:`roofline.gmat.load_toml` / :func:`roofline.gmat.to_toml`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
-import sys
 
-from ._criteo import CriteoSource
-from ._files import FileSource
+from roofline.gmat import load_toml, to_toml
+
+from ._criteo import CriteoOptions, CriteoSource
+from ._files import FileSource, FileSourceOptions
 from ._io import is_url
-from ._prefetch import Prefetch
-from ._stages import HeldOut, Shuffle, Stage, ToDevice
-from ._svmlight import SVMLightSource
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from ._prefetch import Prefetch, PrefetchOptions
+from ._stages import (
+    HeldOut,
+    HeldOutOptions,
+    Shuffle,
+    ShuffleOptions,
+    Stage,
+    ToDevice,
+    ToDeviceOptions,
+)
+from ._svmlight import SVMLightOptions, SVMLightSource
 
 __all__ = [
     "datasource_from_config",
@@ -52,15 +59,14 @@ __all__ = [
 SOURCE_TYPES = {"svmlight": SVMLightSource, "criteo": CriteoSource, "files": FileSource}
 STAGE_TYPES = {"heldout": HeldOut, "shuffle": Shuffle, "to_device": ToDevice,
                "prefetch": Prefetch}
+# the options class of each component: its table's keys (less "type")
+_OPTIONS = {SVMLightSource: SVMLightOptions, CriteoSource: CriteoOptions,
+            FileSource: FileSourceOptions, HeldOut: HeldOutOptions, Shuffle: ShuffleOptions,
+            ToDevice: ToDeviceOptions, Prefetch: PrefetchOptions}
+# a source's required positional argument: the files to read (an option of FileSource too)
+_ARGS = {SVMLightSource: "paths", CriteoSource: "paths", FileSource: "pattern"}
 # keys holding paths, resolved against the TOML file's directory
 _PATH_KEYS = {"paths", "pattern", "dirs"}
-
-
-def _params(cls):
-    sig = inspect.signature(cls.__init__)
-    ps = [p for p in sig.parameters.values() if p.name != "self"]
-    required = {p.name for p in ps if p.default is inspect.Parameter.empty}
-    return {p.name for p in ps}, required
 
 
 def _resolve(v, base):
@@ -76,10 +82,9 @@ def _resolve(v, base):
 def _build(cls, table: dict, where: str, base, wrapped=None):
     if not isinstance(table, dict):
         raise ValueError(f"{where} must be a table, got {type(table).__name__}")
-    names, required = _params(cls)
-    if wrapped is not None:
-        names.discard("source")
-        required.discard("source")
+    opts_cls, arg = _OPTIONS[cls], _ARGS.get(cls)
+    fields = {f.name for f in dataclasses.fields(opts_cls)}
+    names = fields if arg is None else fields | {arg}
     kw = {k: v for k, v in table.items() if k != "type"}
     unknown = sorted(set(kw) - names)
     if unknown:
@@ -88,26 +93,18 @@ def _build(cls, table: dict, where: str, base, wrapped=None):
             f"{', '.join(repr(k) for k in unknown)} for type {table.get('type')!r} "
             f"(allowed: {', '.join(sorted(names))})"
         )
-    missing = sorted(required - set(kw))
-    if missing:
-        raise ValueError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
-    defaults = {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()}
-    for k, v in kw.items():
-        d = defaults.get(k)
-        if isinstance(d, bool) and not isinstance(v, bool):
-            raise ValueError(f"{where}: key {k!r} must be true or false, got {v!r}")
-        if (isinstance(d, int) and not isinstance(d, bool)
-                and (isinstance(v, bool) or not isinstance(v, int))):
-            raise ValueError(f"{where}: key {k!r} must be an integer, got {v!r}")
+    if arg is not None and arg not in kw:
+        raise ValueError(f"{where}: missing required key(s) {arg!r}")
     for k in _PATH_KEYS & set(kw):
         if k == "pattern" and kw.get("dirs"):
             continue  # a bare file name inside each of the dirs
         kw[k] = _resolve(kw[k], base)
+    # every key is checked (type, choices, bounds) by the component's Options, naming it
+    opts = opts_cls.from_dict({k: v for k, v in kw.items() if k in fields}, where)
     args = [] if wrapped is None else [wrapped]
-    if "paths" in kw and cls in (SVMLightSource, CriteoSource):
-        args.append(kw.pop("paths"))
-    elif "pattern" in kw and cls is FileSource:
-        args.append(kw.pop("pattern"))
+    if arg is not None:
+        args.append(kw.pop(arg))
+    kw = {k: getattr(opts, k) for k in kw}
     try:
         return cls(*args, **kw)
     except (ValueError, TypeError) as exc:
@@ -146,12 +143,9 @@ def datasource_from_config(config, *, base_dir=None):
         path = os.fspath(config)
         where = path
         try:
-            with open(path, "rb") as f:
-                doc = tomllib.load(f)
+            doc = load_toml(path)  # invalid TOML: ValueError naming the file
         except FileNotFoundError as exc:
             raise ValueError(f"{path}: config file not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: invalid TOML: {exc}") from exc
         base = os.path.dirname(os.path.abspath(path)) if base_dir is None else base_dir
     else:
         raise TypeError(f"config must be a TOML file path or a dict, got {type(config).__name__}")
@@ -188,7 +182,7 @@ def datasource_from_config(config, *, base_dir=None):
 
 def _table(type_name, opts) -> dict:
     t = {"type": type_name}
-    for k, v in dataclasses.asdict(opts).items():
+    for k, v in opts.to_dict().items():
         if k == "compression" and v is None:
             v = "none"
         if v is not None:  # TOML has no null: None means "the default" for every option here
@@ -218,23 +212,7 @@ def datasource_to_config(source) -> dict:
             "stages": [_table(snames[type(st)], st.opts) for st in reversed(stages)]}
 
 
-def _toml_value(v, where):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x, where) for x in v) + "]"
-    raise TypeError(f"{where}: cannot write {type(v).__name__} {v!r} to TOML")
-
-
 def config_to_toml(config: dict) -> str:
-    """TOML text of a config dict (``{"source": {...}, "stages": [...]}``)."""
-    lines = ["[source]"]
-    lines += [f"{k} = {_toml_value(v, f'[source] {k}')}" for k, v in config["source"].items()]
-    for i, st in enumerate(config.get("stages", []), 1):
-        lines += ["", "[[stages]]"]
-        lines += [f"{k} = {_toml_value(v, f'[[stages]] #{i} {k}')}" for k, v in st.items()]
-    return "\n".join(lines) + "\n"
+    """TOML text of a config dict (``{"source": {...}, "stages": [...]}``): ``[source]`` and
+    one ``[[stages]]`` table per stage, written by :func:`roofline.gmat.to_toml`."""
+    return to_toml({"source": config["source"], "stages": list(config.get("stages", [])) or None})

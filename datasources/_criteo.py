@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.gmat import option
 from roofline.kernels import (
     N_CAT,
     N_INT,
@@ -46,21 +47,12 @@ def criteo_field_seeds(hash_seed: int = 0) -> np.ndarray:
 class CriteoOptions(TextOptions):
     """Options of :class:`CriteoSource` (see its parameters)."""
 
-    n_bits: int = 20
-    layout: str = "hashed"
-    hash_seed: int = 0
-    has_label: bool = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        if not isinstance(self.n_bits, (int, np.integer)) or not 1 <= self.n_bits <= 30:
-            raise ValueError(f"n_bits must be an integer in [1, 30], got {self.n_bits!r}")
-        if self.layout not in ("hashed", "per_field"):
-            raise ValueError(f"layout must be 'hashed' or 'per_field', got {self.layout!r}")
-        if not isinstance(self.hash_seed, (int, np.integer)) or isinstance(self.hash_seed, bool):
-            raise ValueError(f"hash_seed must be an integer, got {self.hash_seed!r}")
-        if not isinstance(self.has_label, bool):
-            raise ValueError(f"has_label must be a bool, got {self.has_label!r}")
+    n_bits: int = option(20, "hash width b: 2^b columns (per field with 'per_field')",
+                         low=1, high=30)
+    layout: str = option("hashed", "'hashed': fields share 2^b columns; 'per_field': one "
+                                   "block of 2^b per field", choices=("hashed", "per_field"))
+    hash_seed: int = option(0, "field f hashes with seed (hash_seed + f) mod 2^32")
+    has_label: bool = option(True, "False for the unlabeled test layout (39 fields)")
 
 
 class CriteoSource(TextSource):

@@ -16,11 +16,12 @@ import posixpath
 import struct
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from roofline import gmat
+from roofline.gmat import option
 
 from ._base import DataSource, DataSourceOptions, _csc, _Rebatcher
 from ._io import display_name, is_url, open_binary
@@ -349,33 +350,32 @@ def _shard_header(path, fmt):
 class FileSourceOptions(DataSourceOptions):
     """Options of :class:`FileSource` (see its parameters)."""
 
-    pattern: str = ""
-    dirs: list = field(default_factory=list)
-    n_shards: int | None = None
-    format: str | None = None
-    order: str = "sequential"
-    seed: int | None = None
-    n_readers: int = 2
-    lookahead: int = 2
-    validate: bool = True
+    pattern: str = option("", "shard file name with an {i} field (a full path or URL without "
+                              "dirs)")
+    dirs: list = option([], "striping: shard i is dirs[i % len(dirs)] / pattern", kind=list)
+    n_shards: int | None = option(None, "number of shards; None: 0, 1, ... while they exist",
+                                  kind=int, low=1)
+    format: str | None = option(None, "shard format; None: from the pattern's suffix",
+                                choices=_FORMATS)
+    order: str = option("sequential", "shard order within a pass ('random': permuted each "
+                                      "pass with default_rng([seed, pass]))",
+                        choices=("sequential", "random"))
+    seed: int | None = option(None, "shard-order seed (required with order='random')", kind=int)
+    n_readers: int = option(2, "threads reading shards in parallel", low=1)
+    lookahead: int = option(2, "shards read ahead of the one being consumed", low=1)
+    validate: bool = option(True, "full CSC check of every shard")
 
-    def __post_init__(self):
-        super().__post_init__()
-        _check_pattern(self.pattern)
-        if self.order not in ("sequential", "random"):
-            raise ValueError(f"order must be 'sequential' or 'random', got {self.order!r}")
-        if self.order == "random" and (
-            not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool)
-        ):
-            raise ValueError(f"order='random' needs an integer seed, got seed={self.seed!r}")
-        for k in ("n_readers", "lookahead"):
-            v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{k} must be a positive integer, got {v!r}")
-        if self.n_shards is not None and (
-            not isinstance(self.n_shards, (int, np.integer)) or self.n_shards < 1
-        ):
-            raise ValueError(f"n_shards must be a positive integer, got {self.n_shards!r}")
+    def _check(self, prefix):
+        try:
+            _check_pattern(self.pattern)
+        except ValueError as exc:
+            raise ValueError(f"{prefix}option 'pattern': {exc}") from None
+        for d in self.dirs:
+            if not isinstance(d, str):
+                raise ValueError(f"{prefix}option 'dirs' must hold strings, got {d!r}")
+        if self.order == "random" and self.seed is None:
+            raise ValueError(f"{prefix}option 'order' = 'random' needs an integer seed, got "
+                             f"seed=None")
 
 
 class FileSource(DataSource):

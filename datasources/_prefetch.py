@@ -12,7 +12,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-import numpy as np
+from roofline.gmat import Options, option
 
 from ._stages import Stage
 
@@ -98,14 +98,10 @@ def background(make_iter, depth, what, item="item", active=None):
 
 
 @dataclass
-class PrefetchOptions:
+class PrefetchOptions(Options):
     """``depth``: minibatches produced ahead of the consumer (the queue bound)."""
 
-    depth: int = 2
-
-    def __post_init__(self):
-        if not isinstance(self.depth, (int, np.integer)) or self.depth < 1:
-            raise ValueError(f"depth must be a positive integer, got {self.depth!r}")
+    depth: int = option(2, "minibatches produced ahead of the consumer (the queue bound)", low=1)
 
 
 class Prefetch(Stage):

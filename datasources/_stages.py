@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline import gmat
+from roofline.gmat import Options, option
 
 from ._base import (
     DataSource,
@@ -48,22 +49,17 @@ class Stage(DataSource):
         self.source.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.source!r}, {self.opts})"
+        return f"{type(self).__name__}({self.source!r}, {self.opts!r})"
 
 
 @dataclass
-class HeldOutOptions:
+class HeldOutOptions(Options):
     """``every``: minibatch ``i`` is held out when ``i % every == every - 1``;
     ``part``: ``"train"`` keeps the others, ``"test"`` keeps only the held-out ones."""
 
-    every: int = 11
-    part: str = "train"
-
-    def __post_init__(self):
-        if not isinstance(self.every, (int, np.integer)) or self.every < 2:
-            raise ValueError(f"every must be an integer >= 2, got {self.every!r}")
-        if self.part not in ("train", "test"):
-            raise ValueError(f"part must be 'train' or 'test', got {self.part!r}")
+    every: int = option(11, "minibatch i is held out when i % every == every - 1", low=2)
+    part: str = option("train", "'train' keeps the others, 'test' only the held-out ones",
+                       choices=("train", "test"))
 
 
 class HeldOut(Stage):
@@ -105,20 +101,16 @@ def split_heldout(source, every: int = 11):
 
 
 @dataclass
-class ShuffleOptions:
+class ShuffleOptions(Options):
     """``buffer_size`` examples are mixed at a time; ``seed`` makes every pass reproducible."""
 
-    buffer_size: int = 100_000
-    seed: int | None = None
+    buffer_size: int = option(100_000, "examples mixed at a time (memory bound)", low=1)
+    seed: int | None = option(None, "required: pass p uses default_rng([seed, p])", kind=int)
 
-    def __post_init__(self):
-        if not isinstance(self.buffer_size, (int, np.integer)) or self.buffer_size < 1:
-            raise ValueError(f"buffer_size must be a positive integer, got {self.buffer_size!r}")
-        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
-            raise ValueError(
-                f"seed must be an integer (shuffling is always explicitly seeded), "
-                f"got {self.seed!r}"
-            )
+    def _check(self, prefix):
+        if self.seed is None:
+            raise ValueError(f"{prefix}option 'seed' must be an integer (shuffling is always "
+                             f"explicitly seeded), got None")
 
 
 class Shuffle(Stage):
@@ -194,14 +186,10 @@ def _take(a, idx):
 
 
 @dataclass
-class ToDeviceOptions:
+class ToDeviceOptions(Options):
     """``device``: ``"cpu"`` or ``"gpu"``."""
 
-    device: str = "gpu"
-
-    def __post_init__(self):
-        if self.device not in ("cpu", "gpu"):
-            raise ValueError(f"device must be 'cpu' or 'gpu', got {self.device!r}")
+    device: str = option("gpu", "where the minibatches' arrays go", choices=("cpu", "gpu"))
 
 
 class ToDevice(Stage):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.gmat import option
 from roofline.kernels import svmlight_parse
 
 from ._base import _csc, _index_dtype
@@ -36,19 +37,11 @@ _MAX_LOGGED = 10
 class SVMLightOptions(TextOptions):
     """Options of :class:`SVMLightSource` (see its parameters)."""
 
-    n_features: int | None = None
-    zero_based: bool | str = "auto"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.n_features is not None and (
-            not isinstance(self.n_features, (int, np.integer)) or self.n_features < 0
-        ):
-            raise ValueError(
-                f"n_features must be a non-negative integer or None, got {self.n_features!r}"
-            )
-        if self.zero_based not in (True, False, "auto"):
-            raise ValueError(f"zero_based must be True, False or 'auto', got {self.zero_based!r}")
+    n_features: int | None = option(None, "number of features (rows of X); None: scanned from "
+                                          "the files", kind=int, low=0)
+    zero_based: bool | str = option("auto", "index base; 'auto': one-based unless an index 0 "
+                                            "occurs", kind=(bool, str),
+                                    choices=(True, False, "auto"))
 
 
 class _ParseState:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.gmat import option
 from roofline.kernels import find_line_starts
 
 from ._base import DataSource, DataSourceOptions, _Rebatcher
@@ -22,30 +23,25 @@ from ._prefetch import background
 __all__ = ["TextOptions", "TextSource"]
 
 
+def _dtype_name(v) -> str:
+    """``np.float32``, ``np.dtype("f4")``, ``"float32"`` -> ``"float32"``."""
+    return np.dtype(v).name
+
+
 @dataclass
 class TextOptions(DataSourceOptions):
     """Options common to the text sources (see :class:`SVMLightSource`)."""
 
-    dtype: str = "float32"
-    on_error: str = "raise"
-    n_threads: int = 2
-    chunk_bytes: int = DEFAULT_CHUNK
-    compression: str | None = "infer"
-    readahead: bool = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        if np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        self.dtype = np.dtype(self.dtype).name
-        if self.on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
-        if not isinstance(self.n_threads, (int, np.integer)) or self.n_threads < 1:
-            raise ValueError(f"n_threads must be a positive integer, got {self.n_threads!r}")
-        if not isinstance(self.chunk_bytes, (int, np.integer)) or self.chunk_bytes < 1024:
-            raise ValueError(f"chunk_bytes must be an integer >= 1024, got {self.chunk_bytes!r}")
-        if not isinstance(self.readahead, bool):
-            raise ValueError(f"readahead must be a bool, got {self.readahead!r}")
+    dtype: str = option("float32", "dtype of X values and labels",
+                        choices=("float32", "float64"), convert=_dtype_name)
+    on_error: str = option("raise", "malformed lines: 'raise' (naming file and line) or 'skip' "
+                                    "(logged and counted)", choices=("raise", "skip"))
+    n_threads: int = option(2, "parser threads", low=1)
+    chunk_bytes: int = option(DEFAULT_CHUNK, "bytes parsed per step", low=1024)
+    compression: str | None = option("infer", "'infer' (gzip magic bytes), 'gzip', or "
+                                              "'none'/None", choices=("infer", "gzip", "none"),
+                                      optional=True)
+    readahead: bool = option(True, "read the next chunk on a background thread")
 
 
 class TextSource(DataSource):

@@ -94,23 +94,24 @@ def _write(tmp_path, text):
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_featurs = 3\n',
          r"c\.toml: \[source\]: unknown key 'n_featurs'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false'
-         '\nbatch_size = "big"\n', r"c\.toml: \[source\]: key 'batch_size' must be an integer"),
+         '\nbatch_size = "big"\n', r"c\.toml: \[source\]: option 'batch_size' must be of type int, got 'big'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nzero_based = "maybe"\n',
-         r"c\.toml: \[source\]: bad value: zero_based"),
+         r"c\.toml: \[source\]: option 'zero_based' must be one of \[True, False, 'auto'\], "
+         r"got 'maybe'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = -3\nzero_based = true\n',
-         r"c\.toml: \[source\]: bad value: n_features"),
+         r"c\.toml: \[source\]: option 'n_features' must be >= 0, got -3"),
         ('[source]\ntype = "parquet"\n', r"c\.toml: \[source\] key 'type' must be one of"),
         ('[source]\ntype = "svmlight"\n', r"c\.toml: \[source\]: missing required key.*paths"),
         ('[sourc]\ntype = "svmlight"\n', r"c\.toml: unknown top-level key.*'sourc'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
          '[[stages]]\ntype = "shuffle"\nbuffer_size = 10\n',
-         r"c\.toml: \[\[stages\]\] #1: bad value: seed"),
+         r"c\.toml: \[\[stages\]\] #1: option 'seed' must be an integer"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
          '[[stages]]\ntype = "prefetch"\ndepth = 2\n[[stages]]\ntype = "prefetch"\ndeep = 2\n',
          r"c\.toml: \[\[stages\]\] #2: unknown key 'deep'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false\n'
          '[[stages]]\ntype = "prefetch"\ndepth = true\n',
-         r"c\.toml: \[\[stages\]\] #1: key 'depth' must be an integer"),
+         r"c\.toml: \[\[stages\]\] #1: option 'depth' must be of type int, got True"),
         ('[source]\ntype = "svmlight"\npaths = [5]\nn_features = 3\nzero_based = false\n',
          r"c\.toml: \[source\]: bad value: paths"),
         ('[source\n', r"c\.toml: invalid TOML"),
