@@ -1,0 +1,163 @@
+"""Faults of the coordinate-descent solvers (issue 22 items 4 and 5, and the weaker ones):
+silent non-convergence, progress that never shows without a terminal, CoCoA with more workers
+than data, the per-worker cost of CoCoA, all-zero features with an intercept."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+from roofline import gmat
+from roofline.datasources import MatSource
+from roofline.learners import fit_glm_cd, fit_glm_cd_stream
+
+
+def _data(n=300, d=20, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(d, n, density=0.3, format="csc", random_state=rng)
+    X.data = rng.normal(size=X.nnz)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X.T @ rng.normal(size=d))))).astype(float)
+    return X, y
+
+
+SOLVERS = [
+    ("scd", {}),
+    ("tpa-scd", {"n_jobs": 2, "tpa_mode": "replica"}),
+    ("cocoa", {"n_workers": 3}),
+    ("hcocoa", {"n_workers": 4, "n_nodes": 2}),
+    ("pure-block", {"n_workers": 2, "dual": False}),
+]
+
+
+@pytest.mark.parametrize("solver,kw", SOLVERS)
+@pytest.mark.parametrize("dual", [True, False])
+def test_stopping_on_max_iter_warns(solver, kw, dual):
+    """Item 4: max_iter reached without meeting tol is a ConvergenceWarning, for every
+    solver; a converged run warns nothing."""
+    X, y = _data()
+    kw = {"dual": dual, **kw}
+    with pytest.warns(ConvergenceWarning, match=rf"{solver} reached max_iter=1 "):
+        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=1,
+                         tol=1e-12, random_state=0, **kw)
+    assert not res.converged and res.n_iter == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=2000,
+                         tol=1e-4, random_state=0, **kw)
+    assert res.converged
+
+
+def test_stream_stopping_on_max_iter_warns():
+    X, y = _data()
+    with pytest.warns(ConvergenceWarning, match=r"scd-stream reached max_iter=2 .*tol=1e-12"):
+        res = fit_glm_cd_stream(MatSource(X, y, batch_size=100), loss="logistic", alpha=1e-2,
+                                max_iter=2, tol=1e-12, random_state=0)
+    assert not res.converged
+
+
+def test_a_callback_stop_does_not_warn():
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=50, tol=1e-14,
+                         check_every=1, callback=lambda it, w, b: it >= 3, random_state=0)
+    assert res.n_iter == 3 and not res.converged
+
+
+def _run_quiet(code):
+    """Run ``code`` in a fresh interpreter with stderr a pipe (not a terminal) and no logging
+    configured; return its stderr."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("verbose", [1, 0])
+def test_verbose_progress_reaches_stderr_without_a_terminal(verbose):
+    """Item 4: verbose=1 logs each check to stderr though stderr is not a terminal and nobody
+    configured logging; verbose=0 stays silent."""
+    err = _run_quiet(f"""
+        import numpy as np, scipy.sparse as sp
+        from roofline.datasources import MatSource
+        from roofline.learners import fit_glm_cd, fit_glm_cd_stream
+        rng = np.random.default_rng(0)
+        X = sp.random(10, 200, density=0.5, format="csc", random_state=rng)
+        y = (rng.random(200) < 0.5).astype(float)
+        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=3, check_every=1,
+                   tol=1e-14, verbose={verbose})
+        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=2, solver="cocoa",
+                   n_workers=2, tol=1e-14, verbose={verbose})
+        fit_glm_cd_stream(MatSource(X, y, batch_size=50), loss="logistic", alpha=1e-2,
+                          max_iter=2, tol=1e-14, verbose={verbose})
+    """)
+    lines = [ln for ln in err.splitlines() if "objective" in ln and "gap" in ln]
+    if verbose:
+        assert [ln.split("iter ")[1].split()[0] for ln in lines] == \
+            ["1", "2", "3", "1", "2", "1", "2"], err
+    else:
+        assert lines == [], err
+
+
+@pytest.mark.parametrize("solver,dual,limit", [("cocoa", True, "examples"),
+                                               ("hcocoa", True, "examples"),
+                                               ("cocoa", False, "features"),
+                                               ("pure-block", False, "examples")])
+def test_more_workers_than_data_is_an_error(solver, dual, limit):
+    """Item 5: n_workers beyond the examples (features for the primal) names n_workers."""
+    X, y = _data(n=30, d=8)
+    avail = 30 if limit == "examples" else 8
+    kw = {"n_nodes": 1} if solver == "hcocoa" else {}
+    with pytest.raises(ValueError, match=rf"n_workers={avail + 1} exceeds the {avail} {limit}"):
+        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
+                   n_workers=avail + 1, **kw)
+    # exactly as many workers as there is data to share runs
+    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
+                     n_workers=avail, max_iter=2, tol=1e-3, **kw)
+    assert res.info["n_workers"] == avail
+
+
+def test_many_cocoa_workers_cost_little_each():
+    """Item 5: 512 workers on 2,000 examples run 3 rounds in seconds (the all-reduce used to
+    sum every rank's contribution on every rank: 512 workers took ~13-18 s), and the result
+    is the one of a fresh run (deterministic)."""
+    X = gmat.powerlaw_csc(500, 2000, 12.0, dtype=np.float64, random_state=1)
+    y = np.where(np.random.default_rng(0).random(2000) < 0.5, 1.0, 0.0)
+    kw = dict(loss="logistic", alpha=1e-3, solver="cocoa", dual=True, max_iter=3,
+              random_state=0)
+    fit_glm_cd(X, y, n_workers=4, **kw)  # numba warm-up
+    t0 = time.perf_counter()
+    with pytest.warns(ConvergenceWarning):
+        res = fit_glm_cd(X, y, n_workers=512, **kw)
+    seconds = time.perf_counter() - t0
+    assert res.n_iter == 3
+    assert seconds < 6.0, f"512 workers took {seconds:.1f} s for 3 rounds"
+    with pytest.warns(ConvergenceWarning):
+        again = fit_glm_cd(X, y, n_workers=512, **kw)
+    np.testing.assert_array_equal(again.coef, res.coef)
+
+
+@pytest.mark.parametrize("solver,kw", SOLVERS)
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_all_zero_features_with_an_intercept(solver, kw, loss):
+    """Weaker item: no feature occurs anywhere; the primal solvers fit the intercept alone
+    (squared: the mean label; logistic: its log-odds) instead of a ZeroDivisionError."""
+    X = sp.csc_matrix((5, 40))
+    y = np.r_[np.ones(30), np.zeros(10)]
+    kw = {**kw, "dual": False}
+    if solver == "cocoa":
+        kw["n_workers"] = 2
+    res = fit_glm_cd(X, y, loss=loss, alpha=0.1, solver=solver, fit_intercept=True,
+                     max_iter=200, tol=1e-10, random_state=0, **kw)
+    assert res.converged
+    np.testing.assert_array_equal(res.coef, np.zeros(5))
+    expected = 0.75 if loss == "squared" else np.log(3.0)
+    assert res.intercept == pytest.approx(expected, rel=1e-4)
