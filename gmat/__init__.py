@@ -35,7 +35,7 @@ from ._fused import MAX_NNZ as FUSED_MAX_NNZ
 from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, expit, log1pexp, sigmoid
-from ._options import OptionTypeError, Options, load_toml, loads_toml, option, to_toml
+from ._options import Options, OptionTypeError, load_toml, loads_toml, option, to_toml
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
 from ._report import (

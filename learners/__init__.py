@@ -10,6 +10,8 @@ Compose learning BIDMach's way::
     learner.train()
 """
 
+from roofline.gmat import Options, option  # the one options system (gmat/_options.py)
+
 from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from ._learner import Learner, LearnerOptions, TrainResult
@@ -24,7 +26,6 @@ from ._optimizers import (
     Optimizer,
     SGDOptions,
 )
-from ._options import Options, option
 
 __all__ = [
     "ADAGrad",

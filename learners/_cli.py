@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._options import Options, load_toml, option, to_toml
+from roofline.gmat import Options, load_toml, option, to_toml
 
 __all__ = ["main", "build_from_config"]
 
@@ -212,12 +212,8 @@ def build_from_config(path):
 
 
 def _config_toml(resolved: dict) -> str:
-    """TOML of a resolved config (mixins as an array of tables)."""
-    head = {k: v for k, v in resolved.items() if k != "mixins"}
-    text = to_toml(head)
-    for m in resolved["mixins"]:
-        text += "\n[[mixins]]\n" + to_toml(m)
-    return text
+    """TOML of a resolved config (mixins as an array of tables, ``[[mixins]]``)."""
+    return to_toml({**resolved, "mixins": resolved.get("mixins") or None})
 
 
 def _fmt(x):

@@ -5,8 +5,8 @@ only re-exports them for code written before the move.
 """
 
 from roofline.gmat._options import (
-    OptionTypeError,
     Options,
+    OptionTypeError,
     load_toml,
     loads_toml,
     option,

@@ -7,13 +7,21 @@ import numpy as np
 import pytest
 
 from roofline.datasources import (
+    CriteoOptions,
     CriteoSource,
     FileSource,
+    FileSourceOptions,
     HeldOut,
+    HeldOutOptions,
     MatSource,
+    MatSourceOptions,
     Prefetch,
+    PrefetchOptions,
     Shuffle,
+    ShuffleOptions,
+    SVMLightOptions,
     SVMLightSource,
+    ToDeviceOptions,
     config_to_toml,
     datasource_from_config,
     datasource_to_config,
@@ -23,6 +31,7 @@ from roofline.datasources import (
     write_shards,
 )
 from roofline.datasources._base import _hstack
+from roofline.gmat import Options, loads_toml, to_toml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -94,7 +103,8 @@ def _write(tmp_path, text):
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_featurs = 3\n',
          r"c\.toml: \[source\]: unknown key 'n_featurs'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nn_features = 3\nzero_based = false'
-         '\nbatch_size = "big"\n', r"c\.toml: \[source\]: option 'batch_size' must be of type int, got 'big'"),
+         '\nbatch_size = "big"\n',
+         r"c\.toml: \[source\]: option 'batch_size' must be of type int, got 'big'"),
         ('[source]\ntype = "svmlight"\npaths = ["a.svm"]\nzero_based = "maybe"\n',
          r"c\.toml: \[source\]: option 'zero_based' must be one of \[True, False, 'auto'\], "
          r"got 'maybe'"),
@@ -164,3 +174,53 @@ def test_round_trip_through_toml(tmp_path, data):
     assert datasource_to_config(s2)["source"]["compression"] == "none"
     with pytest.raises(TypeError, match="MatSource cannot be written"):
         datasource_to_config(MatSource(X, y))
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (SVMLightOptions, {"n_features": 10, "zero_based": False, "dtype": "float64"}),
+    (CriteoOptions, {"n_bits": 12, "layout": "per_field", "hash_seed": 3}),
+    (FileSourceOptions, {"pattern": "p{i}.npz", "dirs": ["a", "b"], "order": "random",
+                         "seed": 1}),
+    (MatSourceOptions, {"batch_size": 7}), (HeldOutOptions, {"every": 3, "part": "test"}),
+    (ShuffleOptions, {"buffer_size": 9, "seed": 2}), (ToDeviceOptions, {"device": "cpu"}),
+    (PrefetchOptions, {"depth": 5}),
+])
+def test_datasource_options_are_gmat_options(cls, kw):
+    o = cls(**kw)
+    assert isinstance(o, Options)
+    assert cls.from_toml(o.to_toml("t"), "t") == o
+    assert cls.from_dict(o.to_dict()) == o
+    lines = str(o).splitlines()
+    assert lines[0] == cls.__name__
+    for k, v in kw.items():
+        assert next(ln for ln in lines if ln.split()[0] == k).split()[2] == repr(v).split()[0]
+    with pytest.raises(ValueError, match=r"here: unknown key 'nope'"):
+        cls.from_dict({"nope": 1}, "here")
+
+
+def test_option_values_normalised_and_checked():
+    assert SVMLightOptions(dtype=np.float64).dtype == "float64"
+    assert CriteoOptions(n_bits=np.int64(5)).n_bits == 5
+    with pytest.raises(ValueError, match="option 'compression' must be one of"):
+        SVMLightOptions(compression="zip")
+    assert SVMLightOptions(compression=None).compression is None
+    with pytest.raises(ValueError, match="option 'order' = 'random' needs an integer seed"):
+        FileSourceOptions(pattern="p{i}.npz", order="random")
+    with pytest.raises(ValueError, match=r"option 'pattern': pattern must be a string"):
+        FileSourceOptions(pattern="p.npz")
+    # a wrong type is a TypeError, and a ValueError like every other bad option value
+    for exc in (TypeError, ValueError):
+        with pytest.raises(exc, match="option 'depth' must be of type int"):
+            PrefetchOptions(depth=2.0)
+
+
+def test_config_to_toml_is_the_one_writer():
+    cfg = {"source": {"type": "files", "pattern": "p{i}.npz", "dirs": ["d 0", 'd"1'],
+                      "order": "random", "seed": 4},
+           "stages": [{"type": "shuffle", "buffer_size": 10, "seed": 0},
+                      {"type": "prefetch", "depth": 3}]}
+    text = config_to_toml(cfg)
+    assert text == to_toml(cfg)
+    assert loads_toml(text) == cfg
+    assert config_to_toml({"source": {"type": "svmlight", "paths": ["a"]}, "stages": []}) == (
+        '[source]\ntype = "svmlight"\npaths = ["a"]\n')

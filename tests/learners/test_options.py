@@ -10,7 +10,6 @@ from roofline.learners import (
     SGDOptions,
 )
 from roofline.learners._mixins import L1Options, MetricsOptions
-from roofline.learners._options import load_toml, to_toml
 
 ALL = [ADAGradOptions, GLMOptions, LBFGSOptions, LearnerOptions, SGDOptions, L1Options,
        MetricsOptions]
@@ -61,14 +60,15 @@ def test_numpy_scalars_accepted():
     assert L2Regularizer(np.float32(0.5)).l2 == 0.5
 
 
-def test_to_toml_nested_and_load(tmp_path):
-    d = {"a": 1, "model": {"loss": "linear", "x": [1, 2]}, "none": None}
-    p = tmp_path / "c.toml"
-    p.write_text(to_toml(d))
-    assert load_toml(p) == {"a": 1, "model": {"loss": "linear", "x": [1, 2]}}
-    p.write_text("a = [")
-    with pytest.raises(ValueError, match="c.toml: invalid TOML"):
-        load_toml(p)
+def test_one_options_system():
+    """Learners, datasources and the compatibility module share gmat's Options."""
+    from roofline import gmat
+    from roofline.datasources import ShuffleOptions
+    from roofline.learners import Options
+    from roofline.learners._options import Options as CompatOptions
+
+    assert Options is gmat.Options and CompatOptions is gmat.Options
+    assert issubclass(GLMOptions, gmat.Options) and issubclass(ShuffleOptions, gmat.Options)
 
 
 def test_learner_what_prints_every_component():
