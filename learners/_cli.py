@@ -24,6 +24,9 @@ error naming the key and the file)::
     [optimizer]                  # type = "adagrad" | "sgd" | "lbfgs", then its options
     [[mixins]]                   # type = "l2" | "l1" | "metrics", then its options
     [learner]                    # LearnerOptions: n_passes, eval_every, early_stopping, ...
+    [solver]                     # instead of [optimizer]/[mixins]/[learner]: fit by coordinate
+    alpha = 1e-6                 # descent (fit_glm_cd), mean loss + alpha * R(w); penalty =
+    solver = "scd"               # "l2" | "l1", seed; the other keys are CDOptions (tol, ...)
     [output]
     dir = "runs/demo"            # relative to the current directory
 """
@@ -76,6 +79,33 @@ class DataOptions(Options):
             raise ValueError(f"{prefix}type 'svmlight' needs the key 'path'")
         if self.type == "datasource" and not self.train:
             raise ValueError(f"{prefix}type 'datasource' needs the key 'train'")
+
+
+@dataclass
+class SolverProblemOptions(Options):
+    """The keys of the ``[solver]`` table that define the problem, not the solver (the others
+    are :class:`roofline.learners.CDOptions`); the loss and ``fit_intercept`` come from
+    ``[model]``."""
+
+    alpha: float = option(1e-6, "regularisation: mean loss + alpha * R(w)", low=0.0,
+                          low_open=True)
+    penalty: str = option("l2", "R(w): ||w||^2 / 2 (l2) or ||w||_1 (l1)", choices=("l2", "l1"))
+    seed: int = option(0, "seed of the coordinate permutations", low=0)
+
+
+# GLM's loss names -> fit_glm_cd's
+_CD_LOSSES = {"linear": "squared", "logistic": "logistic", "hinge": "hinge"}
+
+
+def _solver_table(t: dict, where: str):
+    """``(SolverProblemOptions, CDOptions)`` of a ``[solver]`` table."""
+    from ._cd import CDOptions
+
+    problem_keys = set(SolverProblemOptions.__dataclass_fields__)
+    problem = SolverProblemOptions.from_dict({k: v for k, v in t.items() if k in problem_keys},
+                                             where)
+    opts = CDOptions.from_dict({k: v for k, v in t.items() if k not in problem_keys}, where)
+    return problem, opts
 
 
 @dataclass
@@ -168,7 +198,7 @@ def build_from_config(path):
     if not os.path.exists(path):
         raise ValueError(f"{path}: config file not found")
     doc = load_toml(path)
-    allowed = {"data", "model", "optimizer", "mixins", "learner", "output"}
+    allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver"}
     for key in doc:
         if key not in allowed:
             raise ValueError(f"{path}: unknown top-level key {key!r}; allowed: "
@@ -200,14 +230,33 @@ def build_from_config(path):
         mixins.append((typ, o))
     learner = LearnerOptions.from_dict(_table(doc, "learner", path), f"{path} [learner]")
     output = OutputOptions.from_dict(_table(doc, "output", path), f"{path} [output]")
+    solver = None
+    if "solver" in doc:
+        where = f"{path} [solver]"
+        for key in ("optimizer", "mixins", "learner"):
+            if key in doc:
+                raise ValueError(f"{where}: a coordinate-descent fit takes no [{key}] table "
+                                 "(the [solver] table replaces [optimizer], [[mixins]] and "
+                                 "[learner])")
+        if model.loss not in _CD_LOSSES:
+            raise ValueError(f"{where}: [model] loss {model.loss!r} has no coordinate-descent "
+                             f"solver; use one of {sorted(_CD_LOSSES)}")
+        if data.type == "datasource":
+            raise ValueError(f"{where}: needs in-memory data ([data] type 'criteo_like' or "
+                             "'svmlight'), got type 'datasource'")
+        solver = _solver_table(_table(doc, "solver", path), where)
     resolved = {
         "data": data.to_dict(), "model": model.to_dict(),
         "optimizer": {"type": opt_type, **opt.to_dict()},
         "mixins": [{"type": t, **o.to_dict()} for t, o in mixins],
         "learner": learner.to_dict(), "output": output.to_dict(),
     }
+    if solver is not None:
+        resolved = {k: resolved[k] for k in ("data", "model", "output")}
+        resolved["solver"] = {**solver[0].to_dict(), **solver[1].to_dict()}
     parts = dict(data=data, model=model, optimizer=(opt_cls, opt), mixins=mixins,
-                 learner=learner, output=output, base=os.path.dirname(os.path.abspath(path)))
+                 learner=learner, output=output, solver=solver,
+                 base=os.path.dirname(os.path.abspath(path)))
     return parts, resolved
 
 
@@ -230,6 +279,8 @@ def cmd_train(args) -> int:
         resolved["output"] = parts["output"].to_dict()
     out = parts["output"].dir
     os.makedirs(out, exist_ok=True)
+    if parts["solver"] is not None:
+        return _train_cd(parts, resolved, args.config, out)
     t0 = time.perf_counter()
     train, held = _sources(parts["data"], args.config, parts["base"])
     t_data = time.perf_counter() - t0
@@ -262,6 +313,51 @@ def cmd_train(args) -> int:
           f"{res.examples_per_s:,.0f} examples/s; best held-out loss "
           f"{_fmt(res.best_heldout_loss)}" + (" (stopped early)" if res.stopped_early else ""))
     print(f"wrote {out}/model.npz, trace.csv, trace.json, config.toml")
+    return 0
+
+
+def _train_cd(parts, resolved, config, out) -> int:
+    """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm_cd` on the training
+    split; writes ``model.npz`` (a GLM checkpoint ``roofline predict`` reads), ``config.toml``
+    and ``trace.json`` (the solver's objective and duality gap at every check)."""
+    import json
+
+    from ._cd import fit_glm_cd
+    from ._checkpoint import save_checkpoint
+    from ._models import GLM
+
+    problem, opts = parts["solver"]
+    mopts = parts["model"]
+    if mopts.n_outputs != 1:
+        raise ValueError(f"{config} [solver]: coordinate descent fits one output; [model] has "
+                         f"n_outputs={mopts.n_outputs}")
+    train, held = _sources(parts["data"], config, parts["base"])
+    with open(os.path.join(out, "config.toml"), "w") as f:
+        f.write(_config_toml(resolved))
+    res = fit_glm_cd(train.X, train.y, loss=_CD_LOSSES[mopts.loss], alpha=problem.alpha,
+                     penalty=problem.penalty, fit_intercept=mopts.fit_intercept,
+                     random_state=problem.seed, options=opts,
+                     verbose=int(logging.getLogger().isEnabledFor(logging.INFO)))
+    model = GLM(mopts)
+    model.set_parameters(res.coef.reshape(1, -1), np.array([res.intercept]))
+    save_checkpoint(os.path.join(out, "model.npz"), model,
+                    extra={"final": True, "solver": opts.solver, "n_iter": res.n_iter,
+                           "converged": res.converged})
+    trace = [{"check": i, "objective": float(P), "gap": float(G), "seconds": float(T)}
+             for i, (P, G, T) in enumerate(zip(res.objective, res.gap_history, res.times,
+                                                   strict=True))]
+    with open(os.path.join(out, "trace.json"), "w") as f:
+        json.dump(trace, f, indent=1)
+    print(f"{opts.solver}: {res.n_iter} iterations in {res.time:.2f} s, objective "
+          f"{res.objective[-1]:.8g}, relative duality gap {res.relative_gap:.3e}"
+          + ("" if res.converged else f" (did not reach tol={opts.tol:g})"))
+    if held is not None:
+        loss, weight = 0.0, 0.0
+        for b in held:
+            ls, ws = model.loss(b)
+            loss, weight = loss + float(ls), weight + float(ws)
+        print(f"held-out {mopts.loss} loss: {_fmt(loss / weight if weight else float('nan'))}")
+    print(f"wrote {out}/model.npz, trace.json, config.toml")
     return 0
 
 

@@ -1,0 +1,93 @@
+"""``roofline train`` with a ``[solver]`` table: a coordinate-descent fit (fit_glm_cd with a
+CDOptions built from the table) instead of the minibatch learner."""
+
+import json
+
+import numpy as np
+import pytest
+
+from roofline import datasources as ds
+from roofline.learners import CDOptions, fit_glm_cd, load_checkpoint
+from roofline.learners._cli import build_from_config, main
+
+CONFIG = """
+[data]
+type = "criteo_like"
+n_examples = 3000
+n_bits = 10
+seed = 3
+heldout_fraction = 0.2
+dtype = "float64"
+
+[model]
+loss = "logistic"
+dtype = "float64"
+
+[solver]
+alpha = 1e-2
+seed = 5
+solver = "cocoa"
+n_workers = 3
+tol = 1e-4
+max_iter = 200
+dual = true
+"""
+
+
+def _write(tmp_path, text, name="cd.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
+    cfg = _write(tmp_path, CONFIG)
+    parts, resolved = build_from_config(cfg)
+    problem, opts = parts["solver"]
+    assert isinstance(opts, CDOptions)
+    assert (opts.solver, opts.n_workers, opts.tol, opts.max_iter, opts.dual) == \
+        ("cocoa", 3, 1e-4, 200, True)
+    assert (problem.alpha, problem.penalty, problem.seed) == (1e-2, "l2", 5)
+    assert "optimizer" not in resolved and resolved["solver"]["solver"] == "cocoa"
+
+    out = tmp_path / "run"
+    assert main(["train", cfg, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cocoa:" in printed and "held-out logistic loss" in printed
+
+    # the checkpoint holds exactly fit_glm_cd's solution on the training split
+    X, y = ds.make_criteo_like_matrix(3000, seed=3, n_bits=10, dtype=np.float64)
+    ref = fit_glm_cd(X[:, :2400].tocsc(), y[:2400], loss="logistic", alpha=1e-2,
+                     random_state=5, options=opts)
+    assert ref.converged
+    ck = load_checkpoint(out / "model.npz")
+    np.testing.assert_array_equal(ck.model.coef.ravel(), ref.coef)
+    np.testing.assert_array_equal(ck.model.intercept, [ref.intercept])
+    trace = json.loads((out / "trace.json").read_text())
+    assert [t["objective"] for t in trace] == ref.objective.tolist()
+
+    # the resolved config round-trips to the same options
+    parts2, _ = build_from_config(out / "config.toml")
+    assert parts2["solver"][1] == opts and parts2["solver"][0] == problem
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ('solver = "cocoa"', 'solver = "cocoa"\nnope = 1', "unknown key 'nope'"),
+    ("max_iter = 200", "max_iter = 0", "option 'max_iter' must be >= 1"),
+    ('solver = "cocoa"', 'solver = "newton"', "option 'solver' must be one of"),
+    ("alpha = 1e-2", "alpha = 0.0", "option 'alpha' must be > 0"),
+])
+def test_solver_table_errors_name_the_key_and_file(tmp_path, old, new, match):
+    cfg = _write(tmp_path, CONFIG.replace(old, new))
+    with pytest.raises((ValueError, TypeError), match=match) as e:
+        build_from_config(cfg)
+    assert "cd.toml [solver]" in str(e.value)
+
+
+def test_solver_table_excludes_the_minibatch_tables(tmp_path):
+    cfg = _write(tmp_path, CONFIG + "\n[optimizer]\ntype = \"sgd\"\n")
+    with pytest.raises(ValueError, match=r"\[solver\]: .*no \[optimizer\] table"):
+        build_from_config(cfg)
+    cfg = _write(tmp_path, CONFIG.replace('loss = "logistic"', 'loss = "squared_hinge"'))
+    with pytest.raises(ValueError, match="squared_hinge.*no coordinate-descent solver"):
+        build_from_config(cfg)
