@@ -1,4 +1,7 @@
-"""Shared fixtures: power-law sparse matrices, dtypes, devices (GPU params skip without a GPU)."""
+"""Shared fixtures: power-law sparse matrices, dtypes, devices (GPU params skip without a GPU).
+
+Plain helpers (data generators, ``assert_allclose_on``) are in ``tests/_helpers.py``.
+"""
 
 import os
 
@@ -6,6 +9,7 @@ import numpy as np
 import pytest
 
 from roofline import gmat
+from tests._helpers import powerlaw_matrix
 
 # Keep the machine-roofline cache of the test session away from the user's cache.
 os.environ.setdefault("ROOFLINE_CACHE_DIR", os.path.join(os.path.dirname(__file__), ".cache"))
@@ -15,6 +19,7 @@ DTYPES = [np.float32, np.float64]
 
 @pytest.fixture(params=DTYPES, ids=["float32", "float64"])
 def dtype(request):
+    """Both value dtypes, as ``numpy.dtype``."""
     return np.dtype(request.param)
 
 
@@ -25,6 +30,7 @@ def dtype(request):
     ]
 )
 def device(request):
+    """``"cpu"`` and ``"gpu"``; the GPU case skips without a usable CUDA device."""
     if request.param == "gpu" and not gmat.gpu_available():
         pytest.skip("no CUDA device available")
     return request.param
@@ -39,3 +45,10 @@ def rng():
 def powerlaw(dtype):
     """A small Zipf matrix (features x examples) with empty rows and skewed columns."""
     return gmat.powerlaw_csc(3000, 400, 12, dtype=dtype, random_state=7)
+
+
+@pytest.fixture
+def make_powerlaw():
+    """The power-law factory :func:`tests._helpers.powerlaw_matrix` (empty columns and rows,
+    signed values on request)."""
+    return powerlaw_matrix

@@ -2,17 +2,14 @@
 
 import numpy as np
 import pytest
-from ds_testdata import power_law_csc
 
-
-@pytest.fixture(params=[np.float32, np.float64], ids=["f32", "f64"])
-def dtype(request):
-    return request.param
+from tests._helpers import powerlaw_matrix
 
 
 @pytest.fixture
 def data(dtype):
-    X = power_law_csc(300, 1037, seed=7, dtype=dtype)
+    """``(X, y, w)``: 1037 power-law examples over 300 features, half of them empty."""
+    X = powerlaw_matrix(300, 1037, 8, dtype=dtype, seed=7, empty_examples=0.5, signed=True)
     rng = np.random.default_rng(8)
     y = rng.integers(0, 2, X.shape[1]).astype(dtype)
     w = rng.random(X.shape[1]).astype(dtype)
@@ -118,7 +115,7 @@ def http_server(tmp_path):
 def hdfs_cluster(tmp_path_factory):
     """A started :class:`hdfs_cluster.HDFSCluster`; skips when java or the jars are missing."""
     pytest.importorskip("hdfs_native", reason="hdfs:// needs the hdfs-native client")
-    from hdfs_cluster import HDFSCluster, HDFSUnavailable
+    from tests.datasources.hdfs_cluster import HDFSCluster, HDFSUnavailable
 
     cluster = HDFSCluster(tmp_path_factory.mktemp("hdfs"))
     try:

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from ds_testdata import power_law_csc
 
 from roofline.datasources import MatSource, Minibatch
 from roofline.datasources._base import _hstack, _Rebatcher, _slice_cols, _take_cols
+from tests._helpers import powerlaw_matrix
 
 
 def _dense(X):
@@ -43,7 +43,8 @@ def test_matsource_bad_input():
 @pytest.mark.parametrize("seed", range(4))
 def test_helpers_match_scipy(dtype, seed):
     rng = np.random.default_rng(seed)
-    blocks = [power_law_csc(50, int(rng.integers(0, 40)), seed=seed * 10 + k, dtype=dtype)
+    blocks = [powerlaw_matrix(50, int(rng.integers(0, 40)), seed=seed * 10 + k, dtype=dtype,
+                              empty_examples=0.5, signed=True)
               for k in range(4)]
     H = _hstack(blocks)
     np.testing.assert_array_equal(H.toarray(), sp.hstack(blocks).toarray())
@@ -64,7 +65,8 @@ def test_helpers_match_scipy(dtype, seed):
 def test_rebatcher_exact_sizes(bs):
     rng = np.random.default_rng(bs)
     sizes = rng.integers(0, 25, size=12)
-    blocks = [power_law_csc(40, int(s), seed=int(s) + 100 * k) for k, s in enumerate(sizes)]
+    blocks = [powerlaw_matrix(40, int(s), dtype=np.float32, seed=int(s) + 100 * k,
+                              empty_examples=0.5, signed=True) for k, s in enumerate(sizes)]
     ys = [np.arange(s, dtype=np.float32) + 1000 * k for k, s in enumerate(sizes)]
     rb = _Rebatcher(bs)
     out = []

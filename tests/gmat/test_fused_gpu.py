@@ -6,10 +6,10 @@ compared to the CPU kernels within rounding, not bit for bit.
 
 import numpy as np
 import pytest
-from test_fused import zipf_csc
 
 from roofline import gmat
 from roofline.gmat import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
+from tests.gmat.test_fused import zipf_csc
 
 pytestmark = [
     pytest.mark.gpu,

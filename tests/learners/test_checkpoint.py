@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 import pytest
-from _learners_data import make_problem
 
 from roofline.datasources import MatSource
 from roofline.learners import GLM, ADAGrad, Learner, load_checkpoint, save_checkpoint
+from tests._helpers import make_problem
 
 
 def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):

@@ -5,7 +5,6 @@ import threading
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_cd import make_data
 
 from roofline.learners import (
     InProcessGroup,
@@ -15,6 +14,7 @@ from roofline.learners import (
     pure_blocks,
 )
 from roofline.learners._cocoa import run_in_threads
+from tests._helpers import make_data
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from _learners_data import make_problem
 from scipy.special import expit
 
 from roofline import gmat
 from roofline.datasources import MatSource
 from roofline.learners import GLM, ADAGrad, Learner, LearnerOptions
+from tests._helpers import make_problem
 
 
 def test_model_and_state_follow_a_cpu_source():

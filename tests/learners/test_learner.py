@@ -1,4 +1,10 @@
-"""Learner, optimizers and mixins against known optima (scikit-learn) and by construction."""
+"""Learner, optimizers and mixins against known optima (scikit-learn) and by construction.
+
+The device tests run every optimizer path with the model on each device (``device`` fixture:
+the GPU case skips without a CUDA device) against the same learner on the CPU, from the same data
+and start; the GPU's atomic sums make the last bits differ, so models are compared within
+rounding.
+"""
 
 import csv
 import math
@@ -7,7 +13,6 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _learners_data import make_problem
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from roofline import gmat
@@ -22,6 +27,7 @@ from roofline.learners import (
     Learner,
     MetricsRecorder,
 )
+from tests._helpers import assert_allclose_on, make_problem
 
 
 def lbfgs_learner(X, y, lam, loss="logistic", k=1, **kw):
@@ -358,3 +364,114 @@ def test_roofline_gauge_is_a_fraction():
     assert all(0 < f <= 1 for f in fr), fr
     off = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), progress=False).train()
     assert all(math.isnan(r["roofline_fraction"]) for r in off.trace)
+
+
+# -- the same learners with the model on each device ---------------------------------------------
+
+def _pair(X, y, device, make_model, make_opt, mixins=(), move_source=True, **kw):
+    """The same learner on the CPU (the reference) and on ``device``; returns both trained.
+
+    With ``move_source`` the data source holds ``device`` arrays and the learner follows it
+    (``device="auto"``); otherwise the source stays on the host and ``device=`` moves minibatches.
+    """
+    ref = Learner(MatSource(X, y, batch_size=64), make_model(), make_opt(),
+                  mixins=[m() for m in mixins], progress=False, **kw)
+    if move_source:
+        src = MatSource(gmat.to_device(X, device), gmat.to_device(y, device), batch_size=64)
+        device_opt = "auto"
+    else:
+        src = MatSource(X, y, batch_size=64)
+        device_opt = device
+    on = Learner(src, make_model(), make_opt(), mixins=[m() for m in mixins], progress=False,
+                 device=device_opt, **kw)
+    ref.train()
+    on.train()
+    return ref, on
+
+
+def _close(device, ref, on, rtol=1e-9, atol=1e-11):
+    assert on.model.device == device
+    assert_allclose_on(device, on.model.coef, ref.model.coef, rtol=rtol, atol=atol)
+    assert_allclose_on(device, on.model.intercept, ref.model.intercept, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "linear", "hinge"])
+def test_fused_adagrad_on_device_equals_cpu(loss, device):
+    X, y = make_problem(40, 600, loss="linear" if loss == "linear" else "logistic", seed=1)
+    ref, on = _pair(X, y, device, lambda: GLM(loss=loss, dtype="float64"),
+                    lambda: ADAGrad(lr=0.1), n_passes=3)
+    _close(device, ref, on)
+    assert ref.optimizer.can_fuse(ref.model, next(iter(ref.datasource)), [])
+
+
+def test_unfused_sgd_with_l1_l2_on_device_equals_cpu(device):
+    X, y = make_problem(40, 600, seed=2)
+    ref, on = _pair(X, y, device, lambda: GLM(loss="logistic", dtype="float64"),
+                    lambda: SGD(lr=0.5), mixins=(lambda: L2Regularizer(1e-2),
+                                                 lambda: L1Regularizer(1e-3)), n_passes=2)
+    _close(device, ref, on)
+
+
+def test_multilabel_adagrad_with_l2_on_device_equals_cpu(device):
+    X, y = make_problem(30, 500, k=3, seed=4)
+    ref, on = _pair(X, y, device, lambda: GLM(loss="logistic", n_outputs=3, dtype="float64"),
+                    lambda: ADAGrad(lr=0.1), mixins=(lambda: L2Regularizer(1e-3),), n_passes=2)
+    _close(device, ref, on)
+
+
+def test_lbfgs_on_device_reaches_the_cpu_optimum(device):
+    X, y = make_problem(30, 500, seed=3)
+    ref, on = _pair(X, y, device, lambda: GLM(loss="logistic", dtype="float64"),
+                    lambda: LBFGS(tol=1e-10, ftol=1e-16, max_iter=500),
+                    mixins=(lambda: L2Regularizer(1e-2),))
+    _close(device, ref, on, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(on.objective(), ref.objective(), rtol=1e-10)
+
+
+def test_float32_adagrad_on_device_close_to_cpu(device):
+    X, y = make_problem(40, 600, seed=5, dtype=np.float32)
+    ref, on = _pair(X, y, device, lambda: GLM(loss="logistic", dtype="float32"),
+                    lambda: ADAGrad(lr=0.1), n_passes=2)
+    _close(device, ref, on, rtol=1e-4, atol=1e-5)
+
+
+def test_device_option_moves_host_minibatches_and_returns_host_predictions(tmp_path, device):
+    X, y = make_problem(40, 600, seed=6)
+    ref, on = _pair(X, y, device, lambda: GLM(loss="logistic", dtype="float64"),
+                    lambda: ADAGrad(lr=0.1), move_source=False, n_passes=2)
+    _close(device, ref, on)
+    test = MatSource(X, y, batch_size=100)
+    p_on = on.predict(test)  # a host source: the predictions come back as numpy
+    assert isinstance(p_on, np.ndarray)
+    np.testing.assert_allclose(p_on, ref.predict(test), rtol=1e-9)
+    np.testing.assert_allclose(on.evaluate(test)["loss"], ref.evaluate(test)["loss"],
+                               rtol=1e-9)
+    # a checkpoint of the learner on `device` resumes on the CPU with the same model and state
+    path = tmp_path / "on.npz"
+    on.save_checkpoint(path)
+    back = Learner(MatSource(X, y, batch_size=64), GLM(loss="logistic", dtype="float64"),
+                   ADAGrad(lr=0.1), progress=False)
+    back.load_checkpoint(path)
+    assert back.model.device == "cpu"
+    np.testing.assert_array_equal(back.model.coef, gmat.to_device(on.model.coef, "cpu"))
+    np.testing.assert_array_equal(back.optimizer.sumsq,
+                                  gmat.to_device(on.optimizer.sumsq, "cpu"))
+    # and a CPU checkpoint loads into a learner on `device`
+    resumed = Learner(MatSource(X, y, batch_size=64), GLM(loss="logistic", dtype="float64"),
+                      ADAGrad(lr=0.1), progress=False, device=device)
+    resumed.load_checkpoint(path)
+    assert resumed.model.device == device
+    assert gmat.device_of(resumed.optimizer.sumsq) == device
+
+
+def test_online_adagrad_runs_on_the_cpu_only(device):
+    X, y = make_problem(40, 200, seed=7)
+    src = MatSource(gmat.to_device(X, device), gmat.to_device(y, device), batch_size=64)
+    learner = Learner(src, GLM(loss="logistic", dtype="float64"), ADAGrad(lr=0.1, online=True),
+                      progress=False)
+    if device == "gpu":
+        with pytest.raises(TypeError, match="CPU only"):
+            learner.train()
+    else:
+        learner.train()
+        assert learner.model.device == "cpu" and np.abs(learner.model.coef).max() > 0

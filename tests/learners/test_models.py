@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
-from _learners_data import make_problem
 from scipy.special import expit
 
 from roofline import gmat
 from roofline.datasources import Minibatch
 from roofline.learners import GLM
+from tests._helpers import make_problem
 
 
 def ref_loss_deriv(loss, eta, y):
