@@ -1,4 +1,5 @@
-"""Local coordinate-descent solvers (learners/_cd.py) against scikit-learn's optima."""
+"""Local coordinate-descent solvers (learners/_cd.py front door, learners/_cd_solvers.py)
+against scikit-learn's optima."""
 
 import os
 import warnings
@@ -6,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso, LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
@@ -508,3 +510,33 @@ def test_threaded_workers_make_no_parallel_launch_under_workqueue():
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "layer workqueue" in proc.stdout
+
+
+def test_options_object_equals_the_keyword_arguments():
+    """fit_glm_cd(options=CDOptions(...)) runs exactly what the same keyword arguments run;
+    keyword arguments override the options' fields; unknown keywords are a TypeError."""
+    from roofline.learners import CDOptions
+
+    X, A, y = make_data(task="classification", seed=4)
+    kw = dict(loss="logistic", alpha=1e-2, random_state=0)
+    for settings in (dict(solver="scd", dual=True, max_iter=7, tol=1e-12, check_every=2),
+                     dict(solver="cocoa", n_workers=3, max_iter=5, tol=1e-12, dual=False),
+                     dict(solver="tpa-scd", n_jobs=2, tpa_mode="replica", max_iter=4,
+                          tol=1e-12, dual=True)):
+        with pytest.warns(ConvergenceWarning):
+            by_kw = fit_glm_cd(X, y, **kw, **settings)
+        with pytest.warns(ConvergenceWarning):
+            by_opts = fit_glm_cd(X, y, **kw, options=CDOptions(**settings))
+        np.testing.assert_array_equal(by_opts.coef, by_kw.coef)
+        assert by_opts.intercept == by_kw.intercept and by_opts.n_iter == by_kw.n_iter
+    opts = CDOptions(solver="scd", max_iter=3, tol=1e-12, dual=True)
+    with pytest.warns(ConvergenceWarning):
+        res = fit_glm_cd(X, y, **kw, options=opts, max_iter=5)  # the keyword wins
+    assert res.n_iter == 5 and opts.max_iter == 3
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'max_iters'"):
+        fit_glm_cd(X, y, **kw, max_iters=5)
+    with pytest.raises(TypeError, match="options must be a CDOptions"):
+        fit_glm_cd(X, y, **kw, options={"max_iter": 5})
+    with pytest.raises(ValueError, match="option 'solver' must be one of"):
+        CDOptions(solver="newton")
+    assert CDOptions.from_toml(opts.to_toml()) == opts
