@@ -161,8 +161,9 @@ def fit_glm_cd(
         scikit-learn's / snapml's parameters with :func:`alpha_from_peer`.
     penalty : {"l2", "l1"}
     options : CDOptions, optional
-        The solver's settings (every field below from ``solver`` to ``warmup``, and
-        ``intercept_scaling``).  Keyword arguments of the same names override its fields
+        The solver's settings: the arguments below that are fields of :class:`CDOptions`
+        (all but ``fit_intercept``, ``random_state``, ``verbose``, ``blocks``, ``comm_stats``,
+        ``coef_init`` and ``callback``).  Keyword arguments of the same names override its fields
         (``fit_glm_cd(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
         ``tol=1e-8``); without ``options`` they override :class:`CDOptions`' defaults, which
         are the defaults shown here.  An unknown keyword raises ``TypeError``.
@@ -176,8 +177,8 @@ def fit_glm_cd(
         example shards.
     n_jobs : int
         Threads (``tpa-scd``; its dual in the default ``hogwild`` mode uses at most 2, with a
-        warning: more overshoot, see ``_TPA_DUAL_MAX_THREADS``); default number of workers for
-        ``cocoa``/``hcocoa``/``pure-block``.
+        warning: more overshoot, see ``_cd_solvers.TPA_DUAL_MAX_THREADS``); default number of
+        workers for ``cocoa``/``hcocoa``/``pure-block``.
     tol : float
         Stop when the duality gap is below ``tol * |P|`` (relative).
     max_iter : int
