@@ -6,18 +6,21 @@ Conventions
 -----------
 * A *coordinate matrix* ``A`` is a CPU CSC matrix whose columns are the coordinates.  The dual
   (coordinates = examples) uses the project layout ``X`` (``n_features x n_examples``) itself;
-  the primal (coordinates = features) uses ``cd_feature_major(X)``: ``X^T`` stored as CSC
+  the primal (coordinates = features) uses ``feature_major(X)``: ``X^T`` stored as CSC
   (``n_examples x n_features``), column ``j`` = the examples in which feature ``j`` occurs.
-* ``loss`` is a code: ``0`` squared ``(z - y)^2 / 2``, ``1`` logistic ``log(1 + exp(-y z))``,
-  ``2`` hinge ``max(0, 1 - y z)``; classifier labels are in ``{-1, +1}``.
-* Objectives are *sums*: ``sum_i loss(z_i, y_i) + lam_n * R(w)`` with ``lam_n = n * alpha``,
+* ``loss`` is a code of :data:`roofline.gmat.glm.LOSS_CODES` (of a loss of ``CD_LOSSES``):
+  ``0`` squared ``(z - y)^2 / 2``, ``1`` logistic ``log(1 + exp(-y z))``, ``2`` hinge
+  ``max(0, 1 - y z)``; classifier labels are in ``{-1, +1}`` (the margin form:
+  ``check_labels(y, loss, margin=True)``).
+* Objectives are *sums*: ``sum_i loss(z_i, y_i) + lam_n * R(w)`` with ``lam_n = n * alpha``
+  (``alpha`` the strength of the mean-loss objective, :mod:`roofline.gmat.glm`),
   ``R = ||w||^2 / 2`` (``l1=False``) or ``||w||_1`` (``l1=True``).
 * ``sigma`` is CoCoA's subproblem scaling (1 for a single solver) and ``damp`` multiplies every
   step (TPA-SCD's damping).  When ``d`` is given it accumulates the caller's own raw changes
   (what a CoCoA worker sends to the others) while the shared vector receives ``sigma`` times
   them.
-* State vectors (``w``, ``z``, ``alpha``, ``v``, ``d``) are float64 numpy arrays updated in
-  place; accumulations are float64 whatever the dtype of ``A``.
+* State vectors (``w``, ``z``, the dual variables ``a``, ``v``, ``d``) are float64 numpy
+  arrays updated in place; accumulations are float64 whatever the dtype of ``A``.
 
 Validation costs O(1) per call (kinds, shapes, codes): the solvers call these functions once
 per epoch or per block.  Index values (of ``A``, ``coords``, ``feats``) are trusted: validate
@@ -32,30 +35,32 @@ import scipy.sparse as sp
 from roofline import kernels
 
 from ._arrays import csc_from_arrays, device_of
+from ._losses import CD_LOSSES, LOSS_CODES
 
 __all__ = [
-    "cd_block_apply",
-    "cd_block_stats",
-    "cd_block_steps",
-    "cd_col_sqnorms",
-    "cd_conj_sum",
-    "cd_dual_epoch",
-    "cd_unit_columns",
-    "cd_dual_tpa",
-    "cd_dual_tpa_split",
-    "cd_feature_major",
-    "cd_grad",
-    "cd_greedy_pure_blocks",
-    "cd_intercept_step",
-    "cd_loss_sum",
-    "cd_matvec",
-    "cd_matvec_t",
-    "cd_primal_epoch",
-    "cd_primal_tpa",
-    "cd_reorder_features",
+    "block_apply",
+    "block_stats",
+    "block_steps",
+    "col_sqnorms",
+    "conj_sum",
+    "dual_epoch",
+    "dual_tpa",
+    "dual_tpa_split",
+    "feature_major",
+    "grad",
+    "greedy_pure_blocks",
+    "intercept_step",
+    "loss_sum",
+    "matvec",
+    "matvec_t",
+    "primal_epoch",
+    "primal_tpa",
+    "reorder_features",
+    "unit_columns",
 ]
 
-_LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
+# the codes of the losses the CD kernels implement
+_CD_CODES = {LOSS_CODES[name]: name for name in CD_LOSSES}
 _NO_TRACK = np.empty(0)  # the kernels' ``d`` when the caller's own changes are not tracked
 _NO_UNIT = np.zeros(0)  # the dual kernels' ``unit`` when no example is flagged
 
@@ -100,9 +105,11 @@ def _indices(x, name):
 
 
 def _loss(loss):
-    if isinstance(loss, bool) or loss not in _LOSS_NAMES:
+    """``loss`` if it is the code of one of ``CD_LOSSES`` (names: ``glm.loss_code(name)``)."""
+    if isinstance(loss, (bool, str)) or loss not in _CD_CODES:
         raise ValueError(
-            f"loss must be a code 0 (squared), 1 (logistic) or 2 (hinge), got {loss!r}"
+            f"loss must be a code 0 (squared), 1 (logistic) or 2 (hinge) (from "
+            f"roofline.gmat.glm.loss_code), got {loss!r}"
         )
     return int(loss)
 
@@ -157,7 +164,7 @@ def _threads(S, n, coords, bounds, name):
 # layout and whole-vector maps
 
 
-def cd_feature_major(X):
+def feature_major(X):
     """The primal's coordinate matrix: ``X^T`` as CSC, one column per feature.
 
     Parameters
@@ -175,13 +182,13 @@ def cd_feature_major(X):
     return csc_from_arrays(type(X), Xr.data, Xr.indices, Xr.indptr, (X.shape[1], X.shape[0]))
 
 
-def cd_reorder_features(X):
+def reorder_features(X):
     """Renumber the features of ``X`` by decreasing frequency (number of examples holding them).
 
     On power-law data a few thousand features carry most nonzeros; numbered first, their entries
     of the dual's shared vector ``v`` pack into a few contiguous cache lines instead of one line
     each across the whole vector (the dual epoch runs ~1.2-1.4x faster at 1M Criteo-like
-    examples), and :func:`cd_dual_tpa_split` can tell a hot feature by its number alone.  The
+    examples), and :func:`dual_tpa_split` can tell a hot feature by its number alone.  The
     order of the nonzeros inside each column is kept, so every sum over a column runs in the
     same order: a solver gives bit-identical margins on the reordered matrix.
 
@@ -210,7 +217,7 @@ def cd_reorder_features(X):
     return B, order, counts
 
 
-def cd_col_sqnorms(A, out=None, *, parallel=True):
+def col_sqnorms(A, out=None, *, parallel=True):
     """Squared norms of the coordinates: ``out[j] = ||A[:, j]||^2``.
 
     Parameters
@@ -219,7 +226,7 @@ def cd_col_sqnorms(A, out=None, *, parallel=True):
     out : ndarray of float64, shape (n_coords,), optional
     parallel : bool
         Columns in parallel (the same sums).  ``False`` runs on the calling thread, as for
-        :func:`cd_matvec`.
+        :func:`matvec`.
 
     Returns
     -------
@@ -231,16 +238,16 @@ def cd_col_sqnorms(A, out=None, *, parallel=True):
     return kernel(A.indptr, A.data, out)
 
 
-def cd_unit_columns(A, out=None):
+def unit_columns(A, out=None):
     """Flags of the coordinates whose stored values are all exactly one.
 
     One-hot and hashed categorical data (Criteo-like) store ones almost everywhere; the dual
-    sweeps (:func:`cd_dual_epoch`, :func:`cd_dual_tpa`, :func:`cd_dual_tpa_split`) given these
+    sweeps (:func:`dual_epoch`, :func:`dual_tpa`, :func:`dual_tpa_split`) given these
     flags sum such an example's features without reading its values: the same result bit for
     bit, one memory stream fewer per step (dual sweeps ~1.2x faster at 1M Criteo-like examples).
 
     The flags are float64 so that they can sit in the per-example record array whose other
-    columns are ``alpha``, ``y``, ``colsq`` and ``steps`` (pass ``out=rec[:, 4]``): a sweep then
+    columns are ``a``, ``y``, ``colsq`` and ``steps`` (pass ``out=rec[:, 4]``): a sweep then
     finds an example's flag in the cache line it fetches anyway (a separate flag array cost
     ~30% of a sweep at 1M examples, its random reads missing the cache).
 
@@ -266,10 +273,10 @@ def _unit(unit, n):
     """The kernels' ``unit`` argument: the caller's flags (checked) or none."""
     if unit is None:
         return _NO_UNIT
-    return _f64_vector(unit, n, "unit", " (cd_unit_columns)")
+    return _f64_vector(unit, n, "unit", " (unit_columns)")
 
 
-def cd_matvec(A, x, out=None, offset=0.0, *, parallel=True):
+def matvec(A, x, out=None, offset=0.0, *, parallel=True):
     """``out = A^T x + offset`` (the margins ``X^T w + b`` for the project layout).
 
     Parameters
@@ -296,8 +303,8 @@ def cd_matvec(A, x, out=None, offset=0.0, *, parallel=True):
     return kernel(A.indptr, A.indices, A.data, x, out, float(offset))
 
 
-def cd_matvec_t(A, a, out):
-    """``out += A a`` (``X alpha`` for the project layout); accumulates into ``out``.
+def matvec_t(A, a, out):
+    """``out += A a`` (``X a`` for the project layout); accumulates into ``out``.
 
     Parameters
     ----------
@@ -315,7 +322,7 @@ def cd_matvec_t(A, a, out):
     return kernels.cd_matvec_t(A.indptr, A.indices, A.data, a, out)
 
 
-def cd_loss_sum(z, y, loss):
+def loss_sum(z, y, loss):
     """``sum_i loss(z_i, y_i)``.
 
     Parameters
@@ -332,25 +339,25 @@ def cd_loss_sum(z, y, loss):
     return kernels.cd_loss_sum(z, y, _loss(loss))
 
 
-def cd_conj_sum(alpha, y, loss):
-    """``sum_i -loss*(-alpha_i; y_i)``, the dual objective's loss part.
+def conj_sum(a, y, loss):
+    """``sum_i -loss*(-a_i; y_i)``, the dual objective's loss part.
 
     Parameters
     ----------
-    alpha, y : ndarray of float64, shape (n,)
+    a, y : ndarray of float64, shape (n,)
         Dual variables and labels.
     loss : {0, 1, 2}
 
     Returns
     -------
     float
-        ``-inf`` when some ``alpha_i`` lies outside the conjugate's domain.
+        ``-inf`` when some ``a_i`` lies outside the conjugate's domain.
     """
-    _vector(y, _vector(alpha, None, "alpha").shape[0], "y")
-    return kernels.cd_conj_sum(alpha, y, _loss(loss))
+    _vector(y, _vector(a, None, "a").shape[0], "y")
+    return kernels.cd_conj_sum(a, y, _loss(loss))
 
 
-def cd_grad(z, y, loss, out=None):
+def grad(z, y, loss, out=None):
     """The dual point ``out_i = -loss'(z_i)`` of margins ``z``, and the intercept's gradient
     and curvature sums.
 
@@ -378,7 +385,7 @@ def cd_grad(z, y, loss, out=None):
 # primal coordinate steps (coordinates = features)
 
 
-def cd_primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=1.0,
+def primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=1.0,
                     d=None):
     """One sequential pass of primal coordinate descent over ``coords``, in that order.
 
@@ -389,7 +396,7 @@ def cd_primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, da
     Parameters
     ----------
     A : CSC matrix, shape (n_examples, n_features)
-        The feature-major coordinate matrix (:func:`cd_feature_major`).
+        The feature-major coordinate matrix (:func:`feature_major`).
     y : ndarray of float64, shape (n_examples,)
     w : ndarray of float64, shape (n_features,)
         Updated in place.
@@ -401,7 +408,7 @@ def cd_primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, da
     l1 : bool
     lam_n : float
     colsq : ndarray of float64, shape (n_features,)
-        :func:`cd_col_sqnorms` of ``A`` (used by the squared loss).
+        :func:`col_sqnorms` of ``A`` (used by the squared loss).
     sigma, damp : float
     d : ndarray of float64, shape (n_examples,), optional
         Accumulates the raw margin changes.
@@ -418,7 +425,7 @@ def cd_primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, da
                             bool(l1), float(lam_n), float(sigma), float(damp), colsq, track)
 
 
-def cd_primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0):
+def primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0):
     """A TPA-SCD sub-epoch of the primal on CPU threads, without synchronisation.
 
     Thread ``t`` updates the features ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
@@ -426,7 +433,7 @@ def cd_primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.
     Parameters
     ----------
     A, y, w, coords, loss, l1, lam_n, colsq, damp
-        As in :func:`cd_primal_epoch` (``sigma = 1``).
+        As in :func:`primal_epoch` (``sigma = 1``).
     Z : ndarray of float64, shape (1, n_examples) or (n_threads, n_examples)
         One row: Hogwild, every thread adds into the one shared margin vector (updates may be
         lost where threads collide; re-synchronise after).  One row per thread: each thread
@@ -444,7 +451,7 @@ def cd_primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.
                           bool(l1), float(lam_n), float(damp), colsq, _NO_TRACK)
 
 
-def cd_intercept_step(y, z, b, *, loss, sigma=1.0, damp=1.0, d=None):
+def intercept_step(y, z, b, *, loss, sigma=1.0, damp=1.0, d=None):
     """One Newton step (exact for the squared loss) on an unregularised intercept.
 
     Parameters
@@ -478,25 +485,25 @@ def _dual_len(A, icpt):
     return A.shape[0] + (1 if float(icpt) != 0.0 else 0)
 
 
-def _dual_checks(A, y, alpha, v, coords, colsq, icpt):
+def _dual_checks(A, y, a, v, coords, colsq, icpt):
     """The argument checks shared by the dual sweeps; returns ``len(v)``."""
     _coords(A)
     n = A.shape[1]
     nv = _dual_len(A, icpt)
     _vector(y, n, "y")
-    _vector(alpha, n, "alpha")
+    _vector(a, n, "a")
     _vector(v, nv, "v")
     _indices(coords, "coords")
     _vector(colsq, n, "colsq")
     return nv
 
 
-def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
+def dual_epoch(A, y, a, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
                   damp=1.0, d=None, steps=None, unit=None, parallel=True):
     """One sequential SDCA pass over the examples ``coords``, in that order.
 
-    Each step maximises the dual in ``alpha[i]`` exactly (squared, hinge: closed form;
-    logistic: safeguarded Newton in the log-odds) and keeps ``v = A alpha`` in sync; the primal
+    Each step maximises the dual in ``a[i]`` exactly (squared, hinge: closed form;
+    logistic: safeguarded Newton in the log-odds) and keeps ``v = A a`` in sync; the primal
     point is ``w = v / lam_n``.
 
     Parameters
@@ -504,52 +511,52 @@ def cd_dual_epoch(A, y, alpha, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma
     A : CSC matrix, shape (n_features, n_examples)
         The project layout ``X``.
     y : ndarray of float64, shape (n_examples,)
-    alpha : ndarray of float64, shape (n_examples,)
+    a : ndarray of float64, shape (n_examples,)
         Dual variables, updated in place.
     v : ndarray of float64, shape (n_features,) or (n_features + 1,)
-        ``A alpha``, with a trailing entry ``icpt * sum(alpha)`` when ``icpt != 0``; updated in
+        ``A a``, with a trailing entry ``icpt * sum(a)`` when ``icpt != 0``; updated in
         place (by ``sigma`` times each step).
     coords : ndarray of int, shape (n_steps,)
         The examples to visit (repeats allowed).
     loss : {0, 1, 2}
     lam_n : float
     colsq : ndarray of float64, shape (n_examples,)
-        :func:`cd_col_sqnorms` of ``A``.
+        :func:`col_sqnorms` of ``A``.
     icpt : float
         Value of the constant feature (0: none); its weight is regularised.
     sigma, damp : float
     d : ndarray of float64, shape of ``v``, optional
         Accumulates the raw changes of ``v``.
     steps : ndarray of float64, shape (n_examples,), optional
-        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i`` (what
+        ``steps[i]`` is set to ``|change of a[i]|`` at each visit of example ``i`` (what
         the solvers' active sweeps rank the examples by).
     unit : ndarray of float64, shape (n_examples,), optional
-        :func:`cd_unit_columns` of ``A``: flagged examples are summed without reading their
+        :func:`unit_columns` of ``A``: flagged examples are summed without reading their
         values (which must then all be one: the flags are trusted, as ``colsq`` is).
     parallel : bool
         Run the pass as the body of a one-iteration numba parallel loop (still on one thread,
         the same iterates bit for bit): numba generates faster code for it (full sweep at 1M
         Criteo-like examples ~0.8x the time).  ``False`` makes no parallel launch: callers that
         are threads themselves (CoCoA workers, a prefetching pipeline) must pass it, as for
-        :func:`cd_matvec`.
+        :func:`matvec`.
 
     Notes
     -----
-    ``alpha``, ``y``, ``colsq``, ``steps`` and ``unit`` may be strided views, best the columns
+    ``a``, ``y``, ``colsq``, ``steps`` and ``unit`` may be strided views, best the columns
     of one cache-line-aligned ``(n_examples, 8)`` record array (:func:`roofline.gmat.empty`):
     a step then finds its example's whole state in one cache line (dual sweeps in random order
     ~1.25x faster at 1M examples than with five separate arrays).
     """
-    nv = _dual_checks(A, y, alpha, v, coords, colsq, icpt)
+    nv = _dual_checks(A, y, a, v, coords, colsq, icpt)
     d, track = _track(d, nv)
     steps, record = _track(steps, A.shape[1], "steps")
     kernel = kernels.cd_dual_epoch_parfor if parallel else kernels.cd_dual_epoch
-    kernel(A.indptr, A.indices, A.data, y, alpha, v, d, coords, _loss(loss), float(lam_n),
+    kernel(A.indptr, A.indices, A.data, y, a, v, d, coords, _loss(loss), float(lam_n),
            float(sigma), float(damp), colsq, float(icpt), track, steps, record,
            _unit(unit, A.shape[1]))
 
 
-def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,
+def dual_tpa(A, y, a, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,
                 unit=None, steps=None, prev=None, dconj=None):
     """A TPA-SCD sub-epoch of the dual on CPU threads, without synchronisation.
 
@@ -557,18 +564,18 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
 
     Parameters
     ----------
-    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp, unit
-        As in :func:`cd_dual_epoch` (``sigma = 1``).
+    A, y, a, coords, loss, lam_n, colsq, icpt, damp, unit
+        As in :func:`dual_epoch` (``sigma = 1``).
     V : ndarray of float64, shape (1, len(v)) or (n_threads, len(v))
-        One shared row (Hogwild) or one replica per thread, as in :func:`cd_primal_tpa`.
+        One shared row (Hogwild) or one replica per thread, as in :func:`primal_tpa`.
     bounds : ndarray of int64, shape (n_threads + 1,)
     steps : ndarray of float64, shape (n_examples,), optional
-        ``steps[i]`` is set to ``|change of alpha[i]|`` at each visit of example ``i``.
+        ``steps[i]`` is set to ``|change of a[i]|`` at each visit of example ``i``.
     prev : ndarray of float64, shape (n_examples,), optional
-        ``prev[i]`` is set to ``alpha[i]`` before each visit (``alpha[coords] = prev[coords]``
+        ``prev[i]`` is set to ``a[i]`` before each visit (``a[coords] = prev[coords]``
         then discards the sub-epoch's steps).
     dconj : ndarray of float64, shape (n_threads,), optional
-        Accumulates thread ``t``'s change of ``cd_conj_sum(alpha, y, loss)`` (the dual's
+        Accumulates thread ``t``'s change of ``conj_sum(a, y, loss)`` (the dual's
         conjugate term) in ``dconj[t]``: the sub-epoch's new dual objective without a pass over
         its examples.  ``steps`` and ``prev`` may be strided views (columns of the solver's
         per-example records): these numbers are written from the cache line the step already
@@ -577,36 +584,36 @@ def cd_dual_tpa(A, y, alpha, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0,
     _coords(A)
     n = A.shape[1]
     _vector(y, n, "y")
-    _vector(alpha, n, "alpha")
+    _vector(a, n, "a")
     _indices(coords, "coords")
     _threads(V, _dual_len(A, icpt), coords, bounds, "V")
     _vector(colsq, n, "colsq")
     out = _tpa_outputs(steps, prev, dconj, n, bounds.shape[0] - 1)
-    kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, alpha, V, coords, bounds, _loss(loss),
+    kernels.cd_dual_tpa(A.indptr, A.indices, A.data, y, a, V, coords, bounds, _loss(loss),
                         float(lam_n), float(damp), colsq, float(icpt), _NO_TRACK,
                         _unit(unit, n), *out)
 
 
-def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, colsq, icpt=0.0,
+def dual_tpa_split(A, y, a, v, coords, bounds, *, n_hot, loss, lam_n, colsq, icpt=0.0,
                       damp=1.0, publish_every=256, work=None, unit=None, steps=None, prev=None,
                       dconj=None):
     """A TPA-SCD sub-epoch of the dual whose threads never write the hot entries of ``v``.
 
     Thread ``t`` updates the examples ``coords[bounds[t]:bounds[t + 1]]`` against its own
     replica of ``v``.  The ``n_hot`` hot features (features ``0 .. n_hot - 1``: number them by
-    frequency first, :func:`cd_reorder_features`) and the constant feature are kept in sync:
+    frequency first, :func:`reorder_features`) and the constant feature are kept in sync:
     each thread refreshes its replica's hot entries with every thread's changes every
     ``publish_every`` of its steps; the cold ones see the other threads' changes at the end of
     the sub-epoch, when all changes are summed into ``v``.  No update is lost (afterwards
-    ``v = A alpha`` up to rounding), and no cache line is written by two cores while the
+    ``v = A a`` up to rounding), and no cache line is written by two cores while the
     threads run.
 
     Parameters
     ----------
-    A, y, alpha, coords, loss, lam_n, colsq, icpt, damp, unit
-        As in :func:`cd_dual_epoch` (``sigma = 1``).
+    A, y, a, coords, loss, lam_n, colsq, icpt, damp, unit
+        As in :func:`dual_epoch` (``sigma = 1``).
     v : ndarray of float64, shape (len(v),)
-        The shared vector (``A alpha`` with the constant feature's entry), updated in place.
+        The shared vector (``A a`` with the constant feature's entry), updated in place.
     bounds : ndarray of int64, shape (n_threads + 1,)
     n_hot : int
         Number of hot features, ``0 <= n_hot <= A.shape[0]``.
@@ -618,14 +625,14 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
         changes of the hot entries (zero on entry, left zero: reuse the array across calls)
         and their values at its last refresh (overwritten).
     steps, prev, dconj : ndarray of float64, optional
-        As in :func:`cd_dual_tpa`.
+        As in :func:`dual_tpa`.
 
     Returns
     -------
     work : ndarray
         The scratch, for the next call.
     """
-    _dual_checks(A, y, alpha, v, coords, colsq, icpt)
+    _dual_checks(A, y, a, v, coords, colsq, icpt)
     _threads(v.reshape(1, -1), v.shape[0], coords, bounds, "v")
     n_threads = bounds.shape[0] - 1
     if isinstance(n_hot, bool) or int(n_hot) != n_hot or not 0 <= n_hot <= A.shape[0]:
@@ -640,7 +647,7 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
         raise ValueError(f"work must be a float64 array of shape {shape}, got "
                          f"{getattr(work, 'shape', type(work).__name__)}")
     out = _tpa_outputs(steps, prev, dconj, A.shape[1], n_threads)
-    kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, alpha, v, n_hot, work, coords,
+    kernels.cd_dual_tpa_split(A.indptr, A.indices, A.data, y, a, v, n_hot, work, coords,
                               bounds, _loss(loss), float(lam_n), float(damp), colsq, float(icpt),
                               int(publish_every), _unit(unit, A.shape[1]), *out)
     return work
@@ -650,7 +657,7 @@ def cd_dual_tpa_split(A, y, alpha, v, coords, bounds, *, n_hot, loss, lam_n, col
 # Google SCD: pure blocks
 
 
-def cd_block_stats(A, y, z, feats, g, h, *, loss):
+def block_stats(A, y, z, feats, g, h, *, loss):
     """Sufficient statistics of a block of features over one example shard (accumulated).
 
     ``g[k] += sum_i x_ij loss'(z_i)`` and ``h[k] += sum_i x_ij^2 loss''(z_i)`` for
@@ -676,9 +683,9 @@ def cd_block_stats(A, y, z, feats, g, h, *, loss):
     kernels.cd_block_stats(A.indptr, A.indices, A.data, y, z, feats, _loss(loss), g, h)
 
 
-def cd_block_steps(w, feats, g, h, delta, *, l1, lam_n):
+def block_steps(w, feats, g, h, delta, *, l1, lam_n):
     """Newton steps (l1: proximal Newton steps) for the features of a pure block, from their
-    summed statistics (:func:`cd_block_stats`).
+    summed statistics (:func:`block_stats`).
 
     Parameters
     ----------
@@ -699,7 +706,7 @@ def cd_block_steps(w, feats, g, h, delta, *, l1, lam_n):
     kernels.cd_block_steps(w, feats, g, h, bool(l1), float(lam_n), delta)
 
 
-def cd_block_apply(A, z, feats, delta):
+def block_apply(A, z, feats, delta):
     """Apply a block's steps to one shard's margins: ``z += sum_k delta[k] * A[:, feats[k]]``.
 
     Parameters
@@ -716,7 +723,7 @@ def cd_block_apply(A, z, feats, delta):
     kernels.cd_block_apply(A.indptr, A.indices, A.data, z, feats, delta)
 
 
-def cd_greedy_pure_blocks(A, order, words):
+def greedy_pure_blocks(A, order, words):
     """Greedy pure-block assignment of the features.
 
     In ``order``, each feature joins the lowest block not yet used by any of its examples, so
@@ -725,7 +732,7 @@ def cd_greedy_pure_blocks(A, order, words):
     Parameters
     ----------
     A : CSC matrix, shape (n_examples, n_features)
-        The feature-major coordinate matrix (:func:`cd_feature_major`).
+        The feature-major coordinate matrix (:func:`feature_major`).
     order : ndarray of int, shape (n_features,)
     words : int
         64-bit words of block flags per example: at most ``64 * words`` blocks.

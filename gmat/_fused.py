@@ -14,18 +14,15 @@ import numpy as np
 from roofline import kernels
 
 from ._arrays import check_csc, device_of
+from ._losses import GLM_LOSSES, check_labels, loss_code, resolve_loss
 
 __all__ = [
+    "MAX_NNZ",
     "FusedWorkspace",
-    "GLM_LOSSES",
     "adagrad_glm_step",
-    "check_glm_labels",
     "glm_adagrad_online_step",
     "glm_adagrad_step",
 ]
-
-#: Losses of :func:`glm_adagrad_step`.
-GLM_LOSSES = tuple(kernels.GLM_LOSS_CODES)
 
 
 class FusedWorkspace:
@@ -131,24 +128,6 @@ def adagrad_glm_step(coef, sumsq, X, D, *, lr, eps, l2=0.0, l1=0.0, workspace):
     return int(nt)
 
 
-def check_glm_labels(y, loss: str, name: str = "y") -> None:
-    """Raise ``ValueError`` for labels a GLM loss cannot take.
-
-    NaN or infinite labels always; for ``logistic`` values outside ``[0, 1]``; for the hinge
-    losses values outside ``[-1, 1]`` (labels are ``{0, 1}`` or ``{-1, 1}``).
-    """
-    if y.size == 0:
-        return
-    lo, hi = float(y.min()), float(y.max())
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        raise ValueError(f"{name} contains NaN or infinite labels")
-    if loss == "logistic" and (lo < 0 or hi > 1):
-        raise ValueError(f"logistic loss needs labels in [0, 1], got values in [{lo}, {hi}]")
-    if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
-        raise ValueError(f"{loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
-                         f"values in [{lo}, {hi}]")
-
-
 def _check_nnz(nnz: int) -> None:
     if nnz >= MAX_NNZ:
         raise ValueError(f"the fused step takes minibatches of fewer than {MAX_NNZ} nonzeros, "
@@ -160,8 +139,8 @@ def _check_step_args(coef, sumsq, X, loss, y=None, intercept=None, sumsq0=None):
     and ``y`` when given); returns ``(k, n, m)``."""
     k, n = coef.shape
     m = X.shape[1]
-    if loss is not None and loss not in kernels.GLM_LOSS_CODES:
-        raise ValueError(f"loss must be one of {GLM_LOSSES}, got {loss!r}")
+    if loss is not None:
+        resolve_loss(loss, allowed=GLM_LOSSES)
     if X.shape[0] != n:
         raise ValueError(f"X has {X.shape[0]} rows (features) but coef has {n} columns")
     if X.dtype != coef.dtype or sumsq.dtype != coef.dtype:
@@ -186,7 +165,7 @@ def _prepare_glm_step(coef, sumsq, X, y, loss, w, intercept, sumsq0, workspace):
     _check_nnz(nnz)
     workspace.ensure(nnz, k, X.dtype)
     yT = workspace.labels_T(y, k, m, coef.dtype)
-    check_glm_labels(yT, loss)
+    check_labels(yT, loss)
     if w is None:
         return yT, workspace.no_w, float(m)
     if w.shape != (m,):
@@ -201,7 +180,7 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
 
     The forward product ``eta = W X + b`` (``A*S``), the loss and its derivatives, and the
     gradient ``D X^T`` (``A*S^T``) run in one sweep over the minibatch's nonzeros
-    (:func:`roofline.kernels.glm_forward_backward`: each example's model rows are gathered once,
+    (the kernel ``glm_forward_backward``: each example's model rows are gathered once,
     prefetched, and reused from cache for its gradient); the update then touches only the
     feature columns that occur in the minibatch.  No ``k x m`` or ``k x n`` temporary is built.
     The gradient is the weighted *mean* over the minibatch (as the unfused
@@ -214,8 +193,9 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     X : CSC matrix (n, m)
         The minibatch, fewer than ``FUSED_MAX_NNZ`` nonzeros, dtype of ``coef``.
     y : array (k, m), or (m,) when k == 1
-        Labels (checked: see :func:`check_glm_labels`).
-    loss : {"linear", "logistic", "hinge", "squared_hinge"}
+        Labels (checked: see :func:`roofline.gmat.glm.check_labels`).
+    loss : {"squared", "logistic", "hinge", "squared_hinge"}
+        Or an alias (``"linear"`` for ``"squared"``: :data:`roofline.gmat.glm.LOSS_ALIASES`).
     lr, eps : float
         Step size and the ADAGrad epsilon (``lr / (sqrt(sumsq) + eps)``).
     w : array (m,), optional
@@ -245,7 +225,7 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     scale = 1.0 / weight_sum if weight_sum > 0 else 0.0
     b = ws.zero_b if intercept is None else intercept
     sT = sumsq.T
-    code = kernels.GLM_LOSS_CODES[loss]
+    code = loss_code(loss)
     if k == 1:
         nt, loss_sum, g0 = kernels.glm_forward_backward_vec(
             X.indptr, X.indices, X.data, coef[0], b[0], yT[:, 0], wv, scale, code, sumsq[0],
@@ -304,7 +284,7 @@ def glm_adagrad_online_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, interce
                                            workspace)
     k = coef.shape[0]
     ws = workspace
-    code = kernels.GLM_LOSS_CODES[loss]
+    code = loss_code(loss)
     fit = intercept is not None
     if k == 1:
         b2 = ws.b2
@@ -378,12 +358,12 @@ def _glm_adagrad_step_gpu(coef, sumsq, X, y, loss, lr, eps, w, intercept, sumsq0
     workspace.ensure_gpu(n, m, k, dt)
     ws = workspace
     kernels.gpu_glm_step(X.indptr, X.indices, X.data, coef, intercept, yk, wv, m, k,
-                         kernels.GLM_LOSS_CODES[loss], ws.g_D, ws.g_gbuf, ws.g_mark, ws.g_acc,
+                         loss_code(loss), ws.g_D, ws.g_gbuf, ws.g_mark, ws.g_acc,
                          sumsq, sumsq0, float(lr), float(eps), float(l2), float(l1), nnz,
                          ws.g_zero_b)
     acc = ws.g_acc[: kernels.GPU_ACC_HEAD].get()
     if acc[2] != 0:
-        check_glm_labels(y, loss)  # raises with the range of the labels
+        check_labels(y, loss)  # raises with the range of the labels
         raise ValueError(f"y contains labels the {loss} loss cannot take")
     return float(acc[0]), float(acc[1]), int(acc[3])
 

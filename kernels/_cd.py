@@ -6,8 +6,8 @@ Conventions shared by every kernel here (the solvers in ``roofline.learners`` bu
   (coordinates = features) that structure is ``X^T`` stored feature-major, whose column ``j``
   lists the examples in which feature ``j`` occurs; for the *dual* (coordinates = examples) it
   is the project layout ``X`` itself (``n_features x n_examples`` CSC).
-* Losses are coded ``0`` squared ``l(z) = (z - y)^2 / 2``, ``1`` logistic
-  ``l(z) = log(1 + exp(-y z))`` with ``y in {-1, 1}``, ``2`` hinge ``l(z) = max(0, 1 - y z)``.
+* Losses are the codes of :data:`._losses.LOSS_CODES` in their margin form (``0`` squared,
+  ``1`` logistic, ``2`` hinge; classifier labels ``y in {-1, 1}``): :mod:`._losses`.
 * Everything is written in *sums*, not means: the solvers minimise
   ``sum_i l(z_i) + lam_n * R(w)`` with ``lam_n = n * lambda`` and ``R = ||w||^2 / 2`` (``l1=False``)
   or ``||w||_1`` (``l1=True``).
@@ -28,11 +28,18 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._losses import HINGE, SQUARED, margin_dloss, margin_loss, margin_neg_conj, sigmoid
 from ._prefetch import prefetch_row
 
 __all__ = [
+    "cd_block_apply",
+    "cd_block_stats",
+    "cd_block_steps",
+    "cd_col_sqnorms",
+    "cd_col_sqnorms_serial",
     "cd_conj_sum",
     "cd_dual_epoch",
+    "cd_dual_epoch_parfor",
     "cd_dual_tpa",
     "cd_dual_tpa_split",
     "cd_frequency_order",
@@ -47,13 +54,7 @@ __all__ = [
     "cd_primal_tpa",
     "cd_remap_indices",
     "cd_unit_columns",
-    "cd_block_apply",
-    "cd_block_stats",
-    "cd_block_steps",
-    "cd_col_sqnorms",
 ]
-
-SQUARED, LOGISTIC, HINGE = 0, 1, 2
 
 # The kernels' ``unit`` argument when no coordinate is flagged as having all its stored values
 # equal to one (see :func:`cd_unit_columns`).
@@ -116,63 +117,6 @@ def _prefetch_coords(coords, t, indptr, indices, data, vec, s1, s2, s3, unit):
             prefetch_row(vec, np.uint64(indices[p]), 0)
 
 
-@njit(inline="always")
-def _sigmoid(t):
-    if t >= 0:
-        return 1.0 / (1.0 + math.exp(-t))
-    e = math.exp(t)
-    return e / (1.0 + e)
-
-
-@njit(inline="always")
-def _log1pexp(t):
-    if t > 0:
-        return t + math.log1p(math.exp(-t))
-    return math.log1p(math.exp(t))
-
-
-@njit(inline="always")
-def _loss(z, y, loss):
-    if loss == SQUARED:
-        r = z - y
-        return 0.5 * r * r
-    if loss == LOGISTIC:
-        return _log1pexp(-y * z)
-    m = 1.0 - y * z
-    return m if m > 0.0 else 0.0
-
-
-@njit(inline="always")
-def _dloss(z, y, loss):
-    """First and second derivative of the loss at ``z`` (hinge: a subgradient and 0)."""
-    if loss == SQUARED:
-        return z - y, 1.0
-    if loss == LOGISTIC:
-        s = _sigmoid(-y * z)
-        return -y * s, s * (1.0 - s)
-    return (-y if y * z < 1.0 else 0.0), 0.0
-
-
-@njit(inline="always")
-def _neg_conj(a, y, loss):
-    """``-l*(-a)``: the dual objective's per-example term (``-inf`` outside its domain)."""
-    if loss == SQUARED:
-        return a * y - 0.5 * a * a
-    b = a * y
-    if loss == LOGISTIC:
-        if b < 0.0 or b > 1.0:
-            return -np.inf
-        h = 0.0
-        if b > 0.0:
-            h -= b * math.log(b)
-        if b < 1.0:
-            h -= (1.0 - b) * math.log(1.0 - b)
-        return h
-    if b < -1e-12 or b > 1.0 + 1e-12:
-        return -np.inf
-    return b
-
-
 # ---------------------------------------------------------------------------------------------
 # whole-vector helpers
 
@@ -182,7 +126,7 @@ def cd_loss_sum(z, y, loss):
     """``sum_i l(z_i; y_i)``."""
     acc = 0.0
     for i in range(z.shape[0]):
-        acc += _loss(z[i], y[i], loss)
+        acc += margin_loss(z[i], y[i], loss)
     return acc
 
 
@@ -191,7 +135,7 @@ def cd_conj_sum(alpha, y, loss):
     """``sum_i -l*(-alpha_i; y_i)`` (``-inf`` if some ``alpha_i`` is infeasible)."""
     acc = 0.0
     for i in range(alpha.shape[0]):
-        acc += _neg_conj(alpha[i], y[i], loss)
+        acc += margin_neg_conj(alpha[i], y[i], loss)
     return acc
 
 
@@ -202,7 +146,7 @@ def cd_grad(z, y, loss, out):
     g = 0.0
     h = 0.0
     for i in range(z.shape[0]):
-        d1, d2 = _dloss(z[i], y[i], loss)
+        d1, d2 = margin_dloss(z[i], y[i], loss)
         out[i] = -d1
         g += d1
         h += d2
@@ -354,7 +298,7 @@ def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, 
                 prefetch_row(z, q, 0)
                 prefetch_row(y, q, 0)
             i = indices[p]
-            d1, d2 = _dloss(z[i], y[i], loss)
+            d1, d2 = margin_dloss(z[i], y[i], loss)
             x = np.float64(data[p])
             g += x * d1
             h += x * x * d2
@@ -431,7 +375,7 @@ def cd_intercept_step(y, z, d, b, loss, sigma, damp, track):
     g = 0.0
     h = 0.0
     for i in range(n):
-        d1, d2 = _dloss(z[i], y[i], loss)
+        d1, d2 = margin_dloss(z[i], y[i], loss)
         g += d1
         h += d2
     h *= sigma
@@ -466,7 +410,7 @@ def _logistic_dual_beta(beta, ym, q):
     consistent.
     """
     if q <= 0.0:
-        return _sigmoid(-ym)
+        return sigmoid(-ym)
     # root of g(t) = -t - ym - q (sigmoid(t) - beta), decreasing in t, lies in [lo, hi]
     lo = -ym - q * (1.0 - beta)
     hi = -ym + q * beta
@@ -485,7 +429,7 @@ def _logistic_dual_beta(beta, ym, q):
             s = beta
     for _ in range(30):
         if s < 0.0:
-            s = _sigmoid(t)
+            s = sigmoid(t)
         g = -t - ym - q * (s - beta)
         if g > 0.0:
             lo = t
@@ -500,10 +444,10 @@ def _logistic_dual_beta(beta, ym, q):
             b = s + ds * step
             if b > 0.0 and b < 1.0:
                 return b
-            return _sigmoid(tn)
+            return sigmoid(tn)
         t = tn
         s = -1.0
-    return _sigmoid(t)
+    return sigmoid(t)
 
 
 @njit(inline="always")
@@ -634,7 +578,7 @@ def _tpa_note(i, a_old, a_new, y, loss, steps, prev, dconj):
     if prev.shape[0] != 0:
         prev[i] = a_old
     if dconj.shape[0] != 0 and a_new != a_old:
-        return _neg_conj(a_new, y[i], loss) - _neg_conj(a_old, y[i], loss)
+        return margin_neg_conj(a_new, y[i], loss) - margin_neg_conj(a_old, y[i], loss)
     return 0.0
 
 
@@ -769,7 +713,7 @@ def cd_block_stats(indptr, indices, data, y, z, feats, loss, g, h):
         hs = 0.0
         for p in range(indptr[j], indptr[j + 1]):
             i = indices[p]
-            d1, d2 = _dloss(z[i], y[i], loss)
+            d1, d2 = margin_dloss(z[i], y[i], loss)
             x = np.float64(data[p])
             gs += x * d1
             hs += x * x * d2

@@ -1,5 +1,5 @@
 """CUDA kernels of the fused ADAGrad GLM step (cupy ``RawModule``), the GPU twin of
-:func:`roofline.kernels.glm_forward_backward` + :func:`roofline.kernels.adagrad_glm_update`.
+:func:`._glm.glm_forward_backward` + :func:`._glm.adagrad_glm_update`.
 
 A step is three launches over a CSC minibatch (``n x m``, ``k`` outputs; the model ``coef`` is
 ``k x n`` in Fortran order, so a feature's ``k`` coefficients are contiguous):
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._losses import LOSS_CODES
+
 __all__ = ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step"]
 
 #: ``acc`` holds ``[loss_sum, weight_sum, bad_label_flag, n_touched]`` then the ``k`` intercept
@@ -33,6 +35,9 @@ __all__ = ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step"]
 GPU_ACC_HEAD = 4
 
 _THREADS = 256
+
+# the loss codes of the one table, for the CUDA source
+_LOSS_DEFINES = "".join(f"#define {name.upper()} {code}\n" for name, code in LOSS_CODES.items())
 
 _SRC = r"""
 typedef REAL real;
@@ -42,10 +47,10 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-// loss and derivative in double (codes as GLM_LOSS_CODES: linear, logistic, hinge, sq. hinge)
+// loss and derivative in double: the GLM form of _losses.glm_loss_deriv (codes LOSS_CODES)
 __device__ __forceinline__ double loss_deriv(int loss, double eta, double y, double* d) {
-    if (loss == 0) { double r = eta - y; *d = r; return 0.5 * r * r; }
-    if (loss == 1) {
+    if (loss == SQUARED) { double r = eta - y; *d = r; return 0.5 * r * r; }
+    if (loss == LOGISTIC) {
         if (eta > 0.0) { double z = exp(-eta); *d = 1.0 / (1.0 + z) - y;
                          return eta + log1p(z) - y * eta; }
         double z = exp(eta); *d = z / (1.0 + z) - y; return log1p(z) - y * eta;
@@ -53,14 +58,14 @@ __device__ __forceinline__ double loss_deriv(int loss, double eta, double y, dou
     double s = y > 0.0 ? 1.0 : -1.0;
     double t = 1.0 - s * eta;
     if (t <= 0.0) { *d = 0.0; return 0.0; }
-    if (loss == 2) { *d = -s; return t; }
+    if (loss == HINGE) { *d = -s; return t; }
     *d = -2.0 * s * t; return t * t;
 }
 
 __device__ __forceinline__ bool bad_label(int loss, double y) {
     if (!(fabs(y) <= 1.7976931348623157e308)) return true;  // NaN or infinite
-    if (loss == 1) return y < 0.0 || y > 1.0;
-    if (loss >= 2) return y < -1.0 || y > 1.0;
+    if (loss == LOGISTIC) return y < 0.0 || y > 1.0;
+    if (loss == HINGE || loss == SQUARED_HINGE) return y < -1.0 || y > 1.0;
     return false;
 }
 
@@ -179,7 +184,7 @@ def _kernels(dtype):
     fns = _MODULES.get(key)
     if fns is None:
         real = {"f": "float", "d": "double"}[key]
-        mod = cupy.RawModule(code=_SRC.replace("REAL", real))
+        mod = cupy.RawModule(code=_LOSS_DEFINES + _SRC.replace("REAL", real))
         fns = tuple(mod.get_function(f) for f in ("glm_forward", "glm_scatter", "glm_update"))
         _MODULES[key] = fns
     return fns

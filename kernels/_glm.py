@@ -33,10 +33,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._losses import glm_loss_deriv
 from ._prefetch import prefetch_row
 
 __all__ = [
-    "GLM_LOSS_CODES",
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "glm_accumulate_touched",
@@ -45,9 +45,6 @@ __all__ = [
     "glm_forward_backward",
     "glm_forward_backward_vec",
 ]
-
-#: Loss codes of :func:`glm_forward_backward` (the ``loss`` argument).
-GLM_LOSS_CODES = {"linear": 0, "logistic": 1, "hinge": 2, "squared_hinge": 3}
 
 # Nonzeros ahead whose model and accumulator rows are prefetched by glm_forward_backward (the
 # forward gather and the marker pass are both random accesses into ``n x k`` arrays).
@@ -76,6 +73,26 @@ def _accumulate_example(s, e, indices, data, d, sumsqT, touched, sval, gbuf, nt)
             t = np.int64(-v) - 1
             for r in range(k):
                 gbuf[t, r] += d[r] * x
+    return nt
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _accumulate_example_vec(s, e, indices, data, d, sumsq, touched, sval, gbuf, nt):
+    """``k = 1`` form of :func:`_accumulate_example` (``d`` a scalar, ``sumsq`` and ``gbuf``
+    1-D): the same marks, the same sums."""
+    for p in range(s, e):
+        i = np.uint64(indices[p])
+        v = sumsq[i]
+        x = data[p]
+        if v >= 0:
+            t = nt
+            nt += 1
+            touched[t] = i
+            sval[t] = v
+            sumsq[i] = -(t + 1)
+            gbuf[t] = d * x
+        else:
+            gbuf[np.int64(-v) - 1] += d * x
     return nt
 
 
@@ -176,28 +193,6 @@ def adagrad_glm_update_serial(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
-def _loss_deriv(loss, eta, y):
-    """``(l(y, eta), dl/deta)`` in float64 for the loss code (see ``GLM_LOSS_CODES``)."""
-    if loss == 0:
-        r = eta - y
-        return 0.5 * r * r, r
-    if loss == 1:
-        # log(1 + exp(eta)) - y * eta and sigmoid(eta) - y, without overflow
-        if eta > 0.0:
-            z = np.exp(-eta)
-            return eta + np.log1p(z) - y * eta, 1.0 / (1.0 + z) - y
-        z = np.exp(eta)
-        return np.log1p(z) - y * eta, z / (1.0 + z) - y
-    s = 1.0 if y > 0.0 else -1.0
-    t = 1.0 - s * eta
-    if t <= 0.0:
-        return 0.0, 0.0
-    if loss == 2:
-        return t, -s
-    return t * t, -2.0 * s * t
-
-
-@njit(cache=True, nogil=True, fastmath=True, inline="always")
 def _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta):
     """``eta = b + sum_{p in [s, e)} data[p] * coefT[indices[p]]`` (the forward product of one
     example), prefetching the model and accumulator rows ``FB_PREFETCH_DISTANCE`` nonzeros
@@ -257,7 +252,7 @@ def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, su
     scale : float
         Multiplies every derivative (``1 / sum_j w_j``: the gradient is the weighted mean).
     loss : int
-        Loss code (``GLM_LOSS_CODES``).
+        Loss code (``_losses.LOSS_CODES``, GLM form).
     sumsqT : array (n, k), C-contiguous
         ADAGrad accumulators (all >= 0 on entry), marked as in :func:`glm_accumulate_touched`.
     touched, sval, gbuf
@@ -286,7 +281,7 @@ def glm_forward_backward(indptr, indices, data, coefT, b, yT, w, scale, loss, su
         _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta)
         wj = w[j] if has_w else 1.0
         for r in range(k):
-            lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
+            lj, dj = glm_loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
             loss_sum += wj * lj
             d = dj * (wj * scale)
             eta[r] = d  # eta now holds the example's scaled derivatives
@@ -319,23 +314,11 @@ def glm_forward_backward_vec(indptr, indices, data, coef, b, y, w, scale, loss, 
         s, e = indptr[j], indptr[j + 1]
         eta = _forward_vec(s, e, p_end, indices, data, coef, sumsq, coef.dtype.type(b))
         wj = w[j] if has_w else 1.0
-        lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
+        lj, dj = glm_loss_deriv(loss, np.float64(eta), np.float64(y[j]))
         loss_sum += wj * lj
         d = coef.dtype.type(dj * (wj * scale))
         g0 += d
-        for p in range(s, e):
-            i = np.uint64(indices[p])
-            v = sumsq[i]
-            x = data[p]
-            if v >= 0:
-                t = nt
-                nt += 1
-                touched[t] = i
-                sval[t] = v
-                sumsq[i] = -(t + 1)
-                gbuf[t] = d * x
-            else:
-                gbuf[np.int64(-v) - 1] += d * x
+        nt = _accumulate_example_vec(s, e, indices, data, d, sumsq, touched, sval, gbuf, nt)
     return nt, loss_sum, g0
 
 
@@ -363,7 +346,7 @@ def glm_adagrad_online(indptr, indices, data, coefT, sumsqT, b, sumsq0, fit_inte
     w : array (m,) or (0,)
         Example weights; empty means all ones.
     loss : int
-        Loss code (``GLM_LOSS_CODES``).
+        Loss code (``_losses.LOSS_CODES``, GLM form).
     lr, eps, l2, l1 : float
     eta : array (k,)
         Scratch.
@@ -384,7 +367,7 @@ def glm_adagrad_online(indptr, indices, data, coefT, sumsqT, b, sumsq0, fit_inte
         _forward_rows(s, e, p_end, indices, data, coefT, sumsqT, b, eta)
         wj = w[j] if has_w else 1.0
         for r in range(k):
-            lj, dj = _loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
+            lj, dj = glm_loss_deriv(loss, np.float64(eta[r]), np.float64(yT[j, r]))
             loss_sum += wj * lj
             eta[r] = dj * wj  # eta now holds the example's derivatives
             if fit_intercept:
@@ -419,7 +402,7 @@ def glm_adagrad_online_vec(indptr, indices, data, coef, sumsq, b, fit_intercept,
         s, e = indptr[j], indptr[j + 1]
         eta = _forward_vec(s, e, p_end, indices, data, coef, sumsq, b[0])
         wj = w[j] if has_w else 1.0
-        lj, dj = _loss_deriv(loss, np.float64(eta), np.float64(y[j]))
+        lj, dj = glm_loss_deriv(loss, np.float64(eta), np.float64(y[j]))
         loss_sum += wj * lj
         d = coef.dtype.type(dj * wj)
         if fit_intercept:

@@ -1,0 +1,212 @@
+"""The loss and regularisation vocabulary: loss names and aliases, the one label check, the one
+conversion of regularisation strengths to and from the peers' conventions.
+
+Documented in :mod:`roofline.gmat.glm` (which re-exports this module).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.kernels import LOSS_CODES
+
+from ._arrays import get_array_module
+
+__all__ = [
+    "CD_LOSSES",
+    "GLM_LOSSES",
+    "LOSSES",
+    "LOSS_ALIASES",
+    "LOSS_CODES",
+    "PEERS",
+    "alpha_from_peer",
+    "alpha_to_peer",
+    "check_labels",
+    "loss_code",
+    "resolve_loss",
+]
+
+#: Canonical loss names (the keys of ``LOSS_CODES``, in code order).
+LOSSES = tuple(LOSS_CODES)
+#: Accepted aliases -> canonical name.
+LOSS_ALIASES = {
+    "least_squares": "squared",
+    "linear": "squared",
+    "log": "logistic",
+    "log_loss": "logistic",
+}
+#: Losses of the fused ADAGrad GLM step and of the minibatch learners.
+GLM_LOSSES = LOSSES
+#: Losses of the coordinate-descent steps and solvers.
+CD_LOSSES = ("squared", "logistic", "hinge")
+
+
+def resolve_loss(name, *, allowed=None, argname: str = "loss") -> str:
+    """The canonical name of a loss given by its name or an alias.
+
+    Parameters
+    ----------
+    name : str
+        A canonical name (``LOSSES``) or an alias (``LOSS_ALIASES``).
+    allowed : sequence of str, optional
+        Canonical names the caller supports (default: all).
+    argname : str
+        The argument named in the error message.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or a loss outside ``allowed``; the message lists the accepted
+        names and aliases.
+    """
+    allowed = LOSSES if allowed is None else tuple(allowed)
+    canon = LOSS_ALIASES.get(name, name) if isinstance(name, str) else None
+    if canon not in allowed:
+        names = sorted(allowed) + sorted(a for a, c in LOSS_ALIASES.items() if c in allowed)
+        extra = f" (the {canon!r} loss is not supported here)" if canon in LOSSES else ""
+        raise ValueError(f"{argname} must be one of {names}, got {name!r}{extra}")
+    return canon
+
+
+def loss_code(name, *, allowed=None, argname: str = "loss") -> int:
+    """The kernels' code of a loss name or alias (:func:`resolve_loss`, then ``LOSS_CODES``)."""
+    return LOSS_CODES[resolve_loss(name, allowed=allowed, argname=argname)]
+
+
+def _non_finite(y, name, xp):
+    flat = y.ravel()
+    bad = int(xp.flatnonzero(~xp.isfinite(flat))[0])
+    raise ValueError(f"{name} has a non-finite value {float(flat[bad])} at position {bad} "
+                     f"(NaN or infinite labels)")
+
+
+def check_labels(y, loss, name: str = "y", single_class_ok: bool = False, *,
+                 margin: bool = False):
+    """Check labels for a loss; with ``margin``, convert them to the margin form.
+
+    Parameters
+    ----------
+    y : array (numpy or cupy)
+        Labels, any shape.
+    loss : str
+        A loss name or alias.
+    name : str
+        The argument named in error messages.
+    single_class_ok : bool
+        With ``margin``: accept classifier labels of one class only (a minibatch of a stream).
+    margin : bool
+        ``False`` (the GLM form of the minibatch learners and the fused step): NaN or infinite
+        labels are rejected, ``logistic`` takes values in ``[0, 1]`` (soft labels included),
+        ``hinge`` and ``squared_hinge`` values in ``[-1, 1]`` (``{0, 1}`` or ``{-1, 1}``);
+        ``y`` is returned as it is (the check costs a min and a max).
+        ``True`` (the margin form of the coordinate-descent solvers): ``y`` must be numeric
+        and finite; the classifiers need binary labels, ``{0, 1}`` or ``{-1, 1}``, of both
+        classes (unless ``single_class_ok``).  Returns float64 labels, raveled, the
+        classifiers' mapped to ``{-1, +1}``.
+
+    Returns
+    -------
+    array
+    """
+    loss = resolve_loss(loss)
+    if margin:
+        return _margin_labels(y, loss, name, single_class_ok)
+    if y.size == 0:
+        return y
+    xp = get_array_module(y)
+    lo, hi = float(y.min()), float(y.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        _non_finite(y, name, xp)
+    if loss == "logistic" and (lo < 0 or hi > 1):
+        raise ValueError(f"{name}: logistic loss needs labels in [0, 1], got values in "
+                         f"[{lo}, {hi}]")
+    if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
+        raise ValueError(f"{name}: {loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
+                         f"values in [{lo}, {hi}]")
+    return y
+
+
+def _margin_labels(y, loss, name, single_class_ok):
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {y.dtype}")
+    y = y.astype(np.float64).ravel()
+    if not np.isfinite(y).all():
+        _non_finite(y, name, np)
+    if loss == "squared":
+        return y
+    vals = np.unique(y)
+    if vals.size > 2 or not (set(vals.tolist()) <= {-1.0, 1.0} or set(vals.tolist()) <= {0.0, 1.0}):
+        raise ValueError(
+            f"{name} must hold binary labels in {{-1, 1}} or {{0, 1}} for loss={loss!r}; found "
+            f"values {vals[:5].tolist()}{' ...' if vals.size > 5 else ''}"
+        )
+    if vals.size < 2 and not single_class_ok:
+        raise ValueError(
+            f"{name} holds a single class ({vals[0]:g}); a classifier needs both classes"
+        )
+    return np.where(y > 0, 1.0, -1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# regularisation strength: the one place where peers' conventions are translated
+
+#: peer -> (peer's value -> alpha, alpha -> peer's value), ``n`` the number of examples (or
+#: the sum of the example weights).
+_PEERS = {
+    "C": (lambda c, n: 1.0 / (c * n), lambda al, n: 1.0 / (al * n)),
+    "lasso": (lambda a, n: a, lambda al, n: al),
+    "ridge": (lambda a, n: a / n, lambda al, n: al * n),
+    "snapml": (lambda r, n: r / n, lambda al, n: al * n),
+    "vw": (lambda l2, n: l2, lambda al, n: al),
+}
+#: The peers :func:`alpha_from_peer` converts from.
+PEERS = tuple(sorted(_PEERS))
+
+
+def _peer(peer):
+    if peer not in _PEERS:
+        raise ValueError(f"peer must be one of {list(PEERS)}, got {peer!r}")
+    return _PEERS[peer]
+
+
+def alpha_from_peer(peer: str, value: float, n_examples) -> float:
+    """Roofline's ``alpha`` for a peer's regularisation parameter on ``n_examples`` examples.
+
+    ``alpha`` weighs the regulariser against the *mean* loss: ``mean_i l_i + alpha R(w)``
+    (see :mod:`roofline.gmat.glm`).
+
+    Parameters
+    ----------
+    peer : {"C", "lasso", "ridge", "snapml", "vw"}
+        ``"C"``: scikit-learn ``LogisticRegression(C=value)`` / ``LinearSVC(C=value)`` /
+        liblinear, ``alpha = 1 / (C n)``; ``"lasso"``: ``Lasso(alpha=value)``, ``alpha = value``;
+        ``"ridge"``: ``Ridge(alpha=value)``, ``alpha = value / n``; ``"snapml"``: snapml's
+        ``regularizer=value``, ``alpha = value / n``; ``"vw"``: Vowpal Wabbit's ``--l2 value``
+        (its online learners add ``l2 * w`` to every example's gradient),
+        ``alpha = value``.
+    value : float
+        Positive.
+    n_examples : int or float
+        The number of examples (the sum of the example weights for weighted fits).
+
+    Returns
+    -------
+    float
+    """
+    to_alpha = _peer(peer)[0]
+    if not value > 0:
+        raise ValueError(f"value must be positive, got {value!r}")
+    return float(to_alpha(float(value), float(n_examples)))
+
+
+def alpha_to_peer(peer: str, alpha: float, n_examples) -> float:
+    """Inverse of :func:`alpha_from_peer`: the peer's parameter for Roofline's ``alpha``."""
+    from_alpha = _peer(peer)[1]
+    if not alpha > 0:
+        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    return float(from_alpha(float(alpha), float(n_examples)))

@@ -1,0 +1,61 @@
+"""Coordinate-descent steps for generalized linear models (``roofline.gmat.cd``).
+
+The building blocks of the CD solvers of :mod:`roofline.learners` (sequential SCD, TPA-SCD on
+CPU threads, CoCoA+ workers, Google's pure-block SCD): one step, sweep or whole-vector map per
+function, over CPU CSC *coordinate matrices* and float64 state vectors updated in place.
+
+Conventions (scaling, loss codes, ``sigma``, ``damp``, the tracked changes ``d``): see
+:mod:`roofline.gmat._cd`; the loss vocabulary and the regularisation scaling
+(``lam_n = n * alpha``) are documented in :mod:`roofline.gmat.glm`.
+
+Example::
+
+    from roofline.gmat import cd
+    A = cd.feature_major(X)                 # the primal's coordinates: X^T as CSC
+    colsq = cd.col_sqnorms(A)
+    cd.primal_epoch(A, y, w, z, coords, loss="squared", l1=False, lam_n=n * alpha, colsq=colsq)
+"""
+
+from ._cd import (
+    block_apply,
+    block_stats,
+    block_steps,
+    col_sqnorms,
+    conj_sum,
+    dual_epoch,
+    dual_tpa,
+    dual_tpa_split,
+    feature_major,
+    grad,
+    greedy_pure_blocks,
+    intercept_step,
+    loss_sum,
+    matvec,
+    matvec_t,
+    primal_epoch,
+    primal_tpa,
+    reorder_features,
+    unit_columns,
+)
+
+__all__ = [
+    "block_apply",
+    "block_stats",
+    "block_steps",
+    "col_sqnorms",
+    "conj_sum",
+    "dual_epoch",
+    "dual_tpa",
+    "dual_tpa_split",
+    "feature_major",
+    "grad",
+    "greedy_pure_blocks",
+    "intercept_step",
+    "loss_sum",
+    "matvec",
+    "matvec_t",
+    "primal_epoch",
+    "primal_tpa",
+    "reorder_features",
+    "unit_columns",
+]
