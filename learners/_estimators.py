@@ -41,6 +41,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from roofline import gmat
 from roofline.datasources import MatSource
 
 from ._learner import Learner
@@ -55,7 +56,6 @@ logger = logging.getLogger(__name__)
 CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
 SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS
-_CD_LOSS = {"logistic": "logistic", "linear": "squared", "hinge": "hinge"}
 
 
 def to_column_layout(X, dtype):
@@ -81,7 +81,7 @@ def to_column_layout(X, dtype):
 def _solver_check(solver, loss):
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
-    if solver in CD_SOLVERS and loss not in _CD_LOSS:
+    if solver in CD_SOLVERS and gmat.glm.resolve_loss(loss) not in gmat.glm.CD_LOSSES:
         raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
 
 
@@ -136,13 +136,7 @@ class _GLMEstimator(BaseEstimator):
                 max(n_iter, 1), opt.state() if self.solver in MINIBATCH_SOLVERS else None)
 
     def _fit_cd(self, Xc, Y, sw, lam):
-        try:
-            from roofline.learners import fit_glm_cd
-        except ImportError:  # pragma: no cover - until issue 6 lands
-            fit_glm_cd = None
-        if fit_glm_cd is None:  # pragma: no cover
-            raise ValueError(f"solver={self.solver!r} needs roofline.learners.fit_glm_cd "
-                             f"(coordinate-descent solvers), which is not available")
+        from roofline.learners import fit_glm_cd
         if not np.all(sw == sw[0]):
             raise ValueError(f"solver={self.solver!r} does not support non-uniform "
                              f"sample_weight; use solver='lbfgs'")
@@ -151,7 +145,7 @@ class _GLMEstimator(BaseEstimator):
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
         coefs, inters, iters = [], [], []
         for r in range(Ys.shape[0]):
-            res = fit_glm_cd(Xc, Ys[r], loss=_CD_LOSS[self._loss], alpha=lam,
+            res = fit_glm_cd(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
                              solver=self.solver, n_jobs=self.n_jobs, tol=self.tol,
                              max_iter=self.max_iter, fit_intercept=self.fit_intercept,
                              random_state=self.random_state)
@@ -205,7 +199,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
     def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
         if not self.C > 0:
             raise ValueError(f"C must be positive, got {self.C!r}")
-        return 1.0 / (self.C * total_weight)
+        return gmat.glm.alpha_from_peer("C", self.C, total_weight)
 
     def _encode(self, y, classes):
         if len(classes) < 2:
@@ -449,7 +443,7 @@ class Ridge(_Regressor):
     def _lambda(self, total_weight):
         if not self.alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
-        return self.alpha / total_weight
+        return gmat.glm.alpha_from_peer("ridge", self.alpha, total_weight) if self.alpha else 0.0
 
 
 class LinearRegression(_Regressor):

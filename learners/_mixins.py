@@ -76,11 +76,16 @@ class Mixin:
 class L2Options(Options):
     """Options of :class:`L2Regularizer`."""
 
-    reg2weight: float = option(1e-6, "lambda of the term lambda/2 ||W||_F^2", low=0.0)
+    reg2weight: float = option(1e-6, "alpha of the term alpha/2 ||W||_F^2 (mean-loss scale)",
+                               low=0.0)
 
 
 class L2Regularizer(Mixin):
-    """``lambda/2 ||W||_F^2`` (the intercept is not regularised)."""
+    """``alpha/2 ||W||_F^2`` added to the mean loss (the intercept is not regularised).
+
+    ``reg2weight`` is Roofline's ``alpha`` (:mod:`roofline.gmat.glm`: the vocabulary, and
+    ``alpha_from_peer`` for scikit-learn's ``C``, snapml's ``regularizer``, VW's ``--l2``).
+    """
 
     def __init__(self, reg2weight: float | None = None, opts: L2Options | None = None):
         self.opts = opts or L2Options()
@@ -110,11 +115,13 @@ class L2Regularizer(Mixin):
 class L1Options(Options):
     """Options of :class:`L1Regularizer`."""
 
-    reg1weight: float = option(1e-6, "lambda of the term lambda ||W||_1", low=0.0)
+    reg1weight: float = option(1e-6, "alpha of the term alpha ||W||_1 (mean-loss scale)",
+                               low=0.0)
 
 
 class L1Regularizer(Mixin):
-    """``lambda ||W||_1`` through the proximal (soft-threshold) step after each update."""
+    """``alpha ||W||_1`` (``reg1weight``, mean-loss scale) through the proximal
+    (soft-threshold) step after each update."""
 
     smooth = False
 

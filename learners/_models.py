@@ -12,14 +12,15 @@ labels ``y_j`` (length ``k``) and weights ``w_j`` (1 when absent)::
 
 with, per output (labels ``y`` in {0, 1} for the classifiers, ``s = 2y - 1``)::
 
-    linear          l = (eta - y)^2 / 2
+    squared         l = (eta - y)^2 / 2       (alias "linear")
     logistic        l = log(1 + exp(eta)) - y * eta
     hinge           l = max(0, 1 - s * eta)
     squared_hinge   l = max(0, 1 - s * eta)^2
 
-The regularisers are mixins (``L2Regularizer``: ``lambda/2 ||W||_F^2``, ``L1Regularizer``:
-``lambda ||W||_1``); the intercept is never regularised.  The conversion to scikit-learn's
-conventions lives in one place, :mod:`roofline.learners._estimators`.
+Loss names and aliases are those of :mod:`roofline.gmat.glm` (``loss="linear"`` is the squared
+loss).  The regularisers are mixins (``L2Regularizer``: ``alpha/2 ||W||_F^2``,
+``L1Regularizer``: ``alpha ||W||_1``); the intercept is never regularised.  The conversions to
+the peers' conventions live in one place, :func:`roofline.gmat.glm.alpha_from_peer`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ __all__ = ["GLM", "GLMOptions", "LOSSES", "Model"]
 
 logger = logging.getLogger(__name__)
 
-LOSSES = ("linear", "logistic", "hinge", "squared_hinge")
+#: Canonical loss names of :class:`GLM` (``gmat.glm.GLM_LOSSES``).
+LOSSES = gmat.glm.GLM_LOSSES
+# the names GLMOptions accepts: the canonical ones and their aliases
+_LOSS_NAMES = LOSSES + tuple(a for a, c in sorted(gmat.glm.LOSS_ALIASES.items()) if c in LOSSES)
 
 
 def _fortran(a):
@@ -88,7 +92,8 @@ class Model:
 class GLMOptions(Options):
     """Options of :class:`GLM` (BIDMach ``GLM.Opts``)."""
 
-    loss: str = option("logistic", "loss (link) of every output", choices=LOSSES)
+    loss: str = option("logistic", "loss (link) of every output (linear = squared)",
+                       choices=_LOSS_NAMES)
     n_outputs: int = option(1, "k: outputs trained at once (rows of the k x n model)", low=1)
     fit_intercept: bool = option(True, "learn an (unregularised) intercept per output")
     dtype: str = option("float32", "value dtype of the model", choices=("float32", "float64"))
@@ -117,6 +122,11 @@ class GLM(Model):
         self.opts = GLMOptions.from_dict(base, "GLM")
         self.coef = None
         self.intercept = None
+
+    @property
+    def loss_name(self) -> str:
+        """The canonical name of ``opts.loss`` (``"squared"`` for ``"linear"``)."""
+        return gmat.glm.resolve_loss(self.opts.loss)
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -230,7 +240,7 @@ class GLM(Model):
         Returns an array of shape ``(k, m)``, or ``(m,)`` when ``k == 1`` (a new array).
         """
         eta = self.linear(X, cache=None)
-        if self.opts.loss == "logistic":
+        if self.loss_name == "logistic":
             gmat.expit(eta, out=eta)
         return eta[0].copy() if eta.shape[0] == 1 else eta
 
@@ -255,7 +265,7 @@ class GLM(Model):
     def check_labels(self, y) -> None:
         """Raise ``ValueError`` for labels the loss cannot take (NaN; outside [0, 1] for
         logistic; anything but {0, 1} (or {-1, 1}) for the hinge losses)."""
-        gmat.check_glm_labels(y, self.opts.loss)
+        gmat.glm.check_labels(y, self.loss_name)
 
     def loss_deriv(self, eta, y, w, cache=None, D=None):
         """Per-example losses and derivatives ``dl/deta`` (weighted, not normalised).
@@ -299,8 +309,8 @@ class GLM(Model):
         if D is None:
             D = buf("glm.deriv")
         t = buf("glm.loss")
-        loss = self.opts.loss
-        if loss == "linear":
+        loss = self.loss_name
+        if loss == "squared":
             np.subtract(eta, y, out=D)
             np.multiply(D, D, out=t)
             t *= 0.5
