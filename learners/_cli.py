@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline import gmat
 from roofline.gmat import Options, load_toml, option, to_toml
 
 __all__ = ["main", "build_from_config"]
@@ -93,8 +94,10 @@ class SolverProblemOptions(Options):
     seed: int = option(0, "seed of the coordinate permutations", low=0)
 
 
-# GLM's loss names -> fit_glm_cd's
-_CD_LOSSES = {"linear": "squared", "logistic": "logistic", "hinge": "hinge"}
+# [model] loss names (canonical and aliases) -> fit_glm_cd's loss, from the one registry
+_CD_LOSSES = {name: gmat.glm.resolve_loss(name)
+              for name in (*gmat.glm.LOSSES, *gmat.glm.LOSS_ALIASES)
+              if gmat.glm.resolve_loss(name) in gmat.glm.CD_LOSSES}
 
 
 def _solver_table(t: dict, where: str):
