@@ -42,6 +42,16 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from _peers import (
+    alpha_of_sklearn_C,
+    auc,
+    have_vw,
+    logloss_of_margins,
+    run_vw,
+    sklearn_C,
+    snapml_regularizer,
+    write_vw,
+)
 
 LEVELS = (1e-3, 1e-6)
 
@@ -61,17 +71,6 @@ def load(n_examples, seed, n_bits=20):
     return Xtr, y[:n_examples].astype(np.float64), Xte, y[n_examples:].astype(np.float64)
 
 
-def logloss(z, y):
-    ys = 2 * y - 1
-    return float(np.logaddexp(0, -ys * z).mean())
-
-
-def auc(z, y):
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(y, z))
-
-
 class Problem:
     def __init__(self, Xtr, ytr, Xte, yte):
         self.Xtr, self.ytr, self.Xte, self.yte = Xtr, ytr, Xte, yte
@@ -80,11 +79,11 @@ class Problem:
         self.n = Xtr.shape[1]
 
     def objective(self, w, alpha):
-        return logloss(self.Atr @ w, self.ytr) + 0.5 * alpha * float(w @ w)
+        return logloss_of_margins(self.Atr @ w, self.ytr) + 0.5 * alpha * float(w @ w)
 
     def heldout(self, w):
         z = self.Ate @ w
-        return logloss(z, self.yte), auc(z, self.yte)
+        return logloss_of_margins(z, self.yte), auc(z, self.yte)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +139,7 @@ def run_sklearn(pb, alpha, *, solver, time_cap):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    C = 1.0 / (alpha * pb.n)
+    C = sklearn_C(alpha, pb.n)
 
     def fit(iters):
         kw = dict(dual=True) if solver == "liblinear" else {}
@@ -162,8 +161,8 @@ def run_snapml(pb, alpha, *, dual, threads, time_cap):
     A = pb.Atr if dual else pb.Atr.tocsc()
 
     def fit(iters):
-        m = LogisticRegression(regularizer=alpha * pb.n, dual=dual, n_jobs=threads,
-                               fit_intercept=False, tol=1e-15, max_iter=iters)
+        m = LogisticRegression(regularizer=snapml_regularizer(alpha, pb.n), dual=dual,
+                               n_jobs=threads, fit_intercept=False, tol=1e-15, max_iter=iters)
         m.fit(A, pb.ytr)
         return np.asarray(m.coef_, dtype=np.float64).ravel()
 
@@ -172,35 +171,14 @@ def run_snapml(pb, alpha, *, dual, threads, time_cap):
             for t, w in _effort_runs(fit, its, time_cap)], {}
 
 
-def _vw_lines(A, y):
-    out = []
-    for i in range(A.shape[0]):
-        lo, hi = A.indptr[i], A.indptr[i + 1]
-        feats = " ".join(f"{j}:{v:g}" for j, v in zip(A.indices[lo:hi], A.data[lo:hi],
-                                                                strict=True))
-        out.append(f"{1 if y[i] > 0 else -1} |f {feats}")
-    return out
-
-
-def run_vw(pb, passes, tmp):
-    import vowpalwabbit
-
-    train = os.path.join(tmp, "train.vw")
+def run_vw_peer(pb, passes, tmp):
+    """VW (its own implicit regularisation: compared on held-out logloss only)."""
+    train, test = os.path.join(tmp, "train.vw"), os.path.join(tmp, "test.vw")
     if not os.path.exists(train):
-        with open(train, "w") as f:
-            f.write("\n".join(_vw_lines(pb.Atr, pb.ytr)) + "\n")
-    model = os.path.join(tmp, f"m{passes}.vw")
-    extra = f"--passes {passes} -c -k --holdout_off" if passes > 1 else ""
-    t0 = time.perf_counter()
-    ws = vowpalwabbit.Workspace(
-        f"-d {train} --loss_function logistic -b 20 {extra} -f {model} --quiet")
-    ws.run_parser()
-    ws.finish()
-    dt = time.perf_counter() - t0
-    ws = vowpalwabbit.Workspace(f"-i {model} -t --quiet")
-    z = np.array([ws.predict(line) for line in _vw_lines(pb.Ate, pb.yte)])
-    ws.finish()
-    return [(dt, np.nan, logloss(z, pb.yte), auc(z, pb.yte))], {}
+        write_vw(train, pb.Xtr, pb.ytr)
+        write_vw(test, pb.Xte, pb.yte)
+    dt, z = run_vw(train, test, tmp, bits=20, passes=passes)
+    return [(dt, np.nan, logloss_of_margins(z, pb.yte), auc(z, pb.yte))], {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,7 +190,7 @@ def select_alpha(pb, Cs):
 
     rows = []
     for C in Cs:
-        alpha = 1.0 / (C * pb.n)
+        alpha = alpha_of_sklearn_C(C, pb.n)
         r = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
                        fit_intercept=False, tol=1e-6, max_iter=200, random_state=0)
         rows.append((C, alpha, *pb.heldout(r.coef)))
@@ -309,19 +287,15 @@ def table(args):
         print(f"running sklearn {solver} ...", flush=True)
         runs[f"sklearn {solver}"] = (1, *run_sklearn(pb, alpha, solver=solver,
                                                      time_cap=args.time_cap))
-    try:
-        import vowpalwabbit  # noqa: F401
-
-        have_vw = "vw" not in skip
-    except ImportError:
-        have_vw = False
+    use_vw = "vw" not in skip and have_vw()
+    if "vw" not in skip and not use_vw:
         print("vowpalwabbit not importable: skipped (pip install vowpalwabbit)")
-    if have_vw:
+    if use_vw:
         with tempfile.TemporaryDirectory() as tmp:
             for passes in (1, 3):
                 print(f"running vw {passes} pass(es) ...", flush=True)
-                runs[f"vw {passes} pass{'es' if passes > 1 else ''}"] = (1, *run_vw(pb, passes,
-                                                                                  tmp))
+                name = f"vw {passes} pass{'es' if passes > 1 else ''}"
+                runs[name] = (1, *run_vw_peer(pb, passes, tmp))
     pstar = min([ref.objective[-1]] + [P for _, pts, _ in runs.values() for _, P, *_ in pts
                                        if np.isfinite(P)])
     print()
@@ -359,7 +333,7 @@ def link_cost(args):
 
     Xtr, ytr, _, _ = load(args.link_examples, args.seed, n_bits=args.link_bits)
     n, d = Xtr.shape[1], Xtr.shape[0]
-    alpha = 1.0 / (0.1 * n)
+    alpha = alpha_of_sklearn_C(0.1, n)
     K, N = 8, 2
     vec_bytes = 8 * (d + 1)
     # link model: (latency s, bandwidth B/s) per all-reduce of the shared vector

@@ -43,15 +43,11 @@ import warnings  # noqa: E402
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+from _peers import have_vw, logloss, logloss_of_margins, run_vw, write_vw  # noqa: E402
 
 from roofline import gmat  # noqa: E402
 from roofline.datasources import MatSource, make_criteo_like_matrix  # noqa: E402
 from roofline.learners import GLM, ADAGrad, L2Regularizer, Learner  # noqa: E402
-
-
-def logloss(p, y):
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(np.mean(-(y * np.log(p) + (1 - y) * np.log1p(-p))))
 
 
 def run_roofline(Xtr, ytr, Xte, yte, *, batch, lr, passes, threads, fused, l2, online=False,
@@ -94,42 +90,6 @@ def run_sklearn(Rtr, ytr, Rte, yte, *, passes, alpha):
     return dt, logloss(clf.predict_proba(Rte)[:, 1], yte)
 
 
-def write_vw(path, X, y):
-    """VW text: ``label |f idx:val ...`` (labels -1/1; integer names hash to themselves)."""
-    with open(path, "w") as f:
-        ip, ix, v = X.indptr, X.indices, X.data
-        lines = []
-        for j in range(X.shape[1]):
-            s, e = ip[j], ip[j + 1]
-            feats = " ".join(f"{i}:{x:g}" for i, x in zip(ix[s:e], v[s:e], strict=True))
-            lines.append(f"{1 if y[j] > 0 else -1} |f {feats}\n")
-            if len(lines) >= 50_000:
-                f.writelines(lines)
-                lines = []
-        f.writelines(lines)
-
-
-def run_vw(Xtr, ytr, Xte, yte, *, bits, passes, tmp):
-    try:
-        from vowpalwabbit import Workspace
-    except ImportError:
-        return None
-    train, test = os.path.join(tmp, "train.vw"), os.path.join(tmp, "test.vw")
-    model, preds = os.path.join(tmp, "model.vw"), os.path.join(tmp, "preds.txt")
-    write_vw(train, Xtr, ytr)
-    write_vw(test, Xte, yte)
-    extra = f" --passes {passes} -c -k --cache_file {tmp}/c.cache --holdout_off" \
-        if passes > 1 else ""
-    t = time.perf_counter()
-    ws = Workspace(f"-d {train} --loss_function logistic -b {bits} --quiet -f {model}{extra}")
-    ws.finish()
-    dt = time.perf_counter() - t
-    ws = Workspace(f"-t -i {model} -d {test} --link logistic --quiet -p {preds}")
-    ws.finish()
-    p = np.loadtxt(preds)
-    return dt, logloss(p, yte)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=500_000, help="training examples")
@@ -169,7 +129,14 @@ def main(argv=None):
     base = logloss(np.full(len(yte), ytr.mean()), yte)
     print(f"held-out logloss of the constant predictor: {base:.4f}")
     rows = []
+    use_vw = not args.no_vw and have_vw()
+    if not args.no_vw and not use_vw:
+        print("vowpalwabbit is not installed: VW skipped")
     with tempfile.TemporaryDirectory() as tmp:
+        if use_vw:  # VW reads text files written beforehand (its parsing is timed)
+            vw_train, vw_test = os.path.join(tmp, "train.vw"), os.path.join(tmp, "test.vw")
+            write_vw(vw_train, Xtr, ytr)
+            write_vw(vw_test, Xte, yte)
         for passes in args.passes:
             for threads in sorted({1, max_threads}):
                 for fused in (True, False):
@@ -195,13 +162,10 @@ def main(argv=None):
                 dt, ll = run_sklearn(Rtr, ytr, Rte, yte, passes=passes, alpha=alpha)
                 rows.append((f"sklearn SGDClassifier(log_loss, a={alpha:g})", passes, dt,
                              args.examples * passes / dt, ll))
-            if not args.no_vw:
-                r = run_vw(Xtr, ytr, Xte, yte, bits=args.bits, passes=passes, tmp=tmp)
-                if r is None:
-                    print("vowpalwabbit is not installed: VW skipped")
-                else:
-                    rows.append(("vowpalwabbit (text file, defaults)", passes, r[0],
-                                 args.examples * passes / r[0], r[1]))
+            if use_vw:
+                dt, z = run_vw(vw_train, vw_test, tmp, bits=args.bits, passes=passes)
+                rows.append(("vowpalwabbit (text file, defaults)", passes, dt,
+                             args.examples * passes / dt, logloss_of_margins(z, yte)))
     print()
     print(f"{'learner':<44} {'passes':>6} {'train s':>8} {'examples/s':>12} "
           f"{'held-out logloss':>17}")
