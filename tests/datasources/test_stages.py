@@ -6,6 +6,7 @@ import pytest
 from roofline import gmat
 from roofline.datasources import HeldOut, MatSource, Shuffle, ToDevice, split_heldout
 from roofline.datasources._base import _hstack
+from tests._helpers import assert_allclose_on
 
 
 def _ids(batches):
@@ -106,11 +107,11 @@ def test_to_device_gpu_without_gpu(data):
         ToDevice(src, device="gpu")
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not gmat.gpu_available(), reason="needs a CUDA device")
-def test_to_device_gpu(data):  # pragma: no cover - needs a GPU
+def test_to_device_moves_every_minibatch(data, device):
     src, X, y = _tagged(data, 64)
-    for mb in src.to_device("gpu"):
-        assert gmat.device_of(mb.X) == "gpu" and gmat.device_of(mb.y) == "gpu"
-        np.testing.assert_array_equal(mb.X.get().toarray(),
-                                      X[:, mb.start : mb.start + 64].toarray())
+    n = 0
+    for mb in src.to_device(device):
+        assert gmat.device_of(mb.X) == device and gmat.device_of(mb.y) == device
+        assert_allclose_on(device, mb.X, X[:, mb.start : mb.start + 64], rtol=0)
+        n += mb.n_examples
+    assert n == X.shape[1]

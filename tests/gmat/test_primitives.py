@@ -1,4 +1,9 @@
-"""gmat primitives A*S, A*S^T and SDDMM against scipy/numpy references."""
+"""gmat primitives A*S, A*S^T and SDDMM against scipy/numpy references.
+
+The reference tests run on each device (``device`` fixture: the GPU case skips without a CUDA
+device): operands are moved to the device, the result is checked to stay there and compared on
+the host with the same tolerances (CuPy's ``numpy_cupy_allclose``).
+"""
 
 import numpy as np
 import pytest
@@ -8,6 +13,7 @@ from hypothesis import strategies as st
 
 from roofline import gmat
 from roofline.kernels._csc import PREFETCH_DISTANCE
+from tests._helpers import assert_allclose_on, to_host
 
 
 def _dense(rng, shape, dtype, order="F"):
@@ -45,9 +51,19 @@ def _random_csc(rng, n, m, density, dtype, index_dtype=np.int32, empty_rows=True
     return S
 
 
-def _assert_close(actual, expected, dtype, scale=1.0):
+def _tolerances(dtype, scale=1.0):
     rtol, atol = (2e-5, 2e-5) if np.dtype(dtype) == np.float32 else (1e-12, 1e-12)
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * max(1.0, scale))
+    return rtol, atol * max(1.0, scale)
+
+
+def _assert_close(actual, expected, dtype, scale=1.0):
+    rtol, atol = _tolerances(dtype, scale)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def _assert_close_on(device, actual, expected, dtype, scale=1.0):
+    rtol, atol = _tolerances(dtype, scale)
+    assert_allclose_on(device, actual, expected, rtol=rtol, atol=atol)
 
 
 # k = None means a 1-D dense operand
@@ -56,40 +72,40 @@ KS = [None, 1, 3, 16, 33]
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
-def test_mult_as_matches_scipy(rng, dtype, k, index_dtype):
+def test_mult_as_matches_scipy(rng, dtype, k, index_dtype, device):
     S = _random_csc(rng, 200, 150, 0.05, dtype, index_dtype)
     A = _dense(rng, (200,) if k is None else (k, 200), dtype)
-    C = gmat.mult_as(A, S)
+    C = gmat.mult_as(gmat.to_device(A, device), gmat.to_device(S, device))
     assert C.shape == ((150,) if k is None else (k, 150))
     assert C.dtype == dtype and C.flags.f_contiguous
-    _assert_close(C, _ref_as(A, S), dtype, scale=10)
+    _assert_close_on(device, C, _ref_as(A, S), dtype, scale=10)
 
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
-def test_mult_ast_matches_scipy(rng, dtype, k, index_dtype):
+def test_mult_ast_matches_scipy(rng, dtype, k, index_dtype, device):
     S = _random_csc(rng, 180, 220, 0.05, dtype, index_dtype)
     A = _dense(rng, (220,) if k is None else (k, 220), dtype)
-    C = gmat.mult_ast(A, S)
+    C = gmat.mult_ast(gmat.to_device(A, device), gmat.to_device(S, device))
     assert C.shape == ((180,) if k is None else (k, 180))
-    _assert_close(C, _ref_ast(A, S), dtype, scale=10)
+    _assert_close_on(device, C, _ref_ast(A, S), dtype, scale=10)
 
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("scale", [True, False])
-def test_sddmm_matches_numpy(rng, dtype, k, scale):
+def test_sddmm_matches_numpy(rng, dtype, k, scale, device):
     S = _random_csc(rng, 120, 90, 0.08, dtype)
     A = _dense(rng, (120,) if k is None else (k, 120), dtype)
     B = _dense(rng, (90,) if k is None else (k, 90), dtype)
-    C = gmat.sddmm(S, A, B, scale=scale)
-    assert sp.issparse(C) and C.format == "csc" and C.shape == S.shape
-    np.testing.assert_array_equal(C.indices, S.indices)
-    np.testing.assert_array_equal(C.indptr, S.indptr)
-    _assert_close(C.data, _ref_sddmm(S, A, B, scale), dtype, scale=10)
+    C = gmat.sddmm(*(gmat.to_device(x, device) for x in (S, A, B)), scale=scale)
+    assert gmat.is_sparse(C) and C.format == "csc" and C.shape == S.shape
+    np.testing.assert_array_equal(to_host(C.indices), S.indices)
+    np.testing.assert_array_equal(to_host(C.indptr), S.indptr)
+    _assert_close_on(device, C.data, _ref_sddmm(S, A, B, scale), dtype, scale=10)
 
 
 @pytest.mark.parametrize("k", [None, 16])
-def test_powerlaw_data(powerlaw, rng, k):
+def test_powerlaw_data(powerlaw, rng, k, device):
     """Zipf rows and columns (hot features, empty features, skewed column lengths)."""
     S = powerlaw
     dtype = S.dtype
@@ -98,9 +114,11 @@ def test_powerlaw_data(powerlaw, rng, k):
     assert np.bincount(S.indices, minlength=n).min() == 0  # some features never occur
     A = _dense(rng, (n,) if k is None else (k, n), dtype)
     B = _dense(rng, (m,) if k is None else (k, m), dtype)
-    _assert_close(gmat.mult_as(A, S), _ref_as(A, S), dtype, scale=30)
-    _assert_close(gmat.mult_ast(B, S), _ref_ast(B, S), dtype, scale=30)
-    _assert_close(gmat.sddmm(S, A, B).data, _ref_sddmm(S, A, B), dtype, scale=30)
+    Sd, Ad, Bd = (gmat.to_device(x, device) for x in (S, A, B))
+    _assert_close_on(device, gmat.mult_as(Ad, Sd), _ref_as(A, S), dtype, scale=30)
+    _assert_close_on(device, gmat.mult_ast(Bd, Sd), _ref_ast(B, S), dtype, scale=30)
+    _assert_close_on(device, gmat.sddmm(Sd, Ad, Bd).data, _ref_sddmm(S, A, B), dtype,
+                     scale=30)
 
 
 @settings(max_examples=40, deadline=None)
