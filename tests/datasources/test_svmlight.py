@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
 from roofline.datasources import SVMLightSource, load_svmlight
+from tests._helpers import powerlaw_matrix
 
 _HC = [HealthCheck.function_scoped_fixture]
 
@@ -143,14 +144,13 @@ def test_streamed_batches_concatenate_to_sklearn(tmp_path, case, bs):
 
 
 def _power_law_file(path, n_rows, seed, gz=False):
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(n_rows):
-        k = min(int(rng.zipf(1.6)), 200)
-        idx = np.unique(rng.zipf(1.3, size=k) % 100_000) + 1
-        vals = rng.standard_normal(len(idx))
-        lines.append(f"{rng.integers(0, 2)} " + " ".join(
-            f"{i}:{v:.6g}" for i, v in zip(idx, vals, strict=False)))
+    """SVMlight text (one-based indices over 100,000 features) of a power-law matrix."""
+    X = powerlaw_matrix(100_000, n_rows, 6, dtype=np.float64, seed=seed, signed=True)
+    y = np.random.default_rng([seed, 2]).integers(0, 2, n_rows)
+    ip, ix, v = X.indptr, X.indices, X.data
+    lines = [f"{y[j]} " + " ".join(f"{i + 1}:{x:.6g}" for i, x in
+                                   zip(ix[ip[j]:ip[j + 1]], v[ip[j]:ip[j + 1]], strict=True))
+             for j in range(n_rows)]
     data = ("\n".join(lines) + "\n").encode()
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
