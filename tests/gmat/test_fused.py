@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import kernels
-from roofline.gmat import (
+from roofline.gmat.glm import (
     FusedWorkspace,
     adagrad_glm_step,
     glm_adagrad_online_step,
@@ -161,6 +161,26 @@ def test_glm_adagrad_step_matches_numpy(loss, k, seed, dtype):
     assert weight_sum == pytest.approx(ref[5], rel=1e-6)
     assert nt == ref[6]
     assert (sumsq > 0).all()  # every touched-feature mark was removed
+
+
+@pytest.mark.parametrize("step", [glm_adagrad_step, glm_adagrad_online_step])
+@pytest.mark.parametrize("alias, name", [("linear", "squared"), ("log_loss", "logistic")])
+def test_loss_aliases_give_the_same_step(step, alias, name, dtype):
+    runs = []
+    for loss in (alias, name):
+        X, coef, sumsq, y, b, s0, w = _step_problem(
+            name if name != "squared" else "linear", 2, dtype, np.random.default_rng(5),
+            n_max=200, m_max=60, one_d_y=False, with_b=True, with_w=True)
+        out = step(coef, sumsq, X, y, loss=loss, lr=0.2, eps=1e-8, w=w, intercept=b, sumsq0=s0,
+                   l2=1e-3, l1=1e-4, workspace=FusedWorkspace())
+        runs.append((coef, sumsq, b, s0, out))
+    for u, v in zip(*runs, strict=True):
+        if isinstance(u, tuple):
+            assert u == v
+        else:
+            np.testing.assert_array_equal(u, v)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        step(coef, sumsq, X, y, loss="cubic", lr=0.2, eps=1e-8, workspace=FusedWorkspace())
 
 
 def test_glm_adagrad_step_bad_input():

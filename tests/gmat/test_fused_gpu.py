@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from roofline import gmat
-from roofline.gmat import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
+from roofline.gmat.glm import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
 from tests.gmat.test_fused import zipf_csc
 
 pytestmark = [
@@ -137,7 +137,7 @@ def test_mixed_devices_and_online_step_are_refused():
                          workspace=FusedWorkspace())
     gc = gmat.to_device(coef, "gpu")
     with pytest.raises(TypeError, match="CPU only"):
-        gmat.glm_adagrad_online_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
+        gmat.glm.glm_adagrad_online_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
                                      workspace=FusedWorkspace())
 
 
