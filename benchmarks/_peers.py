@@ -12,9 +12,8 @@ import time
 
 import numpy as np
 
-# The one place that converts regularisations (learners re-export the conversions of the GLM
-# problem; see their docstrings for each peer's scaling).
-from roofline.learners import alpha_from_peer, alpha_to_peer
+# The one place that converts regularisations (see their docstrings for each peer's scaling).
+from roofline.gmat.glm import alpha_from_peer, alpha_to_peer
 
 __all__ = [
     "alpha_of_sklearn_C",

@@ -113,9 +113,10 @@ def http_server(tmp_path):
 
 @pytest.fixture(scope="session")
 def hdfs_cluster(tmp_path_factory):
-    """A started :class:`hdfs_cluster.HDFSCluster`; skips when java or the jars are missing."""
+    """A started :class:`tests.datasources._hdfs_cluster.HDFSCluster`; skips when java or the
+    jars are missing."""
     pytest.importorskip("hdfs_native", reason="hdfs:// needs the hdfs-native client")
-    from tests.datasources.hdfs_cluster import HDFSCluster, HDFSUnavailable
+    from tests.datasources._hdfs_cluster import HDFSCluster, HDFSUnavailable
 
     cluster = HDFSCluster(tmp_path_factory.mktemp("hdfs"))
     try:

@@ -1,4 +1,5 @@
-"""Device placement of learners, checked without a GPU (the GPU runs: test_learner_gpu.py)."""
+"""Device placement of learners, checked without a GPU (the GPU runs: the ``device`` tests of
+test_learner.py)."""
 
 import numpy as np
 import pytest
