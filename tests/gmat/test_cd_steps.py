@@ -1,7 +1,7 @@
 """The coordinate-descent steps of gmat (gmat/_cd.py): references, argument mapping onto the
 kernels, and O(1) validation at the boundary.
 
-The kernels' numerics are tested against numpy references in tests/learners/test_cd_kernels.py;
+The kernels' numerics are tested against numpy references in tests/kernels/test_cd.py;
 here the wrappers are checked to pass every argument to its kernel slot (bit-equal to a direct
 kernel call with distinct ``sigma``/``damp``/tracking values) and to reject bad arguments by name.
 """
