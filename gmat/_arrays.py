@@ -20,7 +20,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from roofline.kernels import check_csc_structure
+from roofline.kernels import check_csc_structure, csc_fingerprint
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -41,15 +41,37 @@ CACHE_LINE = 64
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
-# Validation results are remembered on the sparse matrix object itself (an attribute holding
-# the identity of its arrays), so that a minibatch validated once (by a DataSource, or the
-# first primitive call) is not re-scanned on every call.  Replacing ``S.indices`` is detected;
-# mutating it in place is not: call ``check_csc(S, force=True)`` after such a mutation.
+# Validation results are remembered on the sparse matrix object itself, so that a minibatch
+# validated once (by a DataSource, or the first primitive call) is not re-scanned on every call.
+# The mark holds the identity of the matrix's arrays, their lengths and the matrix shape, plus a
+# fingerprint of the structure (nnz and a strided sample of indptr and indices, hashed by a
+# numba kernel in well under a microsecond), re-taken on every use: replacing an array, or an
+# in-place edit that the sample sees (``S.indices[:] = 2**30``, a new ``indptr[-1]``), makes the
+# next use re-validate in full.  An edit the sample misses is caught by the primitives' kernels,
+# which never read or write outside their arrays and report out-of-range indices instead.
 _CHECKED_ATTR = "_roofline_checked"
 
 
-def _check_key(S, allow_nonfinite):
-    return (id(S.indptr), id(S.indices), id(S.data), S.shape, allow_nonfinite)
+def _identity(S):
+    return (id(S.indptr), id(S.indices), id(S.data), S.indices.shape[0], S.data.shape[0],
+            S.shape)
+
+
+def _fingerprint(S):
+    if device_of(S) == "gpu":  # a device-side sample would cost a synchronisation
+        return None
+    return csc_fingerprint(S.indptr, S.indices)
+
+
+def _make_mark(S, allow_nonfinite):
+    return (_identity(S), bool(allow_nonfinite), _fingerprint(S))
+
+
+def _mark_holds(S, mark, allow_nonfinite):
+    """True when ``mark`` (or None) still vouches for ``S`` under ``allow_nonfinite``."""
+    if mark is None or (mark[1] and not allow_nonfinite) or mark[0] != _identity(S):
+        return False
+    return mark[2] == _fingerprint(S)
 
 
 def gpu_available() -> bool:
@@ -130,14 +152,23 @@ def to_device(x, device: str = "cpu"):
 def _carry_check(y, x, checked):
     """Mark the copy ``y`` of a validated CSC matrix ``x`` as validated too (same structure and
     values): a minibatch checked on the host is not re-scanned on the device."""
-    if (checked is not None and checked == _check_key(x, checked[4]) and is_sparse(y)
+    if (checked is not None and _mark_holds(x, checked, checked[1]) and is_sparse(y)
             and y.format == "csc" and y.shape == x.shape and y.nnz == x.nnz):
-        setattr(y, _CHECKED_ATTR, _check_key(y, checked[4]))
+        setattr(y, _CHECKED_ATTR, _make_mark(y, checked[1]))
     return y
 
 
 def _check_value_dtype(dtype, name: str) -> np.dtype:
     dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES and not dtype.isnative:
+        native = dtype.newbyteorder("=")
+        if native in SUPPORTED_DTYPES:
+            order = "big-endian" if dtype.byteorder == ">" else "little-endian"
+            raise TypeError(
+                f"{name} has {order} {native.name} ({dtype.str!r}) values, which are not "
+                f"supported (byte order, not precision): convert with "
+                f"{name}.astype({native.str!r})"
+            )
     if dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"{name} has dtype {dtype}; Roofline supports float32 and float64 "
@@ -168,7 +199,9 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     Checks the format (CSC), value dtype (float32/float64), index dtype (int32/int64),
     ``indptr`` monotonicity and length, row indices in range and strictly increasing within each
     column (sorted, no duplicates) and, unless ``allow_nonfinite``, finite values.  The result is
-    remembered on the matrix object, so a second call costs nothing.
+    remembered on the matrix object with a fingerprint of its structure (array identities,
+    lengths, nnz and a strided sample of ``indptr`` and ``indices``), so a second call costs
+    well under a microsecond, and an edit the sample sees triggers a full re-check.
 
     Parameters
     ----------
@@ -178,7 +211,9 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     allow_nonfinite : bool
         Accept NaN/inf values.
     force : bool
-        Re-check even if ``S`` was validated before (after an in-place mutation).
+        Re-check even if ``S`` was validated before (after an in-place edit of a few entries,
+        which the sample may miss; the primitives' kernels still never read or write out of
+        bounds, and report out-of-range indices as a ``ValueError``).
 
     Raises
     ------
@@ -187,9 +222,8 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     ValueError
         Malformed structure, out-of-range or unsorted indices, non-finite values.
     """
-    checked = None if force else getattr(S, _CHECKED_ATTR, None)
-    if checked is not None and checked in (_check_key(S, allow_nonfinite), _check_key(S, False)):
-        return S  # validated before, arrays and shape unchanged (the common minibatch case)
+    if not force and _mark_holds(S, getattr(S, _CHECKED_ATTR, None), allow_nonfinite):
+        return S  # validated before, arrays, shape and fingerprint unchanged (the common case)
     if not is_sparse(S):
         raise TypeError(f"{name} must be a sparse CSC matrix, got {type(S).__name__}")
     if S.format != "csc":
@@ -200,10 +234,11 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
     _check_value_dtype(S.dtype, name)
     for arr, what in ((S.indices, "indices"), (S.indptr, "indptr")):
         if np.dtype(arr.dtype) not in _INDEX_DTYPES:
-            raise TypeError(f"{name}.{what} has dtype {arr.dtype}; expected int32 or int64")
-    key = _check_key(S, allow_nonfinite)
-    if not force and getattr(S, _CHECKED_ATTR, None) in (key, _check_key(S, False)):
-        return S
+            order = "" if arr.dtype.isnative else (
+                f" (non-native byte order: convert with "
+                f"{name}.{what}.astype({arr.dtype.newbyteorder('=').str!r}))")
+            raise TypeError(f"{name}.{what} has dtype {arr.dtype}; expected int32 or int64"
+                            + order)
     n_rows, n_cols = S.shape
     if S.indptr.shape != (n_cols + 1,):
         raise ValueError(f"{name}.indptr has length {S.indptr.shape[0]}, expected {n_cols + 1}")
@@ -235,7 +270,7 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
             raise ValueError(
                 f"{name} has a non-finite value {S.data[pos]} at position {pos} (column {col})"
             )
-    setattr(S, _CHECKED_ATTR, key)
+    setattr(S, _CHECKED_ATTR, _make_mark(S, allow_nonfinite))
     return S
 
 
@@ -323,7 +358,7 @@ def slice_columns(S, start: int, stop: int, name: str = "S"):
         type(S), S.data[lo:hi], S.indices[lo:hi], indptr, (S.shape[0], stop - start),
         template=S,
     )
-    setattr(C, _CHECKED_ATTR, _check_key(C, getattr(S, _CHECKED_ATTR)[4]))
+    setattr(C, _CHECKED_ATTR, _make_mark(C, getattr(S, _CHECKED_ATTR)[1]))
     return C
 
 

@@ -111,9 +111,18 @@ class BufferCache:
         )
 
 
-_default = BufferCache()
+_local = threading.local()
 
 
 def default_cache() -> BufferCache:
-    """The process-wide cache used when a primitive is called with ``cache=True``."""
-    return _default
+    """The calling thread's cache, used when a primitive is called with ``cache=True``.
+
+    One per thread (created on first use, dropped with the thread): two threads calling a
+    primitive with ``cache=True`` and the same tag get different buffers, so concurrent
+    minibatch loops never overwrite each other's results.  A :class:`BufferCache` passed
+    explicitly is shared by whoever holds it (use distinct tags per thread).
+    """
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = BufferCache()
+    return cache

@@ -15,7 +15,14 @@ import numpy as np
 
 from roofline import kernels
 
-from ._arrays import as_dense, check_csc, csc_from_arrays, device_of, empty
+from ._arrays import (
+    as_dense,
+    check_csc,
+    csc_from_arrays,
+    device_of,
+    empty,
+    get_array_module,
+)
 from ._cache import BufferCache, default_cache
 
 __all__ = ["mult_as", "mult_ast", "sddmm"]
@@ -67,9 +74,16 @@ def _same_dtype(*pairs):
             )
 
 
+def _check_writeable(out, name="out"):
+    if isinstance(out, np.ndarray) and not out.flags.writeable:  # cupy arrays always are
+        raise ValueError(f"{name} is read-only: pass a writeable array (e.g. {name}.copy())")
+
+
 def _output(out, shape, dtype, cache, tag, name="out", like=None):
     """Validate or create a Fortran-ordered output buffer."""
     if out is not None:
+        as_dense(out, name)
+        _check_writeable(out, name)
         if out.shape != shape:
             raise ValueError(f"{name} has shape {out.shape}, expected {shape}")
         if out.dtype != dtype:
@@ -108,6 +122,27 @@ def _scratch_at_least(name, n, dtype):
     return _scratch(name, (cap,), dtype)[:n]
 
 
+def _overlaps(out, *inputs):
+    """True when ``out`` may share memory with one of ``inputs`` (bounds test: a false alarm
+    costs one temporary, never a wrong result)."""
+    xp = np if type(out) is np.ndarray else get_array_module(out)
+    return any(xp.may_share_memory(out, x) for x in inputs)
+
+
+def _sparse_arrays(S):
+    return (S.data, S.indices, S.indptr)
+
+
+def _out_of_range(S, name="S"):
+    """The error for a kernel that met row indices or ``indptr`` entries it could not use: the
+    matrix was edited in place after validation (``check_csc`` re-validates in full)."""
+    try:
+        check_csc(S, name, force=True)
+    except ValueError as exc:
+        return ValueError(f"{exc} (was {name} modified in place after it was validated?)")
+    return ValueError(f"{name} changed while it was being read")
+
+
 def _chunks(indptr, n_chunks):
     """nnz-balanced column chunk boundaries, in a reused buffer."""
     return kernels.nnz_chunks_into(indptr, _scratch("chunks", (n_chunks + 1,), np.int64))
@@ -144,6 +179,15 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
         raise ValueError(f"A is on {device_of(A)} but S is on {device_of(S)}")
     shape = (m,) if A.ndim == 1 else (A.shape[0], m)
     out = _output(out, shape, A.dtype, cache, tag, like=A)
+    if _overlaps(out, A, *_sparse_arrays(S)):  # out=A: compute aside, then copy (as numpy)
+        out[...] = _mult_as(A, S, empty(shape, A.dtype, order="F", device=device_of(A)))
+        return out
+    return _mult_as(A, S, out)
+
+
+def _mult_as(A, S, out):
+    m = S.shape[1]
+    shape = out.shape
     k = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
         res = (S.T @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
@@ -157,11 +201,14 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
         bounds = _chunks(S.indptr, n_chunks)
         if k == 1:
             a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
-            kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1), bounds)
+            faults = kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1),
+                                          bounds)
         else:
             acc = _scratch("mult_as_acc", (n_chunks, kernels.N_ACC, k), A.dtype)
-            kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T,
-                             bounds, acc)
+            faults = kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data,
+                                      out.T, bounds, acc)
+    if faults:
+        raise _out_of_range(S)
     return out
 
 
@@ -195,6 +242,15 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
         raise ValueError(f"A is on {device_of(A)} but S is on {device_of(S)}")
     shape = (n,) if A.ndim == 1 else (A.shape[0], n)
     out = _output(out, shape, A.dtype, cache, tag, like=A)
+    if _overlaps(out, A, *_sparse_arrays(S)):  # out=A: compute aside, then copy (as numpy)
+        out[...] = _mult_ast(A, S, empty(shape, A.dtype, order="F", device=device_of(A)))
+        return out
+    return _mult_ast(A, S, out)
+
+
+def _mult_ast(A, S, out):
+    n, m = S.shape
+    shape = out.shape
     k = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
         res = (S @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
@@ -212,10 +268,10 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
             parts = max(1, min(threads, m)) if nnz >= _PRIVATE_MIN_NNZ_PER_ROW * n else 1
             bounds = _chunks(S.indptr, parts)
             private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per thread
-            kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,
-                                   out.reshape(-1), private, bounds)
+            faults = kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,
+                                            out.reshape(-1), private, bounds)
         elif k * A.dtype.itemsize <= BLOCKED_AST_MAX_ROW_BYTES:
-            _mult_ast_blocked(_transposed_c(A, "A"), S, out.T, threads)
+            faults = _mult_ast_blocked(_transposed_c(A, "A"), S, out.T, threads)
         else:
             n_slabs = min(n, threads)
             slabs = kernels.row_slabs_into(
@@ -223,13 +279,16 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
                 _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
             )
             seen = _scratch("mult_ast_seen", (n,), np.uint8)
-            kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data, out.T,
-                               slabs, seen)
+            faults = kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data,
+                                        out.T, slabs, seen)
+    if faults:
+        raise _out_of_range(S)
     return out
 
 
 def _mult_ast_blocked(AT, S, outT, threads):
-    """A*S^T by output blocks (see :func:`roofline.kernels.csc_mult_t_blocked`)."""
+    """A*S^T by output blocks (see :func:`roofline.kernels.csc_mult_t_blocked`); returns the
+    kernel's fault count."""
     n, m = S.shape
     nnz = int(S.indptr[-1])
     shift = kernels.AST_BLOCK_SHIFT
@@ -241,7 +300,7 @@ def _mult_ast_blocked(AT, S, outT, threads):
     dbits = S.data.view(np.uint32) if packed else np.empty(0, np.uint32)
     vals = (np.empty(0, AT.dtype) if packed
             else _scratch_at_least("mult_ast_vals", nnz, AT.dtype))
-    kernels.csc_mult_t_blocked(
+    return kernels.csc_mult_t_blocked(
         AT, S.indptr, S.indices, S.data, dbits, outT, bounds, shift,
         _scratch("mult_ast_counts", (n_threads, n_blocks), np.int64),
         _scratch_at_least("mult_ast_keys", nnz, np.uint64), vals,
@@ -289,12 +348,28 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
         raise ValueError("S, A and B must be on the same device")
     nnz = int(S.indptr[-1])
     if out is not None:
+        as_dense(out, "out")
+        _check_writeable(out)
         if out.shape != (nnz,):
             raise ValueError(f"out has shape {out.shape}, expected ({nnz},)")
         if out.dtype != A.dtype:
             raise TypeError(f"out has dtype {out.dtype}, expected {A.dtype}")
     else:
         out = _output(None, (nnz,), A.dtype, cache, tag, like=A)
+    if _overlaps(out, A, B, *_sparse_arrays(S)):  # compute aside, then copy (as numpy)
+        tmp = empty((nnz,), A.dtype, device=device_of(A))
+        _sddmm(S, A, B, tmp, scale)
+        out[...] = tmp
+    else:
+        _sddmm(S, A, B, out, scale)
+    return _with_pattern(S, out)
+
+
+def _sddmm(S, A, B, out, scale):
+    """The values of :func:`sddmm` into ``out`` (arguments validated)."""
+    m = S.shape[1]
+    nnz = out.shape[0]
+    ka = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
         import cupy
 
@@ -310,12 +385,15 @@ def sddmm(S, A, B, out=None, *, scale=True, cache=None, tag="sddmm"):
         with kernels.limit_threads(_threads_for(nnz * ka)) as threads:
             bounds = _chunks(S.indptr, min(m, threads * _CHUNKS_PER_THREAD))
             if ka == 1:
-                kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr, S.indices,
-                                      S.data, out, bounds, bool(scale))
+                faults = kernels.csc_sddmm_vec(A.reshape(-1), B.reshape(-1), S.indptr,
+                                               S.indices, S.data, out, bounds, bool(scale))
             else:
-                kernels.csc_sddmm(_transposed_c(A, "A"), _transposed_c(B, "B"), S.indptr,
-                                  S.indices, S.data, out, bounds, bool(scale))
-    return _with_pattern(S, out)
+                faults = kernels.csc_sddmm(_transposed_c(A, "A"), _transposed_c(B, "B"),
+                                           S.indptr, S.indices, S.data, out, bounds,
+                                           bool(scale))
+        if faults:
+            raise _out_of_range(S)
+    return out
 
 
 def _with_pattern(S, values):

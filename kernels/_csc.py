@@ -12,6 +12,15 @@ Indices into the dense operands are cast to unsigned before subscripting: numba 
 emits a negative-index wraparound check on every signed subscript (measured here: ~25% of a
 serial scatter loop).  The indices are validated non-negative at the gmat boundary.
 
+Memory safety: gmat validates a matrix once and remembers it (with a sampled fingerprint), so
+an in-place edit after validation can reach a kernel.  The primitive kernels therefore never
+read or write outside their arrays whatever ``indptr`` and ``indices`` hold: a column whose
+``indptr`` range is not inside the arrays is skipped, a row index out of range stops its
+column (one unsigned compare and a never-taken branch per nonzero: measured within noise of
+the unchecked loops, where a min/max pass per column cost 25% at k = 1), and the kernel
+returns the count of such *faults* (0 for a valid matrix); gmat turns a non-zero count into a
+``ValueError``.  The results are only meaningful when it is 0.
+
 Parallel strategy (documented choices)
 --------------------------------------
 ``A*S`` and ``SDDMM``
@@ -50,6 +59,7 @@ __all__ = [
     "SLAB_SAMPLE",
     "check_csc_structure",
     "count_distinct_rows",
+    "csc_fingerprint",
     "csc_mult",
     "csc_mult_vec",
     "csc_mult_t",
@@ -118,6 +128,42 @@ def check_csc_structure(indptr, indices, data, n_rows, check_finite):
     return 0, -1, -1
 
 
+#: Entries of ``indptr`` and of ``indices`` that :func:`csc_fingerprint` samples.
+FINGERPRINT_SAMPLES = 64
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@njit(cache=True, nogil=True)
+def csc_fingerprint(indptr, indices):
+    """A 64-bit digest (FNV-1a) of a CSC structure's ``len(indptr)``, ``indptr[0]``, nnz
+    (``indptr[-1]``), and a strided sample of ``FINGERPRINT_SAMPLES`` entries of ``indptr`` and
+    of ``indices[:nnz]`` (the last of each included).
+
+    Costs well under a microsecond at any size: it tells cheaply whether a validated matrix
+    still looks like it did (whole-array edits and a changed nnz always change it; an edit of a
+    few entries off the sample does not, so kernels must not trust the structure blindly).
+    """
+    h = _FNV_OFFSET
+    m1 = indptr.shape[0]
+    h = (h ^ np.uint64(m1)) * _FNV_PRIME
+    if m1 == 0:
+        return h
+    step = max(1, m1 // FINGERPRINT_SAMPLES)
+    for t in range(0, m1, step):
+        h = (h ^ np.uint64(indptr[t])) * _FNV_PRIME
+    nnz = indptr[m1 - 1]
+    h = (h ^ np.uint64(nnz)) * _FNV_PRIME
+    n = min(max(nnz, 0), indices.shape[0])
+    if n > 0:
+        step = max(1, n // FINGERPRINT_SAMPLES)
+        for t in range(0, n, step):
+            h = (h ^ np.uint64(indices[t])) * _FNV_PRIME
+        h = (h ^ np.uint64(indices[n - 1])) * _FNV_PRIME
+    return h
+
+
 SLAB_SAMPLE = 4096  # row indices sampled to place the A*S^T row slabs (quantile error ~1.5%)
 
 
@@ -176,6 +222,8 @@ def row_slabs_into(indices, nnz, n_rows, bounds, sample):
         b = sample[(ns * s) // n_slabs]
         if b < bounds[s - 1]:
             b = bounds[s - 1]
+        if b > n_rows:  # an out-of-range index (the kernel reports it): keep slabs in range
+            b = n_rows
         bounds[s] = b
     return bounds
 
@@ -210,26 +258,38 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
     of ``AT`` needed ``PREFETCH_DISTANCE`` nonzeros ahead is prefetched.  For small ``k`` the
     running sum of a column rotates over ``N_ACC`` accumulator rows (summed at the end of the
     column): one accumulator would chain every nonzero's FMA behind the previous one's store.
-    ``scratch`` holds them: shape ``(n_chunks, N_ACC, k)``.
+    ``scratch`` holds them: shape ``(n_chunks, N_ACC, k)``.  Returns the number of faulty
+    columns (see the module docstring; their output is zero).
     """
     k = AT.shape[1]
+    un = np.uint64(AT.shape[0])
+    limit = min(indices.shape[0], data.shape[0])
     row_bytes = k * AT.itemsize
     n_acc = N_ACC if k <= 32 else 1
     mask = n_acc - 1
     n_chunks = bounds.shape[0] - 1
+    faults = 0
     for c in prange(n_chunks):
         acc = scratch[c]
-        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
+        p_end = min(indptr[bounds[c + 1]], limit) - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             for q in range(n_acc):
                 for kk in range(k):
                     acc[q, kk] = 0
             lo = indptr[j]
-            for p in range(lo, indptr[j + 1]):
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            for p in range(lo, hi):
                 if p < p_end:
                     _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
+                i = np.uint64(indices[p])
+                if i >= un:
+                    faults += 1
+                    break
                 v = data[p]
-                a = AT[np.uint64(indices[p])]
+                a = AT[i]
                 o = acc[(p - lo) & mask]
                 for kk in range(k):
                     o[kk] += v * a[kk]
@@ -239,6 +299,7 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
             for q in range(1, n_acc):
                 for kk in range(k):
                     o[kk] += acc[q, kk]
+    return faults
 
 
 # The k = 1 kernels are compiled without fastmath: with it LLVM vectorises the gather
@@ -253,14 +314,28 @@ _FLAGS_VEC = dict(cache=True, nogil=True)
 
 @njit(parallel=True, **_FLAGS_VEC)
 def csc_mult_vec(a, indptr, indices, data, out, bounds):
-    """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``."""
+    """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``.
+    Returns the number of faulty columns."""
+    un = np.uint64(a.shape[0])
+    limit = min(indices.shape[0], data.shape[0])
     n_chunks = bounds.shape[0] - 1
+    faults = 0
     for c in prange(n_chunks):
         for j in range(bounds[c], bounds[c + 1]):
             acc = a.dtype.type(0)
-            for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
-                acc += data[p] * a[np.uint64(indices[p])]
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            for p in range(np.uint64(lo), np.uint64(hi)):
+                i = np.uint64(indices[p])
+                if i >= un:  # a predictable branch: cheaper here than a pass per column
+                    faults += 1
+                    break
+                acc += data[p] * a[i]
             out[j] = acc
+    return faults
 
 
 @njit(parallel=True, **_FLAGS)
@@ -273,25 +348,36 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
     anyway): the first nonzero that touches a row *writes* it, later ones accumulate, and a final
     sequential pass zeroes the rows no nonzero touched.  The output row needed
     ``PREFETCH_DISTANCE`` nonzeros ahead (when it belongs to the thread's slab) is prefetched.
-    ``seen`` (``n`` bytes) is scratch space for the first-touch marks.
+    ``seen`` (``n`` bytes) is scratch space for the first-touch marks.  Returns a count of
+    faults (columns outside the arrays, row indices out of range; see the module docstring).
     """
     k = AT.shape[1]
+    n = outT.shape[0]
+    limit = min(indices.shape[0], data.shape[0])
     row_bytes = k * outT.itemsize
     m = indptr.shape[0] - 1
-    nnz = indptr[m]
+    nnz = min(indptr[m], limit)
     n_slabs = slabs.shape[0] - 1
+    faults = 0
     for s in prange(n_slabs):
         r0 = slabs[s]
         r1 = slabs[s + 1]
+        width = np.uint64(r1 - r0)
         for i in range(r0, r1):
             seen[i] = 0
         for j in range(m):
+            lo = indptr[j]
             hi = indptr[j + 1]
-            lo = _first_at_least(indices, indptr[j], hi, r0)
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                continue
+            lo = _first_at_least(indices, lo, hi, r0)
             a = AT[j]
             for p in range(lo, hi):
                 i = indices[p]
-                if i >= r1:
+                if np.uint64(i - r0) >= width:  # past the slab (or out of range: a fault)
+                    if i < 0 or i >= n:
+                        faults += 1
                     break
                 q = p + PREFETCH_DISTANCE
                 if q < nnz:
@@ -312,6 +398,7 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
             if not seen[i]:
                 for kk in range(k):
                     outT[i, kk] = 0
+    return faults
 
 
 #: Output rows per block of :func:`csc_mult_t_blocked` (log2): 1024 rows of up to 128 bytes
@@ -354,12 +441,27 @@ def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, co
     sh = np.uint64(shift)
     low = np.uint64((1 << shift) - 1)
     packed = dbits.shape[0] > 0
+    limit = min(indices.shape[0], data.shape[0])
+    if packed:
+        limit = min(limit, dbits.shape[0])
+    un = np.uint64(n)
+    faults = 0
     for t in prange(n_threads):
         c = counts[t]
         for b in range(n_blocks):
             c[b] = 0
-        for p in range(indptr[bounds[t]], indptr[bounds[t + 1]]):
-            c[np.uint64(indices[p]) >> sh] += 1
+        for j in range(bounds[t], bounds[t + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                continue
+            for p in range(lo, hi):
+                i = np.uint64(indices[p])
+                if i < un:
+                    c[i >> sh] += 1
+                else:
+                    faults += 1
     total = 0
     for b in range(n_blocks):
         starts[b] = total
@@ -368,12 +470,20 @@ def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, co
             counts[t, b] = total
             total += cnt
     starts[n_blocks] = total
+    if total > keys.shape[0] or (not packed and total > vals.shape[0]):
+        return faults + 1  # overlapping columns (indptr edited): more entries than slots
     for t in prange(n_threads):
         c = counts[t]
         for j in range(bounds[t], bounds[t + 1]):
             jj = np.uint64(j) << sh
-            for p in range(indptr[j], indptr[j + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                continue
+            for p in range(lo, hi):
                 i = np.uint64(indices[p])
+                if i >= un:
+                    continue
                 b = i >> sh
                 q = c[b]
                 c[b] = q + 1
@@ -415,6 +525,7 @@ def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, co
                     vaxpy(outT, i, AT, j, c0, v)
                 for kk in range(kv, k):
                     outT[i, kk] += v * AT[j, kk]
+    return faults
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -438,18 +549,31 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
     With a single output row the output is only ``n`` values, so instead of row slabs (each
     thread scanning all of ``S``) every thread scatters its nnz-balanced share of the columns
     into a private copy (``out`` itself for thread 0, ``scratch[t - 1]`` for the others) and a
-    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.
+    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.  Returns the
+    number of faulty columns (skipped).
     """
     n = out.shape[0]
+    un = np.uint64(n)
+    limit = min(indices.shape[0], data.shape[0])
     n_parts = bounds.shape[0] - 1
+    faults = 0
     for t in prange(n_parts):
         buf = out if t == 0 else scratch[t - 1]
         for i in range(n):
             buf[i] = 0
         for j in range(bounds[t], bounds[t + 1]):
             aj = a[j]
-            for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
-                buf[np.uint64(indices[p])] += data[p] * aj
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            for p in range(np.uint64(lo), np.uint64(hi)):
+                i = np.uint64(indices[p])
+                if i >= un:
+                    faults += 1
+                    break
+                buf[i] += data[p] * aj
     if n_parts > 1:
         n_blocks = 64
         step = (n + n_blocks - 1) // n_blocks
@@ -459,43 +583,71 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
                 for t in range(n_parts - 1):
                     acc += scratch[t, i]
                 out[i] = acc
+    return faults
 
 
 @njit(parallel=True, **_FLAGS_VEC)
 def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
-    """``k = 1`` case of :func:`csc_sddmm`: ``out[p] = a[indices[p]] * b[j] (* data[p])``."""
+    """``k = 1`` case of :func:`csc_sddmm`: ``out[p] = a[indices[p]] * b[j] (* data[p])``.
+    Returns the number of faulty columns (their values are left as they were)."""
+    un = np.uint64(a.shape[0])
+    limit = min(indices.shape[0], data.shape[0], out.shape[0])
     n_chunks = bounds.shape[0] - 1
+    faults = 0
     for c in prange(n_chunks):
         for j in range(bounds[c], bounds[c + 1]):
             bj = b[j]
-            if scale:
-                for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
-                    out[p] = a[np.uint64(indices[p])] * bj * data[p]
-            else:
-                for p in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
-                    out[p] = a[np.uint64(indices[p])] * bj
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            for p in range(np.uint64(lo), np.uint64(hi)):
+                i = np.uint64(indices[p])
+                if i >= un:
+                    faults += 1
+                    break
+                if scale:
+                    out[p] = a[i] * bj * data[p]
+                else:
+                    out[p] = a[i] * bj
+    return faults
 
 
 @njit(parallel=True, **_FLAGS)
 def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
     """``out[p] = dot(AT[indices[p]], BT[j]) * (data[p] if scale else 1)`` for nonzero ``p`` of
     column ``j``: SDDMM with ``A`` (``k x n``) and ``B`` (``k x m``) passed transposed
-    (``k >= 1``; gmat handles ``k = 0``)."""
+    (``k >= 1``; gmat handles ``k = 0``).  Returns the number of faulty columns (their values
+    are left as they were)."""
     k = AT.shape[1]
+    un = np.uint64(AT.shape[0])
+    limit = min(indices.shape[0], data.shape[0], out.shape[0])
     row_bytes = k * AT.itemsize
     n_chunks = bounds.shape[0] - 1
+    faults = 0
     for c in prange(n_chunks):
-        p_end = indptr[bounds[c + 1]] - PREFETCH_DISTANCE
+        p_end = min(indptr[bounds[c + 1]], limit) - PREFETCH_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             b = BT[j]
-            for p in range(indptr[j], indptr[j + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            for p in range(lo, hi):
                 if p < p_end:
                     _prefetch_rows(AT, indices, p + PREFETCH_DISTANCE, row_bytes)
-                a = AT[np.uint64(indices[p])]
+                i = np.uint64(indices[p])
+                if i >= un:
+                    faults += 1
+                    break
+                a = AT[i]
                 acc = a[0] * b[0]
                 for kk in range(1, k):
                     acc += a[kk] * b[kk]
                 out[p] = acc * data[p] if scale else acc
+    return faults
 
 
 def default_threads() -> int:
