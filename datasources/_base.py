@@ -143,6 +143,18 @@ class DataSource:
 # -- CSC block helpers (no validation: callers build valid structures) -------------------------
 
 
+def _check_weights(w, name):
+    """Raise ``ValueError`` naming ``name`` and the first bad entry unless every example
+    weight is finite and non-negative (numpy or cupy)."""
+    bad = ~((w >= 0) & (w < float("inf")))  # negative, NaN or inf
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0][0])
+        raise ValueError(
+            f"{name} must hold finite non-negative example weights, got {name}[{j}] = "
+            f"{float(w[j])!r} ({int(bad.sum())} bad entries)"
+        )
+
+
 def _index_dtype(n_rows: int, nnz: int) -> np.dtype:
     """int32 when both the row count and the nnz fit, else int64 (gmat convention)."""
     lim = np.iinfo(np.int32).max
@@ -322,6 +334,8 @@ class MatSource(DataSource):
                 )
         if w is not None and w.ndim != 1:
             raise ValueError(f"w must be 1-D, got shape {w.shape}")
+        if w is not None:
+            _check_weights(w, "w")
         self.X, self.y, self.w = X, y, w
         self.n_features, self.n_examples = int(X.shape[0]), int(m)
 

@@ -17,7 +17,7 @@ from roofline.kernels import (
 
 from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
-from ._text import TextOptions, TextSource
+from ._text import TextOptions, TextSource, stitch_csc
 
 __all__ = ["CriteoSource", "CriteoOptions", "criteo_field_seeds", "CRITEO_FIELDS"]
 
@@ -32,6 +32,7 @@ _MESSAGES = {
        "categorical)",
     3: "an integer field is not a decimal integer",
     4: "a categorical field is not a hexadecimal token (at most 16 hex digits)",
+    5: "an integer field overflows int64 (its magnitude is above 9223372036854775807)",
     8: "bytes that are not ASCII (the Criteo layout is ASCII)",
 }
 _MAX_LOGGED = 10
@@ -126,15 +127,15 @@ class CriteoSource(TextSource):
             try:
                 for arr, cut in self._line_blocks(path):
                     parts = self._parse(arr, 0, cut)
-                    ls, ps, ix, ds = [], [np.zeros(1, np.int64)], [], []
-                    off = 0
+                    ls, csc = [], []
+                    line_arr = line0  # line number of arr's first line, minus one
                     for labels, indptr, indices, data, info, skipped in parts:
                         if info[0]:
-                            raise ValueError(
-                                f"{name}, line {line0 + int(info[1]) + 1}: "
-                                f"{_MESSAGES.get(int(info[0]), 'parse error')} "
-                                f"(at byte {int(info[2])} of the line)"
-                            )
+                            msg = (f"{_MESSAGES.get(int(info[0]), 'parse error')} "
+                                   f"(at byte {int(info[2])} of the line)")
+                            exc = self._line_error(path, arr, cut, line0 - line_arr + int(info[1]),
+                                                   line0 + int(info[1]) + 1, msg)
+                            raise self._gzip_or(path, exc)
                         for ln, code, byte in skipped:
                             if n_skipped < _MAX_LOGGED:
                                 logger.warning("skipped: %s, line %d: %s (at byte %d)", name,
@@ -142,19 +143,15 @@ class CriteoSource(TextSource):
                             n_skipped += 1
                         line0 += int(info[3])
                         ls.append(labels)
-                        ps.append(indptr[1:] + off)
-                        ix.append(indices)
-                        ds.append(data)
-                        off += len(data)
+                        csc.append((indptr, indices, data))
                     labels = np.concatenate(ls)
                     if not len(labels):
                         continue
                     n_rows += len(labels)
-                    indptr = np.concatenate(ps)
+                    indptr, indices, data = stitch_csc(csc)
                     nnz = int(indptr[-1])
                     idt = _index_dtype(self.n_features, nnz)
-                    X = _csc(np.concatenate(ds).astype(dt, copy=False),
-                             np.concatenate(ix).astype(idt, copy=False),
+                    X = _csc(data.astype(dt, copy=False), indices.astype(idt, copy=False),
                              indptr.astype(idt, copy=False), (self.n_features, len(labels)))
                     yield X, (labels.astype(dt) if o.has_label else None)
             except TruncatedInputError as exc:

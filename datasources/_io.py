@@ -12,7 +12,14 @@ import logging
 import os
 import zlib
 
-__all__ = ["is_url", "open_binary", "iter_chunks", "TruncatedInputError", "display_name"]
+__all__ = [
+    "is_url",
+    "open_binary",
+    "iter_chunks",
+    "TruncatedInputError",
+    "display_name",
+    "gzip_stream_error",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -170,3 +177,24 @@ def iter_chunks(path, chunk_bytes: int = DEFAULT_CHUNK, compression="infer"):
                 "end-of-stream marker)"
             )
 
+
+def gzip_stream_error(path, compression="infer"):
+    """Check the whole gzip stream of ``path`` (every member's CRC-32 and length): return the
+    ``ValueError`` that reading it raises (corrupt or truncated, naming the file), or ``None``
+    when the stream is sound or ``path`` is not gzip.
+
+    Used on error paths: a corrupt deflate stream can decompress into garbage that fails to
+    parse before the member's CRC-32 at its end is reached; the parse error is then reported as
+    what it is, a corrupt gzip stream.
+    """
+    try:
+        with open_binary(path, block_size=1 << 16) as f:
+            if not _want_gzip(path, compression, f.read(2)):
+                return None
+        for _ in iter_chunks(path, DEFAULT_CHUNK, compression):
+            pass
+    except ValueError as exc:  # TruncatedInputError included
+        return exc
+    except OSError:
+        return None
+    return None

@@ -12,7 +12,7 @@ from roofline.kernels import svmlight_parse
 
 from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
-from ._text import TextOptions, TextSource
+from ._text import TextOptions, TextSource, stitch_csc
 
 __all__ = ["SVMLightSource", "SVMLightOptions", "load_svmlight"]
 
@@ -29,6 +29,7 @@ _MESSAGES = {
     8: "bytes that are not valid UTF-8 / not ASCII",
     9: "non-finite value (inf, nan, or too large for the dtype)",
     10: "missing label (the line starts with a feature)",
+    11: "a feature index overflows int64 (it is above 9223372036854775807)",
 }
 _MAX_LOGGED = 10
 
@@ -159,6 +160,11 @@ class SVMLightSource(TextSource):
             where = display_name(self.paths[0]) if len(self.paths) == 1 else "the input files"
             raise ValueError(f"{where}: zero_based=False but feature index 0 occurs")
         n_f = max(hi - base + 1, 0)
+        if n_f > np.iinfo(np.int64).max:
+            raise ValueError(
+                f"feature index {hi} with zero-based indices makes {n_f} features, more than "
+                "int64 can count"
+            )
         if o.n_features is None:
             self.n_features = n_f
         else:
@@ -183,11 +189,14 @@ class SVMLightSource(TextSource):
         return self._parse_parts(svmlight_parse, arr, lo, hi, zero_based, n_features, skip,
                                  *self._protos(n_features))
 
-    def _fail(self, path, line, code, byte, n_features, base):
+    def _fail(self, path, line, code, byte, n_features, base, arr=None, cut=0, line_in_arr=-1):
         msg = _MESSAGES.get(int(code), f"parse error {code}")
         if code == 5:
             msg += f" (n_features={n_features}, {'zero' if base == 0 else 'one'}-based)"
-        return ValueError(f"{display_name(path)}, line {line}: {msg} (at byte {byte} of the line)")
+        msg += f" (at byte {byte} of the line)"
+        if arr is None:
+            return ValueError(f"{display_name(path)}, line {line}: {msg}")
+        return self._line_error(path, arr, cut, line_in_arr, line, msg)
 
     def _parse_file(self, path, zero_based, n_features, st, log=True):
         """Yield ``(labels, indptr, indices, data)`` blocks of one file (one per chunk)."""
@@ -196,22 +205,28 @@ class SVMLightSource(TextSource):
         try:
             for arr, cut in self._line_blocks(path):
                 parts = self._parse_range(arr, 0, cut, zero_based, n_features, skip)
-                yield self._combine(path, arr, parts, st, n_features, base, log)
+                try:
+                    block = self._combine(path, arr, cut, parts, st, n_features, base, log)
+                except ValueError as exc:
+                    err = self._gzip_or(path, exc)
+                    if err is exc:
+                        raise
+                    raise err from exc
+                yield block
         except TruncatedInputError as exc:
             raise ValueError(
                 f"{exc} (at line {st.line + 1}, after {st.n_rows} complete examples)"
             ) from exc
 
-    def _combine(self, path, arr, parts, st, n_features, base, log):
+    def _combine(self, path, arr, cut, parts, st, n_features, base, log):
         line0 = st.line
-        out_l, out_p, out_i, out_d = [], [], [], []
-        nnz_off = 0
+        out_l, out_csc = [], []
         for labels, indptr, indices, data, slow, info, skipped in parts:
             if len(slow):
                 self._slow_values(path, arr, slow, labels, data, st.line)
             if info[0] != 0:
                 raise self._fail(path, line0 + int(info[1]) + 1, info[0], info[2],
-                                 n_features, base)
+                                 n_features, base, arr, cut, line0 - st.line + int(info[1]))
             for ln, code, byte in skipped:
                 if log and st.n_skipped < _MAX_LOGGED:
                     logger.warning("skipped: %s", self._fail(path, line0 + int(ln) + 1, code,
@@ -223,16 +238,11 @@ class SVMLightSource(TextSource):
                 st.max_idx = max(st.max_idx, int(info[6]))
             line0 += int(info[3])
             out_l.append(labels)
-            out_p.append(indptr[1:] + nnz_off)
-            out_i.append(indices)
-            out_d.append(data)
-            nnz_off += len(data)
+            out_csc.append((indptr, indices, data))
         st.line = line0
         labels = np.concatenate(out_l) if len(out_l) > 1 else out_l[0]
         st.n_rows += len(labels)
-        indptr = np.concatenate([np.zeros(1, out_p[0].dtype)] + out_p)
-        indices = np.concatenate(out_i) if len(out_i) > 1 else out_i[0]
-        data = np.concatenate(out_d) if len(out_d) > 1 else out_d[0]
+        indptr, indices, data = stitch_csc(out_csc)
         return labels, indptr, indices, data
 
     def _slow_values(self, path, arr, slow, labels, data, line0):

@@ -30,6 +30,7 @@ from roofline.kernels import (
 
 from ._base import _csc, _index_dtype
 from ._criteo import criteo_field_seeds
+from ._text import stitch_csc
 
 __all__ = ["make_criteo_like", "make_criteo_like_matrix", "CRITEO_LIKE_CARDINALITIES"]
 
@@ -181,25 +182,14 @@ def make_criteo_like_matrix(n_examples, *, seed, n_bits=20, layout="hashed", has
     gen = _Generator(seed, card, zipf_a, missing_rate, bias, scale)
     seeds = criteo_field_seeds(hash_seed)
     n_features = (1 << n_bits) * ((N_INT + N_CAT) if layout == "per_field" else 1)
-    ys, ptrs, idxs, vals = [], [np.zeros(1, np.int64)], [], []
-    off = 0
+    ys, parts = [], []
     for y, ints, ip, cats, cp in _iter_chunks(n_examples, gen):
-        indptr, indices, data = criteo_hash_fields(ints, ip, cats, cp, seeds,
-                                                   log_bucket_thresholds(), n_bits,
-                                                   layout == "per_field")
+        parts.append(criteo_hash_fields(ints, ip, cats, cp, seeds, log_bucket_thresholds(),
+                                        n_bits, layout == "per_field"))
         ys.append(y)
-        ptrs.append(indptr[1:] + off)
-        idxs.append(indices)
-        vals.append(data)
-        off += len(data)
-    indptr = np.concatenate(ptrs)
+    indptr, indices, data = stitch_csc(parts)
     nnz = int(indptr[-1])
     idt = _index_dtype(n_features, nnz)
-    X = _csc(
-        np.concatenate(vals).astype(dtype) if vals else np.zeros(0, dtype),
-        np.concatenate(idxs).astype(idt) if idxs else np.zeros(0, idt),
-        indptr.astype(idt),
-        (n_features, n_examples),
-    )
+    X = _csc(data.astype(dtype), indices.astype(idt), indptr.astype(idt), (n_features, n_examples))
     y = np.concatenate(ys).astype(dtype) if ys else np.zeros(0, dtype)
     return X, y

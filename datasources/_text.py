@@ -17,10 +17,53 @@ from roofline.gmat import option
 from roofline.kernels import find_line_starts
 
 from ._base import DataSource, DataSourceOptions, _Rebatcher
-from ._io import DEFAULT_CHUNK, display_name, iter_chunks
+from ._io import DEFAULT_CHUNK, display_name, gzip_stream_error, iter_chunks
 from ._prefetch import background
 
 __all__ = ["TextOptions", "TextSource"]
+
+
+def stitch_csc(parts):
+    """One CSC block from consecutive blocks of examples.
+
+    Parameters
+    ----------
+    parts : iterable of ``(indptr, indices, data)``
+        Each block's ``indptr`` starts at 0; blocks are appended column-wise (the examples of
+        the second after those of the first...), as the text parsers produce them per thread
+        and per chunk.
+
+    Returns
+    -------
+    indptr, indices, data
+        ``indptr`` has the first block's dtype (int64 when there is no block); a single block's
+        ``indices`` and ``data`` are returned as they are (no copy).
+    """
+    ptrs, idxs, vals = [], [], []
+    off = 0
+    for indptr, indices, data in parts:
+        ptrs.append(indptr[1:] + off)
+        idxs.append(indices)
+        vals.append(data)
+        off += len(data)
+    if not ptrs:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    indptr = np.concatenate([np.zeros(1, ptrs[0].dtype)] + ptrs)
+    indices = np.concatenate(idxs) if len(idxs) > 1 else idxs[0]
+    data = np.concatenate(vals) if len(vals) > 1 else vals[0]
+    return indptr, indices, data
+
+
+def bare_cr_column(arr, cut, line):
+    """Column of the first carriage return of line ``line`` (0-based) of ``arr[:cut]`` that does
+    not end the line (a CR-only line ending, which the parsers do not split at), or -1."""
+    nl = np.flatnonzero(arr[:cut] == 10)
+    start = int(nl[line - 1]) + 1 if 0 < line <= len(nl) else (0 if line == 0 else -1)
+    if start < 0:
+        return -1
+    stop = int(nl[line]) if line < len(nl) else cut
+    text = arr[start:stop].tobytes().rstrip(b"\r")
+    return text.find(b"\r")
 
 
 def _dtype_name(v) -> str:
@@ -101,6 +144,32 @@ class TextSource(DataSource):
                     for k in range(nt)]
             return [f.result() for f in futs]
         return [kernel(arr, lo, hi, *args)]
+
+    def _line_error(self, path, arr, cut, line, line_no, msg):
+        """The ``ValueError`` for a malformed line: ``line`` is its index in ``arr[:cut]``,
+        ``line_no`` its 1-based number in the file.  A line holding a bare carriage return is
+        reported as a file with CR-only line endings (not supported: the line is then the rest
+        of the file)."""
+        name = display_name(path)
+        col = bare_cr_column(arr, cut, line)
+        if col >= 0:
+            return ValueError(
+                f"{name}, line {line_no}: the file uses CR-only line endings (a carriage return "
+                f"not followed by a newline at byte {col} of the line); convert them to \\n "
+                f"(e.g. tr '\\r' '\\n') [parser: {msg}]"
+            )
+        return ValueError(f"{name}, line {line_no}: {msg}")
+
+    def _gzip_or(self, path, exc):
+        """``exc`` (a parse error in ``path``), or the corrupt/truncated gzip stream that caused
+        it: garbage decompressed from a corrupt member fails to parse before the member's
+        CRC-32 (at its end) is checked, so on a parse error the whole stream is checked."""
+        if "gzip" in str(exc):
+            return exc
+        err = gzip_stream_error(path, self.opts.compression)
+        if err is None:
+            return exc
+        return ValueError(f"{err} [the garbage it decompressed to failed to parse: {exc}]")
 
     def _batches(self):
         rb = _Rebatcher(self.opts.batch_size, self.opts.drop_last)

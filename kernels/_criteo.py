@@ -42,6 +42,7 @@ __all__ = [
 
 N_INT = 13
 N_CAT = 26
+_INT_SAFE = (2**63 - 1) // 10  # v * 10 + d fits int64 when v < this (or == and d <= 7)
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,7 +105,7 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
     data float64 (nnz,), info int64 (8,), skipped int64 (k, 3))`` with
     ``info = [err_code, err_line, err_byte, n_lines, 0, 0, 0, n_skipped]`` and codes
     1 bad label, 2 wrong number of fields, 3 bad integer, 4 bad categorical token,
-    8 non-ASCII byte.
+    5 integer field overflows int64, 8 non-ASCII byte.
     """
     n_fields = N_INT + N_CAT
     n_nl = 0
@@ -187,18 +188,26 @@ def criteo_parse(buf, lo, hi, has_label, n_bits, per_field, seeds, thresholds,
                         neg = True
                         t += 1
                     v = np.int64(0)
-                    if t == q or q - t > 15:
+                    if t == q:
                         code = 3
                         bad = s
                         break
+                    overflow = False
                     while t < q:
                         c = buf[t]
                         if c < 48 or c > 57:
                             code = 3
                             bad = s
                             break
-                        v = v * 10 + (c - 48)
+                        d = c - 48
+                        if v < _INT_SAFE or (v == _INT_SAFE and d <= 7):
+                            v = v * 10 + d
+                        else:
+                            overflow = True
                         t += 1
+                    if code == 0 and overflow:
+                        code = 5
+                        bad = s
                     if code != 0:
                         break
                     if neg:

@@ -33,6 +33,7 @@ Error codes (``err_code``; the caller turns them into messages naming file and l
 8     bytes that are not valid UTF-8 (data must be ASCII)
 9     non-finite value (inf/nan, or overflow)
 10    missing label (the line starts with a feature)
+11    a feature index overflows int64 (> 9223372036854775807)
 ====  ===========================================================
 """
 
@@ -45,6 +46,7 @@ __all__ = ["svmlight_parse", "find_line_starts"]
 
 _P10 = np.array([10.0**i for i in range(23)], dtype=np.float64)
 _TWO53 = 1 << 53
+_IDX_SAFE = (2**63 - 1) // 10  # idx * 10 + d fits int64 when idx < this (or == and d <= 7)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -340,14 +342,22 @@ def svmlight_parse(buf, lo, hi, zero_based, n_features, skip_errors, proto_idx, 
                     t += 1
                 idx = np.int64(0)
                 ndig = 0
+                overflow = False
                 while t < d_end and buf[t] >= 48 and buf[t] <= 57:
-                    if idx < (np.int64(1) << 58):
-                        idx = idx * 10 + (buf[t] - 48)
+                    d = buf[t] - 48
+                    if idx < _IDX_SAFE or (idx == _IDX_SAFE and d <= 7):
+                        idx = idx * 10 + d
+                    else:
+                        overflow = True
                     ndig += 1
                     t += 1
                 if ndig == 0 or (t < d_end and buf[t] != 58 and not _is_ws(buf[t])):
                     code = 2 if (t >= d_end or buf[t] < 128) else 8
                     bad = q if code == 2 else t
+                    break
+                if overflow:
+                    code = 11
+                    bad = q
                     break
                 if t >= d_end or buf[t] != 58:
                     code = 7
