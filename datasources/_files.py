@@ -10,11 +10,15 @@ with its file-name functions).  Directories may be fsspec URLs.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import posixpath
+import re
 import struct
+import uuid
 import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -23,7 +27,7 @@ import numpy as np
 from roofline import gmat
 from roofline.gmat import option
 
-from ._base import DataSource, DataSourceOptions, _csc, _Rebatcher
+from ._base import DataSource, DataSourceOptions, _check_weights, _csc, _Rebatcher
 from ._io import display_name, is_url, open_binary
 
 __all__ = ["FileSource", "FileSourceOptions", "ShardWriter", "write_shards", "read_shard"]
@@ -86,12 +90,93 @@ def _exists(path) -> bool:
     return os.path.exists(path)
 
 
+# -- the manifest ----------------------------------------------------------------------------------
+# ShardWriter writes it last, atomically: JSON with the conversion id (also stamped into every
+# shard), the shard names, example counts, nnz and CRC-32s.  FileSource trusts it for the shard
+# count and refuses a shard that is missing, from another conversion, or does not match it.
+
+_MANIFEST_VERSION = 1
+_I_FIELD = re.compile(r"\{i(?:[!:][^{}]*)?\}")
+
+
+def manifest_path(pattern, dirs=None):
+    """Where the manifest of the shards ``pattern`` (striped over ``dirs``) lives: the pattern
+    with its ``{i}`` field replaced by ``manifest`` and ``.json`` appended, in the first
+    directory (``part-{i:05d}.npz`` -> ``part-manifest.npz.json``)."""
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    name = _I_FIELD.sub("manifest", pattern) + ".json"
+    return _join(dirs[0], name) if dirs else name
+
+
+def _load_manifest(path):
+    """The manifest at ``path`` (validated), or None when there is none."""
+    if not _exists(path):
+        return None
+    name = display_name(path)
+    try:
+        with open_binary(path, block_size=1 << 20) as f:
+            m = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"manifest {name}: cannot read it ({exc})") from exc
+    try:
+        if m.get("version") != _MANIFEST_VERSION:
+            raise ValueError(f"unknown version {m.get('version')!r}")
+        cid = m["conversion_id"]
+        shards = m["shards"]
+        for rec in shards:
+            if not (isinstance(rec["name"], str) and int(rec["n_examples"]) >= 0
+                    and int(rec["nnz"]) >= 0):
+                raise ValueError(f"bad shard record {rec!r}")
+            rec["conversion_id"] = cid
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"manifest {name}: not a shard manifest ({exc})") from exc
+    return m
+
+
+def _write_manifest(path, manifest):
+    """Write ``manifest`` at ``path``: local files atomically (temp file, fsync, os.replace)."""
+    text = json.dumps(manifest, indent=1).encode("utf-8")
+    if is_url(path):
+        import fsspec
+
+        with fsspec.open(path, "wb") as f:
+            f.write(text)
+        return
+    _write_local_atomic(path, lambda f: f.write(text))
+
+
+def _write_local_atomic(path, dump):
+    """``dump(f)`` into ``path + ".tmp"``, fsync, rename over ``path``, fsync the directory."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        dump(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # never leave a half-written file under the final name
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
 # -- reading ---------------------------------------------------------------------------------------
+
+
+def _bytes_of(arr):
+    """The bytes of a contiguous array as a flat uint8 view (any dtype, C or Fortran order)."""
+    return arr.reshape(-1, order="A").view(np.uint8)
 
 
 def _readinto_exact(f, arr, name, what):
     """Fill ``arr`` (contiguous) from the current position of the binary file ``f``."""
-    mv = memoryview(arr.reshape(-1, order="A")).cast("B")
+    mv = memoryview(_bytes_of(arr))
     got = 0
     n = len(mv)
     while got < n:
@@ -102,8 +187,10 @@ def _readinto_exact(f, arr, name, what):
 
 
 def _npz_layout(f, name):
-    """Where each array of an uncompressed npz lies: ``{key: (offset, dtype, shape, fortran)}``;
-    ``None`` when a member is compressed or unusual (then ``np.load`` reads it)."""
+    """Where each array of an uncompressed npz lies: ``{key: (offset, dtype, shape, fortran,
+    header_crc, member_crc)}``; ``None`` when a member is compressed or unusual (then
+    ``np.load`` reads it).  ``header_crc`` is the CRC-32 of the member's ``.npy`` header, so the
+    member's zip CRC-32 is checked from the array bytes alone: ``crc32(array, header_crc)``."""
     with zipfile.ZipFile(f) as z:
         infos = z.infolist()
     if any(i.compress_type != zipfile.ZIP_STORED or not i.filename.endswith(".npy")
@@ -133,7 +220,10 @@ def _npz_layout(f, name):
                 f"shard {name}: {i.filename} has {i.file_size} bytes, its header says "
                 f"{f.tell() - start + nbytes}"
             )
-        layout[i.filename[:-4]] = (f.tell(), dtype, shape, fortran)
+        data_off = f.tell()
+        f.seek(start)
+        head = f.read(data_off - start)
+        layout[i.filename[:-4]] = (data_off, dtype, shape, fortran, zlib.crc32(head), i.CRC)
     return layout
 
 
@@ -158,7 +248,9 @@ def _h5_layout(path, name):
                 off is None and ds.size
             ):
                 return None
-            layout[k] = (off or 0, ds.dtype, ds.shape, False)
+            layout[k] = (off or 0, ds.dtype, ds.shape, False, None, None)
+        if "conversion_id" in h.attrs:
+            layout["conversion_id"] = h.attrs["conversion_id"]
     return layout
 
 
@@ -211,13 +303,20 @@ def _read_local(path, fmt, name, prealloc=None):
             if not isinstance(v, tuple):
                 out[k] = v
                 continue
-            off, dt, shp, fortran = v
+            off, dt, shp, fortran, head_crc, crc = v
             arr = prealloc.get(k) if prealloc else None
             if arr is None or arr.shape != tuple(shp) or arr.dtype != dt:
                 arr = np.empty(shp, dtype=dt, order="F" if fortran else "C")
             if arr.nbytes:
                 f.seek(off)
                 _readinto_exact(f, arr, name, k)
+            if crc is not None:
+                got = zlib.crc32(_bytes_of(arr), head_crc)  # releases the GIL; several GB/s
+                if got != crc:
+                    raise ValueError(
+                        f"shard {name}: corrupt: zip member {k}.npy fails its CRC-32 check "
+                        f"(stored {crc:08x}, computed {got:08x})"
+                    )
             out[k] = arr
     missing = {"data", "indices", "indptr", "shape"} - set(out)
     if missing:
@@ -234,6 +333,8 @@ def _read_npz(f, name):
         out = {k: z[k] for k in ("data", "indices", "indptr", "shape")}
         out["y"] = z["y"] if "y" in keys else None
         out["w"] = z["w"] if "w" in keys else None
+        if "conversion_id" in keys:
+            out["conversion_id"] = z["conversion_id"]
     return out
 
 
@@ -250,15 +351,35 @@ def _read_h5(f, name):
         out["shape"] = np.asarray(h.attrs["shape"])
         out["y"] = h["y"][()] if "y" in h else None
         out["w"] = h["w"][()] if "w" in h else None
+        if "conversion_id" in h.attrs:
+            out["conversion_id"] = h.attrs["conversion_id"]
     return out
 
 
-def read_shard(path, fmt=None, *, n_features=None, validate=True, _prealloc=None):
+def _cid(v):
+    """The conversion id stamped into a shard (uint8 array in npz, str attribute in HDF5)."""
+    if v is None:
+        return None
+    if isinstance(v, np.ndarray):
+        v = v.tobytes()
+    if isinstance(v, bytes):
+        return v.decode("ascii", "replace")
+    return str(v)
+
+
+def _array_crcs(arrays):
+    """CRC-32 of the bytes of each array (what the manifest records)."""
+    return {k: zlib.crc32(_bytes_of(np.ascontiguousarray(v))) for k, v in arrays.items()
+            if k in ("data", "indices", "indptr", "y", "w")}
+
+
+def read_shard(path, fmt=None, *, n_features=None, validate=True, _prealloc=None, _expect=None):
     """Read one shard: ``(X, y, w)`` with X a CSC matrix ``n_features x n``.
 
-    Raises ``ValueError`` naming the shard when its arrays disagree in shape or dtype (or, with
-    ``validate``, when the CSC structure is invalid: unsorted or out-of-range indices,
-    non-finite values).
+    Raises ``ValueError`` naming the shard when the file is corrupt (an npz member fails its
+    zip CRC-32, an HDF5 dataset its fletcher32 checksum), when its arrays disagree in shape or
+    dtype, or, with ``validate``, when the CSC structure is invalid (unsorted or out-of-range
+    indices, non-finite values) or a weight is negative or not finite.
     """
     name = display_name(path)
     fmt = _format_of(name, fmt)
@@ -269,11 +390,13 @@ def read_shard(path, fmt=None, *, n_features=None, validate=True, _prealloc=None
         else:
             a = _read_local(path, fmt, name, _prealloc)
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
+        raise ValueError(f"shard {name}: cannot read it, corrupt or truncated ({exc})") from exc
     except ValueError as exc:
         if str(exc).startswith(f"shard {name}"):
             raise
         raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
+    if _expect is not None:
+        _check_expected(name, fmt, a, _expect)
     shape = a["shape"]
     if shape.shape != (2,) or shape.dtype.kind not in "iu":
         raise ValueError(f"shard {name}: 'shape' must be 2 integers, got {shape!r}")
@@ -313,13 +436,46 @@ def read_shard(path, fmt=None, *, n_features=None, validate=True, _prealloc=None
     if validate:
         try:
             gmat.check_csc(X, "X")
+            if w is not None:
+                _check_weights(w, "w")
         except (ValueError, TypeError) as exc:
             raise ValueError(f"shard {name}: {exc}") from exc
     return X, y, w
 
 
+def _check_expected(name, fmt, a, rec):
+    """Check a shard's arrays against its manifest record ``rec`` (conversion id, example count,
+    nnz; for HDF5 also the CRC-32 of every array: npz members carry their own zip CRC-32,
+    checked on reading)."""
+    cid = _cid(a.get("conversion_id"))
+    if cid != rec["conversion_id"]:
+        raise ValueError(
+            f"shard {name}: stale: it belongs to conversion {cid or '(none)'}, the manifest "
+            f"to conversion {rec['conversion_id']} (left from an earlier conversion, or "
+            "overwritten since: convert again)"
+        )
+    shape = np.asarray(a["shape"]).reshape(-1)
+    n = int(shape[1]) if shape.shape == (2,) else -1
+    nnz = int(a["indptr"][-1]) if len(a["indptr"]) else 0
+    if n != rec["n_examples"] or nnz != rec["nnz"]:
+        raise ValueError(
+            f"shard {name}: has {n} examples and {nnz} non-zeros, its manifest says "
+            f"{rec['n_examples']} and {rec['nnz']}"
+        )
+    if fmt == "h5":
+        for k, want in rec.get("crc32", {}).items():
+            arr = a.get(k)
+            got = None if arr is None else zlib.crc32(_bytes_of(np.ascontiguousarray(arr)))
+            if got != want:
+                raise ValueError(
+                    f"shard {name}: corrupt: array {k!r} fails the manifest's CRC-32 check "
+                    f"(recorded {want:08x}, computed {'missing' if got is None else f'{got:08x}'})"
+                )
+
+
 def _shard_header(path, fmt):
-    """``(n_features, n_examples)`` of a shard without reading its arrays."""
+    """``(n_features, n_examples, conversion_id)`` of a shard without reading its arrays
+    (``conversion_id`` is None in shards not written by :class:`ShardWriter`)."""
     name = display_name(path)
     try:
         f = open_binary(path) if is_url(path) else path
@@ -329,6 +485,7 @@ def _shard_header(path, fmt):
                     if "shape" not in z.files:
                         raise ValueError(f"shard {name}: no 'shape' array")
                     s = z["shape"]
+                    cid = _cid(z["conversion_id"]) if "conversion_id" in z.files else None
             else:
                 import h5py
 
@@ -336,6 +493,7 @@ def _shard_header(path, fmt):
                     if "shape" not in h.attrs:
                         raise ValueError(f"shard {name}: no 'shape' attribute")
                     s = np.asarray(h.attrs["shape"])
+                    cid = _cid(h.attrs.get("conversion_id"))
         finally:
             if f is not path:
                 f.close()
@@ -343,7 +501,7 @@ def _shard_header(path, fmt):
         raise ValueError(f"shard {name}: cannot read it ({exc})") from exc
     if np.shape(s) != (2,):
         raise ValueError(f"shard {name}: 'shape' must be 2 integers, got {s!r}")
-    return int(s[0]), int(s[1])
+    return int(s[0]), int(s[1]), cid
 
 
 @dataclass
@@ -445,25 +603,16 @@ class FileSource(DataSource):
         )
         self.format = _format_of(pattern, format)
         o = self.opts
-        if o.n_shards is None:
-            paths = []
-            while _exists(_shard_path(pattern, o.dirs, len(paths))):
-                paths.append(_shard_path(pattern, o.dirs, len(paths)))
-            if not paths:
-                raise ValueError(
-                    f"no shard found: {_shard_path(pattern, o.dirs, 0)} does not exist"
-                )
+        self.manifest_path = manifest_path(pattern, o.dirs)
+        self.manifest = _load_manifest(self.manifest_path)
+        if self.manifest is not None:
+            paths, heads = self._from_manifest()
         else:
-            paths = [_shard_path(pattern, o.dirs, i) for i in range(o.n_shards)]
-            for p in paths:
-                if not _exists(p):
-                    raise ValueError(f"shard {display_name(p)} does not exist "
-                                     f"(n_shards={o.n_shards})")
+            paths, heads = self._discover()
         self.paths = paths
-        heads = [_shard_header(p, self.format) for p in paths]
         self.shard_sizes = np.array([h[1] for h in heads], dtype=np.int64)
         self.n_features = heads[0][0]
-        for p, (nf, _) in zip(paths, heads, strict=True):
+        for p, (nf, _, _) in zip(paths, heads, strict=True):
             if nf != self.n_features:
                 raise ValueError(
                     f"shard {display_name(p)}: has {nf} features (rows) but shard "
@@ -472,6 +621,94 @@ class FileSource(DataSource):
         self.n_examples = int(self.shard_sizes.sum())
         self._pass = 0
         self._pool = None
+
+    def _from_manifest(self):
+        """Shard paths and headers as the manifest lists them; a missing shard, one from
+        another conversion or one that disagrees with its record is an error naming it."""
+        o, m = self.opts, self.manifest
+        mname = display_name(self.manifest_path)
+        recs = m["shards"]
+        if not recs:
+            raise ValueError(f"manifest {mname} lists no shard (the conversion wrote no example)")
+        if o.n_shards is not None and o.n_shards > len(recs):
+            extra = _shard_path(o.pattern, o.dirs, len(recs))
+            what = "is not part of that conversion" if _exists(extra) else "does not exist"
+            raise ValueError(f"shard {display_name(extra)} {what} (n_shards={o.n_shards}, "
+                             f"manifest {mname} lists {len(recs)} shards)")
+        if o.n_shards is not None:
+            recs = recs[: o.n_shards]  # a prefix of the conversion, each shard still checked
+        if m.get("format") not in (None, self.format):
+            raise ValueError(f"manifest {mname} lists {m['format']} shards, not {self.format}")
+        paths = [_shard_path(o.pattern, o.dirs, i) for i in range(len(recs))]
+        for i, (p, rec) in enumerate(zip(paths, recs, strict=True)):
+            if rec["name"] != o.pattern.format(i=i):
+                raise ValueError(f"manifest {mname}: shard {i} is {rec['name']!r}, the "
+                                 f"pattern gives {o.pattern.format(i=i)!r}")
+            if not _exists(p):
+                raise ValueError(f"shard {display_name(p)} is missing: manifest {mname} lists "
+                                 f"{len(recs)} shards")
+        heads = [_shard_header(p, self.format) for p in paths]
+        for p, (_, n, cid), rec in zip(paths, heads, recs, strict=True):
+            if cid != rec["conversion_id"]:
+                raise ValueError(
+                    f"shard {display_name(p)}: stale: it belongs to conversion "
+                    f"{cid or '(none)'}, manifest {mname} to conversion {rec['conversion_id']} "
+                    "(left from an earlier conversion, or an interrupted one: convert again)"
+                )
+            if n != rec["n_examples"]:
+                raise ValueError(f"shard {display_name(p)}: has {n} examples, manifest {mname} "
+                                 f"says {rec['n_examples']}")
+        return paths, heads
+
+    def _discover(self):
+        """Without a manifest: shards ``0, 1, ...`` while they exist (or ``n_shards``)."""
+        o = self.opts
+        if o.n_shards is None:
+            paths = []
+            while _exists(_shard_path(o.pattern, o.dirs, len(paths))):
+                paths.append(_shard_path(o.pattern, o.dirs, len(paths)))
+            if not paths:
+                raise ValueError(
+                    f"no shard found: {_shard_path(o.pattern, o.dirs, 0)} does not exist"
+                )
+            after = _shard_path(o.pattern, o.dirs, len(paths) + 1)
+            if _exists(after):
+                raise ValueError(
+                    f"shard {display_name(_shard_path(o.pattern, o.dirs, len(paths)))} is "
+                    f"missing but {display_name(after)} exists (no manifest "
+                    f"{display_name(self.manifest_path)}; pass n_shards to read only the "
+                    f"first {len(paths)})"
+                )
+            logger.warning(
+                "no manifest %s: found %d shards (%s .. %s) by probing until %s did not exist; "
+                "a missing or stale shard cannot be detected (write shards with ShardWriter)",
+                display_name(self.manifest_path), len(paths), display_name(paths[0]),
+                display_name(paths[-1]), display_name(_shard_path(o.pattern, o.dirs,
+                                                                  len(paths))),
+            )
+        else:
+            paths = [_shard_path(o.pattern, o.dirs, i) for i in range(o.n_shards)]
+            for p in paths:
+                if not _exists(p):
+                    raise ValueError(f"shard {display_name(p)} does not exist "
+                                     f"(n_shards={o.n_shards})")
+        heads = [_shard_header(p, self.format) for p in paths]
+        cids = {h[2] for h in heads} - {None}
+        if cids:
+            first = next(p for p, h in zip(paths, heads, strict=True) if h[2] is not None)
+            for p, h in zip(paths, heads, strict=True):
+                if h[2] != heads[0][2]:
+                    raise ValueError(
+                        f"shard {display_name(p)}: from conversion {h[2] or '(none)'}, but "
+                        f"shard {display_name(paths[0])} is from {heads[0][2] or '(none)'}: "
+                        f"shards of different conversions, and no manifest "
+                        f"{display_name(self.manifest_path)} (the last conversion did not "
+                        "finish?)"
+                    )
+            logger.warning("shards %s .. carry conversion id %s but its manifest %s is missing "
+                           "(the conversion did not finish?)", display_name(first), heads[0][2],
+                           display_name(self.manifest_path))
+        return paths, heads
 
     def reset(self) -> None:
         self._pass += 1
@@ -485,8 +722,9 @@ class FileSource(DataSource):
         return np.arange(n)
 
     def _read(self, i, prealloc=None):
+        rec = self.manifest["shards"][i] if self.manifest is not None else None
         return read_shard(self.paths[i], self.format, n_features=self.n_features,
-                          validate=self.opts.validate, _prealloc=prealloc)
+                          validate=self.opts.validate, _prealloc=prealloc, _expect=rec)
 
     def _submit(self, i):
         # When the shard's layout is known (every pass after the first), its arrays are
@@ -548,6 +786,13 @@ def _makedirs(d):
         os.makedirs(d, exist_ok=True)
 
 
+def _h5_chunks(v, chunk_bytes=4 << 20):
+    """HDF5 chunk shape of about ``chunk_bytes`` along the example (last) axis."""
+    n = v.shape[-1]
+    per = max(1, chunk_bytes // max(1, v.itemsize * (v.size // max(n, 1))))
+    return v.shape[:-1] + (min(n, per),)
+
+
 class ShardWriter:
     """Write examples into shards of ``examples_per_shard`` examples (the last may be smaller).
 
@@ -582,6 +827,10 @@ class ShardWriter:
         self._rb = _Rebatcher(examples_per_shard)
         self.paths = []
         self.n_features = None
+        self.conversion_id = uuid.uuid4().hex
+        self._closed = False
+        self.manifest_path = manifest_path(pattern, self.dirs)
+        self._records = []
         for d in self.dirs:
             _makedirs(d)
         if not self.dirs:
@@ -618,6 +867,9 @@ class ShardWriter:
             arrays["y"] = np.ascontiguousarray(mb.y)
         if mb.w is not None:
             arrays["w"] = np.ascontiguousarray(mb.w)
+        crcs = _array_crcs(arrays)
+        if self.format == "npz":
+            arrays["conversion_id"] = np.frombuffer(self.conversion_id.encode(), np.uint8)
         if is_url(path):
             import fsspec
 
@@ -626,11 +878,12 @@ class ShardWriter:
             self._dump(buf, arrays)
             with fsspec.open(path, "wb") as f:
                 f.write(buf.getbuffer())
+            size = buf.getbuffer().nbytes
         else:
-            tmp = path + ".tmp"
-            with open(tmp, "wb") as f:
-                self._dump(f, arrays)
-            os.replace(tmp, path)  # never leave a half-written shard under the final name
+            _write_local_atomic(path, lambda f: self._dump(f, arrays))
+            size = os.path.getsize(path)
+        self._records.append({"name": self.pattern.format(i=i), "n_examples": int(X.shape[1]),
+                              "nnz": nnz, "bytes": int(size), "crc32": crcs})
         self.paths.append(path)
         logger.debug("wrote shard %s (%d examples)", path, X.shape[1])
 
@@ -641,15 +894,38 @@ class ShardWriter:
         import h5py
 
         with h5py.File(f, "w") as h:
+            h.attrs["conversion_id"] = self.conversion_id
             for k, v in arrays.items():
                 if k == "shape":
                     h.attrs["shape"] = v
-                else:
-                    h.create_dataset(k, data=v, compression="gzip" if self.compress else None)
+                elif v.size:  # fletcher32: HDF5 checks every chunk when it reads it
+                    h.create_dataset(k, data=v, chunks=_h5_chunks(v), fletcher32=True,
+                                     compression="gzip" if self.compress else None)
+                else:  # no chunk to checksum
+                    h.create_dataset(k, data=v)
 
     def close(self):
+        """Write the last shard, then the manifest (atomically, after every shard is on disk);
+        returns the shard paths."""
+        if self._closed:
+            return self.paths
         for mb in self._rb.finish():
             self._write_shard(mb)
+        manifest = {
+            "version": _MANIFEST_VERSION,
+            "conversion_id": self.conversion_id,
+            "format": self.format,
+            "pattern": self.pattern,
+            "n_dirs": len(self.dirs),
+            "n_features": self.n_features,
+            "n_examples": sum(r["n_examples"] for r in self._records),
+            "nnz": sum(r["nnz"] for r in self._records),
+            "shards": self._records,
+        }
+        _write_manifest(self.manifest_path, manifest)
+        self._closed = True
+        logger.debug("wrote manifest %s (%d shards, conversion %s)", self.manifest_path,
+                     len(self._records), self.conversion_id)
         return self.paths
 
     def __enter__(self):

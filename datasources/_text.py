@@ -164,8 +164,6 @@ class TextSource(DataSource):
         """``exc`` (a parse error in ``path``), or the corrupt/truncated gzip stream that caused
         it: garbage decompressed from a corrupt member fails to parse before the member's
         CRC-32 (at its end) is checked, so on a parse error the whole stream is checked."""
-        if "gzip" in str(exc):
-            return exc
         err = gzip_stream_error(path, self.opts.compression)
         if err is None:
             return exc
