@@ -10,9 +10,11 @@ batch size.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
 
@@ -263,31 +265,55 @@ class LBFGSOptions(Options):
     tol: float = option(1e-6, "projected-gradient tolerance (scipy gtol)", low=0.0)
     ftol: float = option(1e-12, "relative objective decrease tolerance", low=0.0)
     memory: int = option(10, "number of stored correction pairs", low=1)
+    precondition: str = option(
+        "auto", "minimise over rescaled coefficients u_j = sigma_j w_j, sigma_j the power of "
+                "two just below feature j's largest |value| (features above 1 only): 'auto' = "
+                "when some feature's largest |value| exceeds 2^20, 'on', 'off'",
+        choices=("auto", "on", "off"))
 
 
 class LBFGS(Optimizer):
     """Batch L-BFGS: each objective/gradient evaluation is one full pass over the training
     minibatches (the gradient of each minibatch through ``A*S^T``), plus the mixins' terms.
 
+    Badly scaled features are handled by preconditioning (option ``precondition``): the first
+    pass also records each feature's largest ``|value|`` ``s_j``; when one exceeds ``2^20``
+    (``"auto"``) L-BFGS-B minimises over ``u_j = sigma_j w_j``, ``sigma_j`` the power of two in
+    ``(s_j / 2, s_j]`` for ``s_j > 1`` (else 1), the intercept unscaled.  This is a change of
+    variables (same minimiser; powers of two make it exact), so a feature scaled by ``1e30``
+    or holding a ``1e300`` converges like a unit-scaled one instead of defeating the line search.
+    With no such feature the iterates are those of plain L-BFGS-B.
+
+    A stop on ``max_iter``/``max_passes`` or an abnormal line-search stop is reported with a
+    :class:`sklearn.exceptions.ConvergenceWarning` (``self.result`` holds scipy's result);
+    non-finite objective values raise ``FloatingPointError``.
+
     Non-smooth mixins (L1) are refused: use SGD/ADAGrad (proximal steps) or a CD solver.
     """
 
     batch = True
     options_class = LBFGSOptions
+    #: largest |value| of a feature above which ``precondition="auto"`` rescales
+    AUTO_SCALE = 2.0 ** 20
 
     def init(self, model, cache=None) -> None:
         super().init(model, cache)
         self.n_passes = 0
         self.result = None
+        self.scale = None
 
-    def objective(self, learner, with_grad=True):
-        """Objective (and gradient as ``(G, g0)``) of the current model over one training pass."""
+    def objective(self, learner, with_grad=True, feature_scale=None):
+        """Objective (and gradient as ``(G, g0)``) of the current model over one training pass.
+
+        ``feature_scale`` (host float64 array of ``n_features``), when given, is updated in
+        place to the running maximum of each feature's ``|value|`` over the pass.
+        """
         model, cache = learner.model, learner.cache
         k, n = model.coef.shape
         xp = gmat.get_array_module(model.coef)  # sums on the model's device, float64
         Gs = xp.zeros((k, n), dtype=np.float64, order="F") if with_grad else None
         g0s = xp.zeros(k, dtype=np.float64)
-        loss, weight = 0.0, 0.0
+        loss, weight, examples = 0.0, 0.0, 0
         for batch in learner.training_batches():
             if with_grad:
                 ls, ws, G, g0, _ = model.gradient(batch, cache)
@@ -295,12 +321,20 @@ class LBFGS(Optimizer):
                 g0s += g0
             else:
                 ls, ws = model.loss(batch, cache)
+            if feature_scale is not None:
+                _max_abs_rows(batch.X, feature_scale)
             loss += ls
             weight += ws
+            examples += batch.n_examples
             learner._count_examples(batch)
         self.n_passes += 1
-        if weight <= 0:
-            raise ValueError("the training data has no examples (or zero total weight)")
+        if examples == 0:
+            raise ValueError("the training data has no examples (the training source "
+                             f"{learner.datasource!r} yielded none)")
+        if not weight > 0:
+            raise ValueError(
+                f"the total example weight of the {examples} training examples is {weight!r}: "
+                "example weights must be non-negative and not all zero")
         f = loss / weight + sum(m.penalty(model) for m in learner.mixins)
         if not with_grad:
             return f
@@ -309,6 +343,17 @@ class LBFGS(Optimizer):
         for m in learner.mixins:
             m.add_gradient(model, Gs, g0s)
         return f, gmat.to_device(Gs, "cpu"), gmat.to_device(g0s, "cpu")
+
+    def _sigma(self, s):
+        """Per-feature power-of-two scales from the largest ``|value|`` ``s`` (None: none)."""
+        mode = self.opts.precondition
+        big = np.isfinite(s) & (s > 1.0)
+        if mode == "off" or not big.any():
+            return None
+        if mode == "auto" and not (s[big] > self.AUTO_SCALE).any():
+            return None
+        e = np.frexp(np.where(big, s, 1.0))[1]
+        return np.where(big, np.ldexp(1.0, e - 1), 1.0)
 
     def run(self, learner) -> None:
         """Minimise the objective with scipy's L-BFGS-B; one pass per evaluation."""
@@ -323,24 +368,53 @@ class LBFGS(Optimizer):
         model = learner.model
         k, n = model.coef.shape
         fit_b = model.opts.fit_intercept
-
         dev = model.device
+        sigma = None  # per-coordinate scales of the iterate x = sigma * (coef, intercept)
 
         def unpack(x):  # scipy's host iterate into the model (wherever it lives)
+            if sigma is not None:
+                x = x / sigma
             model.coef[...] = gmat.to_device(
                 np.asfortranarray(x[: k * n].reshape(k, n, order="F"), dtype=model.dtype), dev)
             if fit_b:
                 model.intercept[...] = gmat.to_device(x[k * n:].astype(model.dtype), dev)
 
-        def fun(x):
-            unpack(x)
-            f, G, g0 = self.objective(learner)
-            grad = np.concatenate([G.ravel(order="F"), g0]) if fit_b else G.ravel(order="F")
-            return f, grad
+        def flat(G, g0):
+            return np.concatenate([G.ravel(order="F"), g0]) if fit_b else G.ravel(order="F")
+
+        def checked(f, x):
+            if not np.isfinite(f):
+                raise FloatingPointError(
+                    f"the L-BFGS objective is {f} at iteration {self.t} (largest |coef| "
+                    f"{np.max(np.abs(x), initial=0.0):.3g}): the data or the regularisation "
+                    f"overflow the {model.dtype} model")
+            return f
 
         x0 = gmat.to_device(model.coef, "cpu").astype(np.float64).ravel(order="F")
         if fit_b:
             x0 = np.concatenate([x0, gmat.to_device(model.intercept, "cpu").astype(np.float64)])
+        # first evaluation at x0 here: it also measures the features' scales
+        s = np.zeros(n, dtype=np.float64)
+        f0, G, g0 = self.objective(learner, feature_scale=s)
+        first = [(f0, flat(G, g0))]
+        sig = self._sigma(s)
+        if sig is not None:
+            sigma = np.concatenate([np.tile(sig, k), np.ones(k)]) if fit_b else np.tile(sig, k)
+            logger.info("L-BFGS: preconditioning %d features (largest |value| %.3g)",
+                        int((sig > 1).sum()), float(s.max()))
+        self.scale = sig
+        if not np.isfinite(f0) or not np.isfinite(first[0][1]).all():
+            checked(f0 if not np.isfinite(f0) else np.inf, x0)
+
+        def fun(x):
+            if first:  # scipy's first call is at x0: the evaluation made above
+                f, grad = first.pop()
+            else:
+                unpack(x)
+                f, G, g0 = self.objective(learner)
+                grad = flat(G, g0)
+            checked(f, x)
+            return f, (grad if sigma is None else grad / sigma)
 
         def callback(intermediate_result):
             unpack(intermediate_result.x)
@@ -350,11 +424,41 @@ class LBFGS(Optimizer):
 
         max_fun = self.opts.max_passes or (2 * self.opts.max_iter + 20)
         res = minimize(
-            fun, x0, jac=True, method="L-BFGS-B", callback=callback,
+            fun, x0 if sigma is None else x0 * sigma, jac=True, method="L-BFGS-B",
+            callback=callback,
             options=dict(maxiter=self.opts.max_iter, maxfun=max_fun, gtol=self.opts.tol,
                          ftol=self.opts.ftol, maxcor=self.opts.memory),
         )
         unpack(res.x)
         self.result = res
-        if not res.success and res.status != 99:
-            logger.info("L-BFGS stopped: %s", res.message)
+        if res.success or res.status == 99:  # converged, or stopped by the learner
+            return
+        logger.info("L-BFGS stopped: %s", res.message)
+        pg = float(np.max(np.abs(res.jac), initial=0.0)) if res.jac is not None else np.nan
+        if res.status == 1:
+            warnings.warn(
+                f"L-BFGS did not converge: it stopped on its limits (max_iter="
+                f"{self.opts.max_iter}, {max_fun} passes) after {res.nit} iterations and "
+                f"{res.nfev} passes with projected gradient {pg:.3g} > tol={self.opts.tol:g}; "
+                f"increase max_iter (or max_passes)", ConvergenceWarning, stacklevel=3)
+        else:
+            moved = "" if res.nit else "; the model is still the initial one"
+            warnings.warn(
+                f"L-BFGS stopped abnormally after {res.nit} iterations ({res.message}) with "
+                f"projected gradient {pg:.3g} > tol={self.opts.tol:g}: the line search found no "
+                f"decrease{moved}. Rescale the features or use precondition='on'",
+                ConvergenceWarning, stacklevel=3)
+
+
+def _max_abs_rows(X, out):
+    """``out = max(out, max_j |X[i, j]|)`` per row ``i`` of a (features x examples) minibatch
+    (numpy/cupy, dense or sparse); ``out`` is a host float64 array."""
+    if X.shape[1] == 0 or X.shape[0] == 0:
+        return
+    if gmat.is_sparse(X):
+        if X.nnz == 0:
+            return
+        m = abs(X).max(axis=1).toarray().ravel()
+    else:
+        m = gmat.get_array_module(X).abs(X).max(axis=1)
+    np.maximum(out, np.asarray(gmat.to_device(m, "cpu"), dtype=np.float64), out=out)
