@@ -33,6 +33,7 @@ lambda``).
 from __future__ import annotations
 
 import logging
+import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,6 +45,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from roofline import gmat
 from roofline.datasources import MatSource
 
+from ._cd_problem import verbose_logging
 from ._learner import Learner
 from ._mixins import L2Regularizer
 from ._models import GLM
@@ -78,6 +80,51 @@ def to_column_layout(X, dtype):
     return X.T
 
 
+def _check_number(name, value, *, low, low_open):
+    """``value`` as a float, or a ValueError naming the parameter ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r} "
+                         f"({type(value).__name__})")
+    v = float(value)
+    if not (v > low if low_open else v >= low) or not np.isfinite(v):
+        what = "positive" if (low, low_open) == (0.0, True) else \
+            f"{'>' if low_open else '>='} {low:g}"
+        raise ValueError(f"{name} must be {what} and finite, got {value!r}")
+    return v
+
+
+def _check_random_state(random_state):
+    """``random_state`` as what :func:`numpy.random.default_rng` takes, or a ValueError naming
+    it (a legacy ``RandomState`` gives a seed drawn from it)."""
+    if random_state is None or isinstance(random_state, (np.random.Generator,
+                                                         np.random.SeedSequence,
+                                                         np.random.BitGenerator)):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) \
+            and random_state >= 0:
+        return int(random_state)
+    raise ValueError(f"random_state must be None, a non-negative int or a numpy Generator, "
+                     f"got {random_state!r} ({type(random_state).__name__})")
+
+
+def _check_sample_weights(sample_weight, X):
+    """Validated float64 sample weights: non-negative with a positive sum (errors name
+    ``sample_weight``)."""
+    sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+    if not np.isfinite(sw).all():
+        raise ValueError("sample_weight must be finite")
+    neg = np.flatnonzero(sw < 0)
+    if neg.size:
+        raise ValueError(f"sample_weight must be non-negative, got sample_weight[{neg[0]}] = "
+                         f"{float(sw[neg[0]])!r} ({neg.size} negative entries)")
+    if not sw.sum() > 0:
+        raise ValueError("sample_weight sums to zero: at least one sample needs a positive "
+                         "weight")
+    return sw
+
+
 def _solver_check(solver, loss):
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
@@ -97,6 +144,16 @@ class _GLMEstimator(BaseEstimator):
     def _validate_X(self, X, reset):
         return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
                              reset=reset)
+
+    def _check_params(self):
+        """Errors that name the parameter, before any work."""
+        for name in ("max_iter", "batch_size", "n_jobs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        _check_number("tol", self.tol, low=0.0, low_open=False)
+        _check_number("learning_rate", self.learning_rate, low=0.0, low_open=True)
+        _check_random_state(self.random_state)
 
     def _make_optimizer(self):
         s = self.solver
@@ -127,7 +184,8 @@ class _GLMEstimator(BaseEstimator):
             learner._setup()
             if warm.get("opt") is not None:
                 opt.set_state(warm["opt"])
-        learner.train()
+        with verbose_logging(self.verbose):
+            learner.train()
         if self.solver == "lbfgs":
             n_iter = int(opt.result.nit) if opt.result is not None else opt.t
         else:
@@ -148,7 +206,8 @@ class _GLMEstimator(BaseEstimator):
             res = fit_glm_cd(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
                              solver=self.solver, n_jobs=self.n_jobs, tol=self.tol,
                              max_iter=self.max_iter, fit_intercept=self.fit_intercept,
-                             random_state=self.random_state)
+                             random_state=_check_random_state(self.random_state),
+                             verbose=self.verbose)
             coefs.append(np.asarray(res.coef, dtype=np.float64))
             inters.append(float(res.intercept))
             iters.append(int(res.n_iter))
@@ -191,14 +250,14 @@ def _common_doc(extra=""):
     random_state : int or None
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
-        Show a progress bar.{extra}
+        Log progress (one line per L-BFGS iteration, minibatch pass or CD check) to stderr,
+        terminal or not, unless logging is configured; a progress bar on a terminal.{extra}
     """
 
 
 class _Classifier(ClassifierMixin, _GLMEstimator):
     def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
-        if not self.C > 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
+        _check_number("C", self.C, low=0.0, low_open=True)
         return gmat.glm.alpha_from_peer("C", self.C, total_weight)
 
     def _encode(self, y, classes):
@@ -214,11 +273,12 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
         _solver_check(self.solver, self._loss)
+        self._check_params()
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         Y = self._encode(y, self.classes_)
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        sw = _check_sample_weights(sample_weight, X)
         Xc = to_column_layout(X, X.dtype)
         lam = self._lambda(float(sw.sum()))
         coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
@@ -232,6 +292,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         """One pass of the minibatch solver over ``(X, y)``, continuing from the current model
         and optimizer state (``classes`` is required on the first call).  The L2 weight of this
         call is ``1 / (C * sum(sample_weight))`` of this call's data."""
+        self._check_params()
         first = not hasattr(self, "classes_")
         if first:
             if classes is None:
@@ -246,7 +307,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         if not np.isin(y, self.classes_).all():
             raise ValueError("y contains labels that are not in classes")
         Y = self._encode(y, self.classes_)
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        sw = _check_sample_weights(sample_weight, X)
         Xc = to_column_layout(X, X.dtype)
         warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
                                    "opt": self._opt_state}
@@ -362,7 +423,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
     def _prepare(self, X, y, sample_weight, reset=True):
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
                              multi_output=True, y_numeric=True, reset=reset)
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        sw = _check_sample_weights(sample_weight, X)
         y = np.asarray(y, dtype=np.float64)
         Y = y if y.ndim == 1 else np.asfortranarray(y.T)
         return to_column_layout(X, X.dtype), y, Y, sw
@@ -382,6 +443,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and targets ``y`` ((n,) or
         (n, n_targets))."""
         _solver_check(self.solver, self._loss)
+        self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
         coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())))
         self._store(y, coef, b)
@@ -392,6 +454,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
     @available_if(lambda self: self.solver in MINIBATCH_SOLVERS)
     def partial_fit(self, X, y, sample_weight=None):
         """One pass of the minibatch solver over ``(X, y)``, continuing from the current state."""
+        self._check_params()
         first = not hasattr(self, "coef_")
         Xc, y, Y, sw = self._prepare(X, y, sample_weight, reset=first)
         warm = None if first else {"coef": np.atleast_2d(self.coef_),
@@ -441,8 +504,7 @@ class Ridge(_Regressor):
         self.dtype = dtype
 
     def _lambda(self, total_weight):
-        if not self.alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        _check_number("alpha", self.alpha, low=0.0, low_open=False)
         return gmat.glm.alpha_from_peer("ridge", self.alpha, total_weight) if self.alpha else 0.0
 
 
