@@ -4,7 +4,9 @@ A checkpoint is an ``.npz`` archive (arrays ``model.<name>``, ``opt.<name>`` and
 record).  It is written to a temporary file in the destination directory, flushed and fsynced,
 then moved over the destination with :func:`os.replace` (atomic on POSIX): a crash mid-write
 leaves the previous checkpoint intact, and a partial temporary file never loads (it raises a
-``ValueError`` naming the file).
+``ValueError`` naming the file).  The temporary file (``.<name>.<host>.<pid>.<random>.tmp``) is
+created with mode ``0o666`` less the umask, as ``open`` would; temporary files that a killed
+writer on this host left behind (their process is gone) are removed by the next save.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
+import re
+import secrets
+import socket
 import zipfile
 from dataclasses import dataclass, field
 
@@ -57,6 +61,52 @@ def _host(v):
     return np.asarray(gmat.to_device(v, "cpu"))
 
 
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists (someone else's)
+        return True
+    return True
+
+
+def _remove_stale_temporaries(directory: str, base: str) -> None:
+    """Remove ``.<base>.<host>.<pid>.<random>.tmp`` files of this host whose writer is dead."""
+    pat = re.compile(rf"^\.{re.escape(base)}\.{re.escape(_host_tag())}\.(\d+)\.[0-9a-f]+\.tmp$")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        m = pat.match(name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            logger.info("removed %s, left by a killed checkpoint writer",
+                        os.path.join(directory, name))
+        except OSError:  # another saver removed it first, or no permission
+            pass
+
+
+def _create_temporary(directory: str, base: str):
+    """``(fd, name)`` of a new temporary file beside the target (mode 0o666 less the umask)."""
+    prefix = os.path.join(directory, f".{base}.{_host_tag()}.{os.getpid()}.")
+    for _ in range(100):
+        tmp = f"{prefix}{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                           0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name {prefix}*.tmp")  # pragma: no cover
+
+
 def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> None:
     """Write ``model`` (and ``optimizer``'s state) to ``path`` atomically.
 
@@ -84,8 +134,19 @@ def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> N
         arrays.update({f"opt.{k}": _host(v) for k, v in optimizer.state().items()})
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=directory)
+    base = os.path.basename(path)
+    if not base:
+        raise ValueError(f"checkpoint path {path!r} names a directory, not a file")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot write checkpoint {path}: directory {directory} does "
+                                f"not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"cannot write checkpoint {path}: it is a directory")
+    _remove_stale_temporaries(directory, base)
+    try:
+        fd, tmp = _create_temporary(directory, base)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write checkpoint {path}: {e.strerror}", path) from e
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
