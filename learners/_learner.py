@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -142,6 +143,7 @@ class Learner:
         self._steps = 0
         self._pass = 0
         self._pbar = None
+        self._training = threading.Lock()
 
     # -- setup --------------------------------------------------------------------------------
     @property
@@ -227,7 +229,25 @@ class Learner:
         Returns
         -------
         TrainResult
+
+        Raises
+        ------
+        RuntimeError
+            When this learner is already training (in another thread): one learner runs one
+            training at a time.
+        ValueError
+            When the training source yields no training examples, or only zero weights.
         """
+        if not self._training.acquire(blocking=False):
+            raise RuntimeError("Learner.train() is already running on this learner (in another "
+                               "thread); a Learner trains one run at a time: give each thread "
+                               "its own Learner, model and optimizer")
+        try:
+            return self._train()
+        finally:
+            self._training.release()
+
+    def _train(self) -> TrainResult:
         self._setup()
         o = self.opts
         self._t0 = time.perf_counter()
@@ -259,7 +279,20 @@ class Learner:
                 for p in range(o.n_passes):
                     self._pass = p
                     passes += 1
+                    seen = self._examples
                     self._run_pass()
+                    if self._examples == seen:
+                        if self._examples == 0:
+                            raise ValueError(f"the training source {self.datasource!r} yielded "
+                                             f"no training examples in pass {p + 1}")
+                        logger.warning("pass %d: the training source yielded no examples "
+                                       "(it was exhausted?); stopping", p + 1)
+                        break
+                    weight = float(self._pass_weight)
+                    if not weight > 0:
+                        raise ValueError(f"the training examples of pass {p + 1} have total "
+                                         f"weight {weight!r}: example weights must be "
+                                         f"non-negative and not all zero")
                     # a pass cut short by early stopping was recorded when it stopped
                     rec = self.trace[-1] if self._stop else self._record(force_heldout=True)
                     info = {"pass": p, **rec}
@@ -284,6 +317,7 @@ class Learner:
 
     def _run_pass(self):
         o = self.opts
+        self._pass_weight = 0.0
         for i, batch in enumerate(self.datasource):
             batch = self._on_model_device(batch)
             if self._is_heldout(i):
@@ -302,6 +336,7 @@ class Learner:
             self._steps += 1
             self._win[0] += ls
             self._win[1] += ws
+            self._pass_weight += ws
             self._count_examples(batch)
             if self.mixins:
                 info = {"loss_sum": ls, "weight_sum": ws, "n_examples": batch.n_examples}
