@@ -154,7 +154,10 @@ def _sources(d: DataOptions, where: str, base: str):
     from roofline import datasources as ds
 
     def resolve(p):
-        return p if os.path.isabs(p) else os.path.join(base, p)
+        full = p if os.path.isabs(p) else os.path.join(base, p)
+        if os.path.isdir(full):
+            raise ValueError(f"{where} [data]: {full} is a directory, not a data file")
+        return full
 
     if d.type == "criteo_like":
         X, y = ds.make_criteo_like_matrix(d.n_examples, seed=d.seed, n_bits=d.n_bits,
@@ -200,6 +203,8 @@ def build_from_config(path):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ValueError(f"{path}: config file not found")
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a directory, not a TOML config file")
     doc = load_toml(path)
     allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver"}
     for key in doc:
@@ -281,6 +286,8 @@ def cmd_train(args) -> int:
         parts["output"] = OutputOptions(dir=args.output)
         resolved["output"] = parts["output"].to_dict()
     out = parts["output"].dir
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"output directory {out} exists and is not a directory")
     os.makedirs(out, exist_ok=True)
     if parts["solver"] is not None:
         return _train_cd(parts, resolved, args.config, out)
@@ -446,7 +453,7 @@ def main(argv=None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, OSError) as e:  # OSError: names the file
         print(f"roofline {args.command}: error: {e}", file=sys.stderr)
         return 2
 
