@@ -440,14 +440,19 @@ class LBFGS(Optimizer):
                 f"L-BFGS did not converge: it stopped on its limits (max_iter="
                 f"{self.opts.max_iter}, {max_fun} passes) after {res.nit} iterations and "
                 f"{res.nfev} passes with projected gradient {pg:.3g} > tol={self.opts.tol:g}; "
-                f"increase max_iter (or max_passes)", ConvergenceWarning, stacklevel=3)
+                f"increase max_iter (or max_passes)", ConvergenceWarning, stacklevel=4)
         else:
-            moved = "" if res.nit else "; the model is still the initial one"
+            if pg <= 1e-6 * max(1.0, abs(float(res.fun))):
+                why = ("the objective is flat to floating-point precision here: tol may be "
+                       "below what the data allow")
+            else:
+                why = ("the features may be badly scaled: rescale them or use "
+                       "precondition='on'") + ("" if res.nit else
+                                               "; the model is still the initial one")
             warnings.warn(
                 f"L-BFGS stopped abnormally after {res.nit} iterations ({res.message}) with "
                 f"projected gradient {pg:.3g} > tol={self.opts.tol:g}: the line search found no "
-                f"decrease{moved}. Rescale the features or use precondition='on'",
-                ConvergenceWarning, stacklevel=3)
+                f"decrease; {why}", ConvergenceWarning, stacklevel=4)
 
 
 def _max_abs_rows(X, out):
