@@ -463,6 +463,7 @@ def _max_abs_rows(X, out):
     if gmat.is_sparse(X):
         if X.nnz == 0:
             return
+        X = gmat.to_device(X, "cpu")  # scipy's row reduction (once per L-BFGS run)
         m = abs(X).max(axis=1).toarray().ravel()
     else:
         m = gmat.get_array_module(X).abs(X).max(axis=1)
