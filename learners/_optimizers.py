@@ -399,7 +399,7 @@ class LBFGS(Optimizer):
         first = [(f0, flat(G, g0))]
         sig = self._sigma(s)
         if sig is not None:
-            sigma = np.concatenate([np.tile(sig, k), np.ones(k)]) if fit_b else np.tile(sig, k)
+            sigma = np.concatenate([np.repeat(sig, k), np.ones(k)]) if fit_b else np.repeat(sig, k)
             logger.info("L-BFGS: preconditioning %d features (largest |value| %.3g)",
                         int((sig > 1).sum()), float(s.max()))
         self.scale = sig

@@ -19,6 +19,7 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression as SkLogisticRegression
 from sklearn.linear_model import Ridge as SkRidge
+from sklearn.multiclass import OneVsRestClassifier
 
 from roofline.datasources import MatSource
 from roofline.learners import (
@@ -80,6 +81,31 @@ def test_logistic_with_a_feature_scaled_by_1e30_reaches_the_optimum():
     acc_ref = SkLogisticRegression().fit(X, y).score(X, y)
     assert m.score(Xs, y) >= acc_ref - 0.01
     assert acc_ref > 0.85
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_one_vs_rest_with_a_feature_scaled_by_1e30_matches_sklearn(sparse):
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((600, 4))
+    y = (X @ rng.standard_normal((4, 3)) + 0.3 * rng.standard_normal((600, 3))).argmax(1)
+    Xs = X.copy()
+    Xs[:, 2] *= 1e30
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = LogisticRegression(tol=1e-8, max_iter=1000).fit(
+            sp.csr_matrix(Xs) if sparse else Xs, y)
+    # reference: scikit-learn's one-vs-rest with feature 2 scaled by 1e4 only (its penalty
+    # 1e-8 times smaller: as good as unpenalised, as it is at 1e30)
+    Xr = X.copy()
+    Xr[:, 2] *= 1e4
+    ref = OneVsRestClassifier(SkLogisticRegression(tol=1e-12, max_iter=5000)).fit(Xr, y)
+    ref_coef = np.vstack([e.coef_[0] for e in ref.estimators_])
+    ref_coef[:, 2] *= 1e4
+    got = m.coef_.copy()
+    got[:, 2] *= 1e30
+    np.testing.assert_allclose(got, ref_coef, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(m.intercept_, [e.intercept_[0] for e in ref.estimators_],
+                               rtol=1e-3, atol=1e-4)
 
 
 def test_ridge_with_a_feature_scaled_by_1e30_matches_sklearn():
