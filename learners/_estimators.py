@@ -238,7 +238,10 @@ def _common_doc(extra=""):
     solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}}
         See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.
     max_iter : int, default=200
-        L-BFGS iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.
+        L-BFGS iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.  An L-BFGS or CD
+        fit that stops on it (or whose line search fails) before meeting ``tol`` warns with
+        :class:`sklearn.exceptions.ConvergenceWarning`; ``adagrad``/``sgd`` always run
+        ``max_iter`` passes (no convergence test).
     tol : float, default=1e-6
         L-BFGS projected-gradient tolerance (mean-loss scale); CD relative duality gap.
     batch_size : int, default=256
