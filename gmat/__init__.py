@@ -87,34 +87,3 @@ __all__ = [
     "to_toml",
     "zeros",
 ]
-
-# --- transitional, removed at integration ------------------------------------------------------
-# The flat names of gmat.cd (``cd_<name>``) and gmat.glm, kept while callers move to the
-# submodules; not in __all__.
-cd_block_apply = cd.block_apply
-cd_block_stats = cd.block_stats
-cd_block_steps = cd.block_steps
-cd_col_sqnorms = cd.col_sqnorms
-cd_conj_sum = cd.conj_sum
-cd_dual_epoch = cd.dual_epoch
-cd_dual_tpa = cd.dual_tpa
-cd_dual_tpa_split = cd.dual_tpa_split
-cd_feature_major = cd.feature_major
-cd_grad = cd.grad
-cd_greedy_pure_blocks = cd.greedy_pure_blocks
-cd_intercept_step = cd.intercept_step
-cd_loss_sum = cd.loss_sum
-cd_matvec = cd.matvec
-cd_matvec_t = cd.matvec_t
-cd_primal_epoch = cd.primal_epoch
-cd_primal_tpa = cd.primal_tpa
-cd_reorder_features = cd.reorder_features
-cd_unit_columns = cd.unit_columns
-FUSED_MAX_NNZ = glm.MAX_NNZ
-GLM_LOSSES = glm.GLM_LOSSES
-FusedWorkspace = glm.FusedWorkspace
-adagrad_glm_step = glm.adagrad_glm_step
-check_glm_labels = glm.check_labels
-glm_adagrad_online_step = glm.glm_adagrad_online_step
-glm_adagrad_step = glm.glm_adagrad_step
-# --- end of the transitional block -------------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline import gmat
+from roofline.gmat import Options, option
 
 from ._cd_problem import (
     LOSS_NAMES,
@@ -35,7 +36,6 @@ from ._cd_problem import (
 )
 from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
 from ._cocoa import fit_distributed
-from ._options import Options, option
 
 __all__ = [
     "CDOptions",
@@ -208,7 +208,7 @@ def fit_glm_cd(
         shared vector, which is re-synchronised exactly after each sub-epoch; the dual's work
         on per-thread replicas whose frequent features they refresh with the others' changes
         every few thousand steps, the rest merged at the end of the sub-epoch, so that no
-        update is lost, see :func:`roofline.gmat.cd_dual_tpa_split`);
+        update is lost, see :func:`roofline.gmat.cd.dual_tpa_split`);
         ``replica``: each thread works against its own copy, and the copies' changes are added
         at the end of the sub-epoch (deterministic).
     adaptive_damping : bool
@@ -349,7 +349,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         if use_dual:
             # features numbered by frequency: the hot entries of v share cache lines, and
             # TPA-SCD tells them by their number (results are unchanged: see cd_reorder_features)
-            X, order, counts = gmat.cd_reorder_features(X)
+            X, order, counts = gmat.cd.reorder_features(X)
             n_hot = n_hot_features(counts, X.shape[1])
             if callback is not None:
                 user_callback = callback

@@ -268,7 +268,7 @@ class GLMProblem:
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
                  primal=True, n_total=None, serial=False):
         self.X = X
-        # a worker thread must not launch numba parallel kernels (see gmat.cd_matvec)
+        # a worker thread must not launch numba parallel kernels (see gmat.cd.matvec)
         self._parallel = not serial
         self.y = y
         self.loss = int(loss_code)
@@ -282,25 +282,25 @@ class GLMProblem:
         self.icpt = float(intercept_scaling) if fit_intercept else 0.0
         self.Xt = None
         if primal:
-            self.Xt = gmat.cd_feature_major(X)
-            self.colsq_primal = gmat.cd_col_sqnorms(self.Xt, parallel=self._parallel)
+            self.Xt = gmat.cd.feature_major(X)
+            self.colsq_primal = gmat.cd.col_sqnorms(self.Xt, parallel=self._parallel)
 
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
         """``z = X^T w + b`` in float64."""
-        return gmat.cd_matvec(self.X, w, out, b, parallel=self._parallel)
+        return gmat.cd.matvec(self.X, w, out, b, parallel=self._parallel)
 
     def xdot(self, a, out=None):
         """``X a`` (a d-vector) in float64."""
         out = np.zeros(self.d) if out is None else out
         out[:] = 0.0
-        return gmat.cd_matvec_t(self.X, a, out)
+        return gmat.cd.matvec_t(self.X, a, out)
 
     def reg(self, w):
         return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
 
     def primal_obj(self, z, w):
-        return (gmat.cd_loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
+        return (gmat.cd.loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
 
     # -- certificates ------------------------------------------------------------------------
     def dual_scale(self, u_inf):
@@ -312,15 +312,15 @@ class GLMProblem:
     def dual_candidate(self, z):
         """``(a, g_b, h_b)``: the dual point ``a = -loss'(z)`` of margins ``z`` and the
         intercept's gradient and curvature sums."""
-        return gmat.cd_grad(z, self.y, self.loss)
+        return gmat.cd.grad(z, self.y, self.loss)
 
     def grad_parts(self, z, cand, b, s):
         """Local sums for the primal certificate over this object's examples:
         ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]``, ``cand`` from
         :meth:`dual_candidate`."""
         a, g_b, h_b = cand
-        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
-                         gmat.cd_conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
+        return np.array([gmat.cd.loss_sum(z, self.y, self.loss),
+                         gmat.cd.conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
 
     def certificate(self, parts, reg, u_sq, b):
         """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
@@ -352,11 +352,11 @@ class GLMProblem:
 
     def dual_obj(self, a, v, conj=None):
         """``D(a)``; ``conj``: ``cd_conj_sum`` of ``a`` when the caller has it."""
-        C = gmat.cd_conj_sum(a, self.y, self.loss) if conj is None else conj
+        C = gmat.cd.conj_sum(a, self.y, self.loss) if conj is None else conj
         return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
 
     def dual_colsq(self):
-        return gmat.cd_col_sqnorms(self.X, parallel=self._parallel)
+        return gmat.cd.col_sqnorms(self.X, parallel=self._parallel)
 
     def dual_primal(self, v):
         """The primal point ``(w, b)`` of the dual vector ``v``."""
@@ -369,8 +369,8 @@ class GLMProblem:
         """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples."""
         w, b = self.dual_primal(v)
         z = self.margins(w, b)
-        return np.array([gmat.cd_loss_sum(z, self.y, self.loss),
-                         gmat.cd_conj_sum(a, self.y, self.loss)])
+        return np.array([gmat.cd.loss_sum(z, self.y, self.loss),
+                         gmat.cd.conj_sum(a, self.y, self.loss)])
 
     def dual_certificate(self, parts, v):
         """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the

@@ -151,10 +151,10 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
     checks = CheckSchedule(check_every, max_iter, feats.size)
 
     def sweep(part, bounds, Z, damp):
-        gmat.cd_primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
+        gmat.cd.primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
 
     def intercept(z, b, damp):
-        return gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss, damp=damp)
+        return gmat.cd.intercept_step(pb.y, z, b, loss=pb.loss, damp=damp)
 
     tpa = dict(sweep=sweep, resync=lambda z, b: pb.margins(w, b, z),
                objective=lambda z: pb.primal_obj(z, w),
@@ -175,9 +175,9 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
                 # (no features occur anywhere: only the intercept moves, once per sweep)
                 n_chunks = max(1, round(_INTERCEPT_STEPS * perm.size / max(feats.size, 1)))
             for chunk in np.array_split(perm, n_chunks):
-                gmat.cd_primal_epoch(A, pb.y, w, z, chunk, **kw)
+                gmat.cd.primal_epoch(A, pb.y, w, z, chunk, **kw)
                 if pb.fit_intercept:
-                    b = gmat.cd_intercept_step(pb.y, z, b, loss=pb.loss)
+                    b = gmat.cd.intercept_step(pb.y, z, b, loss=pb.loss)
         else:
             z, b, P_cur, damp, rejected = tpa_epoch(perm, w, z, b, P_cur, damp, **tpa)
             n_rejected += rejected
@@ -220,9 +220,9 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     Each iteration is one sweep over :func:`sweep_coords` (all examples, or the active
     fraction between full sweeps).
 
-    ``pb.X`` has its features numbered by frequency (:func:`gmat.cd_reorder_features`); the
+    ``pb.X`` has its features numbered by frequency (:func:`gmat.cd.reorder_features`); the
     first ``n_hot`` are the ones whose entries of ``v`` the TPA threads keep in sync
-    (:func:`gmat.cd_dual_tpa_split`).  ``warmup``: the first sweep, from ``a = 0``, runs
+    (:func:`gmat.cd.dual_tpa_split`).  ``warmup``: the first sweep, from ``a = 0``, runs
     at :func:`warmup_factor` times the regularisation.
     """
     X = pb.X
@@ -235,9 +235,9 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     rec = gmat.empty((pb.n, 8), np.float64, order="C")
     rec[:, 0] = a
     rec[:, 1] = pb.y
-    gmat.cd_col_sqnorms(X, rec[:, 2])
+    gmat.cd.col_sqnorms(X, rec[:, 2])
     rec[:, 3] = np.inf  # |change of a_i| at its last visit (inf: none yet)
-    gmat.cd_unit_columns(X, rec[:, 4])
+    gmat.cd.unit_columns(X, rec[:, 4])
     rec[:, 5:] = 0.0  # 5: a before its last TPA step (to discard a sub-epoch); 6, 7 spare
     a, y, colsq, last_step, prev = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 5]
     kw = dict(loss=pb.loss, colsq=colsq, icpt=pb.icpt, unit=rec[:, 4])
@@ -263,7 +263,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     negD_cur = None
     dconj = np.zeros(n_threads)
     if n_threads > 1:
-        state["conj"] = gmat.cd_conj_sum(a, pb.y, pb.loss)
+        state["conj"] = gmat.cd.conj_sum(a, pb.y, pb.loss)
         negD_cur = -pb.dual_obj(a, v, conj=state["conj"])
 
     def sweep(part, bounds, V, damp):
@@ -275,11 +275,11 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
             # every _PUBLISH_EVERY steps (a refresh moves the hot change rows between the
             # cores: at 1M examples one every 1562 steps cost a 2-thread partial sweep ~30%)
             every = int(np.clip(part.size // (8 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
-            state["work"] = gmat.cd_dual_tpa_split(X, y, a, V[0], part, bounds, n_hot=n_hot,
+            state["work"] = gmat.cd.dual_tpa_split(X, y, a, V[0], part, bounds, n_hot=n_hot,
                                                    damp=damp, work=state["work"],
                                                    publish_every=every, **out, **kw)
         else:
-            gmat.cd_dual_tpa(X, y, a, V, part, bounds, damp=damp, **out, **kw)
+            gmat.cd.dual_tpa(X, y, a, V, part, bounds, damp=damp, **out, **kw)
 
     def objective(v):
         state["after"] = state["conj"] + float(dconj.sum())
@@ -302,7 +302,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
         perm = sweep_coords(it, rng, last_step, active_fraction, full_every)
         lam_n_it = lam_first if it == 1 else pb.lam_n
         if n_threads == 1:
-            gmat.cd_dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
+            gmat.cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
         else:
             v, _, negD_cur, damp, rejected = tpa_epoch(perm, a, v, None, negD_cur, damp,
                                                         **tpa)

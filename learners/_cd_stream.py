@@ -133,9 +133,9 @@ def fit_glm_cd_stream(
                     seen[start:stop] = True
                 a = dual[start:stop]  # a view: the kernel updates it in place
                 # serial: the prefetch thread may be running numba parallel kernels of the source
-                colsq = gmat.cd_col_sqnorms(X, parallel=False)
+                colsq = gmat.cd.col_sqnorms(X, parallel=False)
                 perm = rng.permutation(X.shape[1]).astype(np.int64)
-                gmat.cd_dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
+                gmat.cd.dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
                                    icpt=icpt, parallel=False)
             trace.stop()
             if it == 1:
@@ -183,12 +183,12 @@ def _certificate(source, depth, loss_code, dual, y_all, v, lam_n, icpt, n, d):
     L = 0.0
     for _, X, y, start in _chunks(source, depth, loss_code):
         # serial: the prefetch thread may be running numba parallel kernels of the source
-        z = gmat.cd_matvec(X, wf[:d], None, b, parallel=False)
-        L += gmat.cd_loss_sum(z, y, loss_code)
-        gmat.cd_matvec_t(X, dual[start : start + X.shape[1]], v_new[:d])
+        z = gmat.cd.matvec(X, wf[:d], None, b, parallel=False)
+        L += gmat.cd.loss_sum(z, y, loss_code)
+        gmat.cd.matvec_t(X, dual[start : start + X.shape[1]], v_new[:d])
     if icpt:
         v_new[d] = icpt * dual.sum()
     q = 0.5 * float(v @ v) / lam_n
     P = (L + q) / n
-    D = (gmat.cd_conj_sum(dual, y_all, loss_code) - q) / n
+    D = (gmat.cd.conj_sum(dual, y_all, loss_code) - q) / n
     return P, max(P - D, 0.0), v_new

@@ -346,7 +346,7 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
     a = np.zeros(pb.n_local)
 
     def local_solve(v_local, sigma, d_k):
-        gmat.cd_dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
+        gmat.cd.dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
                            loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
                            sigma=sigma, d=d_k, parallel=False)  # a worker thread
 
@@ -380,11 +380,11 @@ def primal_worker(ctx, comms, X_k, y, seed):
 
     def local_solve(z_local, sigma, d_k):
         if pb.d:
-            gmat.cd_primal_epoch(pb.Xt, y, w, z_local, ctx.local_coords(rng, pb.d),
+            gmat.cd.primal_epoch(pb.Xt, y, w, z_local, ctx.local_coords(rng, pb.d),
                                  loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n,
                                  colsq=pb.colsq_primal, sigma=sigma, d=d_k)
         if own_b:
-            state["b"] = gmat.cd_intercept_step(y, z_local, state["b"], loss=pb.loss,
+            state["b"] = gmat.cd.intercept_step(y, z_local, state["b"], loss=pb.loss,
                                                 sigma=sigma, d=d_k)
 
     def exact_check(z):
@@ -426,11 +426,11 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
             feats = block_feats[bi]
             m = feats.size
             stats = np.zeros(2 * m)
-            gmat.cd_block_stats(pb.Xt, y_k, z, feats, stats[:m], stats[m:], loss=pb.loss)
+            gmat.cd.block_stats(pb.Xt, y_k, z, feats, stats[:m], stats[m:], loss=pb.loss)
             stats = world.allreduce(stats)
             delta = np.empty(m)
-            gmat.cd_block_steps(w, feats, stats[:m], stats[m:], delta, l1=pb.l1, lam_n=pb.lam_n)
-            gmat.cd_block_apply(pb.Xt, z, feats, delta)
+            gmat.cd.block_steps(w, feats, stats[:m], stats[m:], delta, l1=pb.l1, lam_n=pb.lam_n)
+            gmat.cd.block_apply(pb.Xt, z, feats, delta)
         if pb.fit_intercept:
             gh = world.allreduce(np.array(pb.dual_candidate(z)[1:]))
             if gh[1] > 0:
@@ -466,11 +466,11 @@ def pure_blocks(X, max_blocks=512):
     blocks : ndarray of int64, shape (n_features,)
         The block of every feature.
     """
-    A = gmat.cd_feature_major(X)
+    A = gmat.cd.feature_major(X)
     nnz = np.diff(A.indptr)
     order = np.argsort(-nnz, kind="stable").astype(np.int64)
     words = -(-max_blocks // 64)
-    blocks, n_used = gmat.cd_greedy_pure_blocks(A, order, words)
+    blocks, n_used = gmat.cd.greedy_pure_blocks(A, order, words)
     if n_used < 0:
         raise ValueError(
             f"X needs more than max_blocks={max_blocks} pure blocks; pass blocks= explicitly "

@@ -40,9 +40,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from roofline import gmat
+from roofline.gmat import Options, option
 
 from ._checkpoint import load_checkpoint, save_checkpoint
-from ._options import Options, option
 
 __all__ = ["Learner", "LearnerOptions", "TrainResult"]
 

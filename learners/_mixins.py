@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._options import Options, option
+from roofline.gmat import Options, option
 
 __all__ = ["L1Regularizer", "L2Regularizer", "MetricsRecorder", "Mixin"]
 

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline import gmat
-
-from ._options import Options, option
+from roofline.gmat import Options, option
 
 __all__ = ["GLM", "GLMOptions", "LOSSES", "Model"]
 

@@ -17,9 +17,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
+from roofline.gmat import Options, option
 
 from ._models import GLM
-from ._options import Options, option
 
 __all__ = [
     "ADAGrad",
@@ -152,10 +152,10 @@ class ADAGrad(Optimizer):
     gradient terms make the step fall back to the unfused path.
 
     For a :class:`GLM` the whole step -- forward product, loss, gradient and update -- is one
-    gmat call (:func:`roofline.gmat.glm_adagrad_step`), one sweep over the minibatch.
+    gmat call (:func:`roofline.gmat.glm.glm_adagrad_step`), one sweep over the minibatch.
 
     With ``online=True`` the model is updated after every example of the minibatch, in order
-    (:func:`roofline.gmat.glm_adagrad_online_step`): Vowpal Wabbit's online ADAGrad, with each
+    (:func:`roofline.gmat.glm.glm_adagrad_online_step`): Vowpal Wabbit's online ADAGrad, with each
     example's gradient taken at the model its predecessors left.  The minibatch is then only
     the unit of data delivery and bookkeeping; ``lr`` is a per-example step (the gradient is not
     averaged over the minibatch), and the training loss reported is VW's progressive validation
@@ -170,7 +170,7 @@ class ADAGrad(Optimizer):
         xp = gmat.get_array_module(model.coef)
         self.sumsq = xp.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
         self.sumsq0 = xp.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
-        self.workspace = gmat.FusedWorkspace()
+        self.workspace = gmat.glm.FusedWorkspace()
 
     def state(self) -> dict:
         return {**super().state(), "sumsq": self.sumsq, "sumsq0": self.sumsq0}
@@ -207,7 +207,7 @@ class ADAGrad(Optimizer):
         return (
             self.opts.fused
             and gmat.is_sparse(batch.X)
-            and batch.X.nnz < gmat.FUSED_MAX_NNZ
+            and batch.X.nnz < gmat.glm.MAX_NNZ
             and all(m.fusable for m in mixins)
         )
 
@@ -216,7 +216,7 @@ class ADAGrad(Optimizer):
             if self.opts.online:
                 raise ValueError(
                     "ADAGrad(online=True) needs fused=True, sparse minibatches of fewer than "
-                    f"{gmat.FUSED_MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
+                    f"{gmat.glm.MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
                     f"(got fused={self.opts.fused}, a {type(batch.X).__name__} minibatch, "
                     f"mixins {[type(m).__name__ for m in mixins]})")
             return super().step(model, batch, mixins, cache)
@@ -229,7 +229,8 @@ class ADAGrad(Optimizer):
             model._check_ready(X)
             y = model._labels(batch.y, X.shape[1])  # values are checked by the step
             fit = model.opts.fit_intercept
-            step = gmat.glm_adagrad_online_step if self.opts.online else gmat.glm_adagrad_step
+            glm = gmat.glm
+            step = glm.glm_adagrad_online_step if self.opts.online else glm.glm_adagrad_step
             loss_sum, weight_sum = step(
                 model.coef, self.sumsq, X, y, loss=model.opts.loss, lr=lr,
                 eps=self.opts.epsilon, w=batch.w, intercept=model.intercept if fit else None,
@@ -249,7 +250,7 @@ class ADAGrad(Optimizer):
                 else gmat.get_array_module(D).empty(D.shape[0], D.dtype)
             np.sum(D, axis=1, out=g0)
             self._step_intercept(model, g0, lr)
-        gmat.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
+        gmat.glm.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
                               l2=l2, l1=l1, workspace=self.workspace)
         self.t += 1
         return loss_sum, weight_sum

@@ -29,7 +29,7 @@ LEVEL = 1e-3
 
 
 def _objective(X, y, w, alpha):
-    z = gmat.cd_matvec(X, np.asarray(w, dtype=np.float64))
+    z = gmat.cd.matvec(X, np.asarray(w, dtype=np.float64))
     return logloss_of_margins(z, y) + 0.5 * alpha * float(w @ w)
 
 

@@ -1,4 +1,4 @@
-"""The fused ADAGrad kernels (kernels/_glm.py) through gmat.adagrad_glm_step, against numpy."""
+"""The fused ADAGrad kernels (kernels/_glm.py) through gmat.glm.adagrad_glm_step, against numpy."""
 
 import numpy as np
 import pytest

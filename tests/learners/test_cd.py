@@ -332,7 +332,7 @@ def test_dual_warmup_raises_the_first_sweeps_regularisation(alpha, monkeypatch):
     monkeypatch.setattr(_cd_solvers, "_WARMUP_MIN_EXAMPLES", 0)  # small data, to follow each sweep
     X, A, y = make_data(task="classification", seed=3, n=400)
     n = X.shape[1]
-    colsq = gmat.cd_col_sqnorms(X)
+    colsq = gmat.cd.col_sqnorms(X)
     ys = np.where(y > 0, 1.0, -1.0)
     lam_n = alpha * n
     factor = min(max(colsq.mean() / lam_n / 2.0, 1.0), 8.0)
@@ -342,7 +342,7 @@ def test_dual_warmup_raises_the_first_sweeps_regularisation(alpha, monkeypatch):
         rng = np.random.default_rng(0)  # the solver's draws: one permutation per sweep
         a, v = np.zeros(n), np.zeros(X.shape[0])
         for it in (1, 2):
-            gmat.cd_dual_epoch(X, ys, a, v, rng.permutation(n).astype(np.int64), loss=1,
+            gmat.cd.dual_epoch(X, ys, a, v, rng.permutation(n).astype(np.int64), loss=1,
                                lam_n=lam_n * (f if it == 1 else 1.0), colsq=colsq)
             res = fit_glm_cd(X, y, max_iter=it, warmup=warmup, **kw)
             np.testing.assert_allclose(res.dual_coef, a, rtol=1e-12, atol=1e-15)

@@ -61,13 +61,15 @@ def test_numpy_scalars_accepted():
 
 
 def test_one_options_system():
-    """Learners, datasources and the compatibility module share gmat's Options."""
+    """Learners and datasources share gmat's Options; there is no second options module."""
+    import importlib.util
+
     from roofline import gmat
     from roofline.datasources import ShuffleOptions
     from roofline.learners import Options
-    from roofline.learners._options import Options as CompatOptions
 
-    assert Options is gmat.Options and CompatOptions is gmat.Options
+    assert Options is gmat.Options
+    assert importlib.util.find_spec("roofline.learners._options") is None
     assert issubclass(GLMOptions, gmat.Options) and issubclass(ShuffleOptions, gmat.Options)
 
 
