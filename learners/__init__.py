@@ -11,8 +11,18 @@ Compose learning BIDMach's way::
 """
 
 from roofline.gmat import Options, option  # the one options system (gmat/_options.py)
+from roofline.gmat.glm import alpha_from_peer, alpha_to_peer  # the one peer conversion
 
+from ._cd import CDOptions, CDResult, fit_glm_cd
+from ._cd_stream import fit_glm_cd_stream
 from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from ._cocoa import (
+    Communicator,
+    InProcessCommunicator,
+    InProcessGroup,
+    check_pure_blocks,
+    pure_blocks,
+)
 from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from ._learner import Learner, LearnerOptions, TrainResult
 from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
@@ -30,19 +40,24 @@ from ._optimizers import (
 __all__ = [
     "ADAGrad",
     "ADAGradOptions",
+    "CDOptions",
+    "CDResult",
     "Checkpoint",
+    "Communicator",
     "GLM",
     "GLMOptions",
+    "InProcessCommunicator",
+    "InProcessGroup",
     "L1Regularizer",
     "L2Regularizer",
     "LBFGS",
     "LBFGSOptions",
     "LOSSES",
     "Learner",
+    "LearnerOptions",
     "LinearRegression",
     "LinearSVC",
     "LogisticRegression",
-    "LearnerOptions",
     "MetricsRecorder",
     "Mixin",
     "Model",
@@ -52,37 +67,13 @@ __all__ = [
     "SGD",
     "SGDOptions",
     "TrainResult",
-    "load_checkpoint",
-    "option",
-    "save_checkpoint",
-]
-
-from ._cd import (  # noqa: E402 (issue 6)
-    CDOptions,
-    CDResult,
-    alpha_from_peer,
-    alpha_to_peer,
-    fit_glm_cd,
-)
-from ._cd_stream import fit_glm_cd_stream  # noqa: E402
-from ._cocoa import (  # noqa: E402
-    Communicator,
-    InProcessCommunicator,
-    InProcessGroup,
-    check_pure_blocks,
-    pure_blocks,
-)
-
-__all__ += [
-    "CDOptions",
-    "CDResult",
-    "Communicator",
-    "InProcessCommunicator",
-    "InProcessGroup",
     "alpha_from_peer",
     "alpha_to_peer",
     "check_pure_blocks",
     "fit_glm_cd",
     "fit_glm_cd_stream",
+    "load_checkpoint",
+    "option",
     "pure_blocks",
+    "save_checkpoint",
 ]

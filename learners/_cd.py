@@ -20,15 +20,10 @@ from roofline import gmat
 from roofline.gmat import Options, option
 
 from ._cd_problem import (
-    LOSS_NAMES,
-    LOSSES,
     SOLVERS,
     CDResult,
     GLMProblem,
     Trace,
-    alpha_from_peer,
-    alpha_to_peer,
-    check_labels,
     check_X,
     positive,
     verbose_logging,
@@ -40,8 +35,6 @@ from ._cocoa import fit_distributed
 __all__ = [
     "CDOptions",
     "CDResult",
-    "alpha_from_peer",
-    "alpha_to_peer",
     "fit_glm_cd",
 ]
 
@@ -158,7 +151,7 @@ def fit_glm_cd(
     loss : {"squared", "logistic", "hinge"}
     alpha : float
         Regularisation strength in *our* scaling (mean loss + ``alpha * R(w)``); convert
-        scikit-learn's / snapml's parameters with :func:`alpha_from_peer`.
+        scikit-learn's / snapml's parameters with :func:`roofline.gmat.glm.alpha_from_peer`.
     penalty : {"l2", "l1"}
     options : CDOptions, optional
         The solver's settings: the arguments below that are fields of :class:`CDOptions`
@@ -270,8 +263,7 @@ def fit_glm_cd(
     if options is not None and not isinstance(options, CDOptions):
         raise TypeError(f"options must be a CDOptions, got {type(options).__name__}")
     settings = {**(options or CDOptions()).to_dict(), **solver_options}
-    if not isinstance(loss, str) or loss not in LOSSES:
-        raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
+    loss = gmat.glm.resolve_loss(loss, allowed=gmat.glm.CD_LOSSES)
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
     solver = settings["solver"]
@@ -280,7 +272,7 @@ def fit_glm_cd(
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
-    loss_code = LOSSES[loss]
+    loss_code = gmat.glm.LOSS_CODES[loss]
     l1 = penalty == "l1"
     if l1 and loss_code == 2:
         raise ValueError("penalty='l1' is not supported with loss='hinge'")
@@ -308,12 +300,19 @@ def fit_glm_cd(
     settings["intercept_scaling"] = positive(settings["intercept_scaling"], "intercept_scaling")
     opts = CDOptions(**settings)  # the remaining checks (types, dual)
     X = check_X(X)
-    y = check_labels(y, loss_code)
+    y = gmat.glm.check_labels(y, loss, margin=True)
     if y.shape[0] != X.shape[1]:
         raise ValueError(
             f"y has {y.shape[0]} entries but X has {X.shape[1]} examples (columns); X must be "
             "(n_features, n_examples)"
         )
+    if coef_init is not None:
+        coef_init = np.asarray(coef_init, dtype=np.float64).ravel()
+        if coef_init.shape[0] != X.shape[0]:
+            raise ValueError(f"coef_init has {coef_init.shape[0]} entries but X has "
+                             f"{X.shape[0]} features (rows)")
+        if not np.isfinite(coef_init).all():
+            raise ValueError("coef_init has non-finite entries")
     with verbose_logging(verbose):
         res = _fit(X, y, loss_code, l1, alpha, penalty, bool(fit_intercept), opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
@@ -379,7 +378,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         else:
             w0 = np.zeros(pb.d)
             if coef_init is not None:
-                w0[:] = np.asarray(coef_init, dtype=np.float64).ravel()
+                w0[:] = coef_init
             w, b, a, it, conv, info = scd_primal(pb, w0, 0.0, **kw)
     return CDResult(
         coef=np.asarray(w, dtype=np.float64),
@@ -394,7 +393,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         check_time=trace.check,
         dual_coef=a,
         solver=solver,
-        loss=LOSS_NAMES[loss_code],
+        loss=gmat.glm.LOSSES[loss_code],
         penalty=penalty,
         alpha=alpha,
         dual=use_dual,

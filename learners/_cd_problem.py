@@ -65,17 +65,12 @@ from sklearn.exceptions import ConvergenceWarning
 from roofline import gmat
 
 __all__ = [
-    "LOSSES",
-    "LOSS_NAMES",
     "SOLVERS",
     "CDResult",
     "CheckSchedule",
     "GLMProblem",
     "Trace",
-    "alpha_from_peer",
-    "alpha_to_peer",
     "check_X",
-    "check_labels",
     "positive",
     "progress_bar",
     "verbose_logging",
@@ -84,56 +79,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LOSSES = {
-    "squared": 0,
-    "least_squares": 0,
-    "logistic": 1,
-    "log": 1,
-    "log_loss": 1,
-    "hinge": 2,
-}
-LOSS_NAMES = {0: "squared", 1: "logistic", 2: "hinge"}
 SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
-
-# ---------------------------------------------------------------------------------------------
-# conversions (the one place where peers' conventions are translated)
-
-_PEERS = {
-    # peer: (function value -> alpha, alpha -> value); n = number of examples
-    "ridge": (lambda a, n: a / n, lambda al, n: al * n),
-    "lasso": (lambda a, n: a, lambda al, n: al),
-    "C": (lambda c, n: 1.0 / (c * n), lambda al, n: 1.0 / (al * n)),
-    "snapml": (lambda r, n: r / n, lambda al, n: al * n),
-}
-
-
-def alpha_from_peer(peer: str, value: float, n_examples: int) -> float:
-    """Our ``alpha`` for a peer's regularisation parameter on ``n_examples`` examples.
-
-    Parameters
-    ----------
-    peer : {"ridge", "lasso", "C", "snapml"}
-        ``"ridge"``: scikit-learn ``Ridge(alpha=value)``; ``"lasso"``: ``Lasso(alpha=value)``;
-        ``"C"``: ``LogisticRegression(C=value)`` / ``LinearSVC(C=value)`` / liblinear;
-        ``"snapml"``: snapml's ``regularizer=value``.
-    value : float
-    n_examples : int
-    """
-    if peer not in _PEERS:
-        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
-    if not value > 0:
-        raise ValueError(f"value must be positive, got {value!r}")
-    return float(_PEERS[peer][0](float(value), int(n_examples)))
-
-
-def alpha_to_peer(peer: str, alpha: float, n_examples: int) -> float:
-    """Inverse of :func:`alpha_from_peer`."""
-    if peer not in _PEERS:
-        raise ValueError(f"peer must be one of {sorted(_PEERS)}, got {peer!r}")
-    if not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
-    return float(_PEERS[peer][1](float(alpha), int(n_examples)))
-
 
 # ---------------------------------------------------------------------------------------------
 # result
@@ -192,31 +138,6 @@ class CDResult:
 
 # ---------------------------------------------------------------------------------------------
 # validation
-
-
-def check_labels(y, loss_code, name="y", single_class_ok=False):
-    """Float64 labels; classifier labels mapped from {0, 1} or {-1, 1} to {-1, +1}."""
-    y = np.asarray(y)
-    if y.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be numeric, got dtype {y.dtype}")
-    y = y.astype(np.float64).ravel()
-    if not np.isfinite(y).all():
-        bad = int(np.flatnonzero(~np.isfinite(y))[0])
-        raise ValueError(f"{name} has a non-finite value {y[bad]} at position {bad}")
-    if loss_code == 0:
-        return y
-    vals = np.unique(y)
-    if vals.size > 2 or not (set(vals.tolist()) <= {-1.0, 1.0} or set(vals.tolist()) <= {0.0, 1.0}):
-        raise ValueError(
-            f"{name} must hold binary labels in {{-1, 1}} or {{0, 1}} for loss="
-            f"{LOSS_NAMES[loss_code]!r}; found values {vals[:5].tolist()}"
-            f"{' ...' if vals.size > 5 else ''}"
-        )
-    if vals.size < 2 and not single_class_ok:
-        raise ValueError(
-            f"{name} holds a single class ({vals[0]:g}); a classifier needs both classes"
-        )
-    return np.where(y > 0, 1.0, -1.0)
 
 
 def check_X(X, name="X"):

@@ -20,10 +20,8 @@ import numpy as np
 from roofline import gmat
 
 from ._cd_problem import (
-    LOSSES,
     CDResult,
     Trace,
-    check_labels,
     positive,
     verbose_logging,
     warn_not_converged,
@@ -44,7 +42,8 @@ def _chunks(source, depth, loss_code):
         gmat.check_csc(X, f"minibatch {i} X")
         if mb.y is None:
             raise ValueError(f"minibatch {i} of {source!r} has no labels (y is None)")
-        y = check_labels(mb.y, loss_code, name=f"minibatch {i} y", single_class_ok=True)
+        y = gmat.glm.check_labels(mb.y, gmat.glm.LOSSES[loss_code], name=f"minibatch {i} y",
+                                   single_class_ok=True, margin=True)
         yield i, X, y, int(mb.start)
 
 
@@ -87,9 +86,8 @@ def fit_glm_cd_stream(
         ``dual_coef`` holds the dual variables of all examples.
     """
     t_start = time.perf_counter()
-    if not isinstance(loss, str) or loss not in LOSSES:
-        raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
-    loss_code = LOSSES[loss]
+    loss = gmat.glm.resolve_loss(loss, allowed=gmat.glm.CD_LOSSES)
+    loss_code = gmat.glm.LOSS_CODES[loss]
     alpha = positive(alpha, "alpha")
     tol = positive(tol, "tol")
     max_iter = positive(max_iter, "max_iter", integer=True)

@@ -161,3 +161,13 @@ def test_all_zero_features_with_an_intercept(solver, kw, loss):
     np.testing.assert_array_equal(res.coef, np.zeros(5))
     expected = 0.75 if loss == "squared" else np.log(3.0)
     assert res.intercept == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.zeros(3), "coef_init has 3 entries but X has 20 features"),
+    (np.full(20, np.nan), "coef_init has non-finite entries"),
+])
+def test_coef_init_is_checked_and_named(bad, match):
+    X, y = _data(n=200, d=20)
+    with pytest.raises(ValueError, match=match):
+        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=False, coef_init=bad)
