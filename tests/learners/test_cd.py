@@ -191,13 +191,14 @@ def test_tpa_damping_turns_divergence_into_convergence(dual):
 
 
 def test_conversions_round_trip():
-    for peer, value in [("ridge", 3.0), ("lasso", 0.2), ("C", 0.7), ("snapml", 5.0)]:
+    for peer, value in [("ridge", 3.0), ("lasso", 0.2), ("C", 0.7), ("snapml", 5.0),
+                        ("vw", 1e-6)]:
         a = alpha_from_peer(peer, value, 1000)
         assert alpha_to_peer(peer, a, 1000) == pytest.approx(value)
     assert alpha_from_peer("C", 2.0, 100) == pytest.approx(1 / 200)
     assert alpha_from_peer("ridge", 2.0, 100) == pytest.approx(0.02)
     with pytest.raises(ValueError, match="peer"):
-        alpha_from_peer("vw", 1.0, 10)
+        alpha_from_peer("liblinear", 1.0, 10)
 
 
 def test_result_object():
