@@ -1,8 +1,60 @@
-"""Communicators: Kylix sparse allreduce over TCP, a disk-simulated cluster, MPI.
+"""Communicators: the interface, Kylix sparse all-reduce, and its backends.
 
-Not implemented yet.  The coordinate-descent solvers already talk through the small
-``Communicator`` interface of :mod:`roofline.learners` (in-process implementation); the
-transports of this package will implement it.
+A :class:`Communicator` joins ``size`` ranks that call the same collectives in the same order:
+dense :meth:`~Communicator.allreduce`, sparse :meth:`~Communicator.sparse_allreduce` and its
+reusable :meth:`~Communicator.sparse_plan` (Kylix's configuration done once), ``broadcast``,
+``gather``, ``allgather``, ``barrier`` and ``split``.  :class:`KylixCommunicator` implements all
+of them over any point-to-point :class:`Transport`; the backends are transports:
+
+* ``threads``: :class:`QueueGroup` (ranks are threads of one process); the CD workers'
+  :class:`InProcessGroup` reduces dense vectors in shared memory.
+
+Example::
+
+    from roofline.comm import KylixCommunicator, QueueGroup, run_in_threads
+
+    group = QueueGroup(4)
+
+    def work(rank):
+        comm = KylixCommunicator(group.transport(rank))
+        plan = comm.sparse_plan(indices[rank])       # configured once
+        return plan.reduce(values[rank])             # sums over the 4 ranks at indices[rank]
+
+    sums = run_in_threads(work, 4, [group])
 """
 
-__all__: list[str] = []
+from ._base import (
+    CommError,
+    CommTimeoutError,
+    Communicator,
+    MessageError,
+    PeerError,
+    SparsePlan,
+    Transport,
+)
+from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
+from ._threads import (
+    InProcessCommunicator,
+    InProcessGroup,
+    QueueGroup,
+    QueueTransport,
+    run_in_threads,
+)
+
+__all__ = [
+    "CommError",
+    "CommTimeoutError",
+    "Communicator",
+    "InProcessCommunicator",
+    "InProcessGroup",
+    "KylixCommunicator",
+    "KylixPlan",
+    "MessageError",
+    "PeerError",
+    "QueueGroup",
+    "QueueTransport",
+    "SparsePlan",
+    "Transport",
+    "kylix_degrees",
+    "run_in_threads",
+]

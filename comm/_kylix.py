@@ -1,0 +1,526 @@
+"""Kylix: a nested, heterogeneous-degree butterfly for sparse and dense all-reduce.
+
+Zhao & Canny, "Kylix: A Sparse Allreduce for Commodity Clusters" (ICPP 2014); BIDMat's
+``comm/{Machine,Layer,Groups}.java``.
+
+The network
+-----------
+``size = k_1 * k_2 * ... * k_L`` nodes (the *degrees*, decreasing down the layers).  Rank ``r``
+has the mixed-radix digits ``d_l(r) = (r // c_l) % k_l`` with ``c_l = k_1 ... k_{l-1}``; at layer
+``l`` it exchanges with the ``k_l`` nodes that differ from it in digit ``l`` only (its *group*).
+An index ``i`` has the digits ``(i // c_l) % k_l`` (BIDMat's ``Partitioner``): at layer ``l``
+each node sends to group member ``j`` the indices whose digit ``l`` is ``j``, so after the last
+layer node ``r`` holds exactly the indices ``i`` with ``i = r (mod size)`` in mixed radix.  The
+stages are *nested*: a node only forwards the union of what it received, so features that
+collide (power-law data) travel once per layer, and the volume shrinks down the layers.
+
+Phases
+------
+configuration (once per :class:`KylixPlan`)
+    route each node's contributed index set and its wanted index set down the layers; every
+    receiver takes the union of what arrives and keeps, per sender, the map of the sender's list
+    into the union.
+reduce-down
+    values travel the same routes and are summed into the unions, in group-member order
+    ``j = 0, 1, ..., k_l - 1`` (a fixed order: the result is bit-identical on every rank and on
+    every backend with the same degrees; each sum is computed once, at the index's owner).
+reduce-up
+    the owners send back, layer by layer in reverse, only the values each node asked for.
+
+The per-node work is vectorised numpy (``np.unique``, ``searchsorted``, fancy-index adds with
+precomputed maps); ``plan.reduce`` does only gathers, scatter-adds and the messages.
+
+Dense ``allreduce`` uses the same network with implicit indices (a strided slice per layer:
+reduce-scatter down, all-gather up).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import struct
+import threading
+
+import numpy as np
+
+from ._base import (
+    CommError,
+    Communicator,
+    MessageError,
+    SparsePlan,
+    Transport,
+    as_host,
+)
+
+__all__ = ["KylixCommunicator", "KylixPlan", "kylix_degrees"]
+
+logger = logging.getLogger(__name__)
+
+#: Smallest message worth sending on its own (bytes); BIDMat's rule keeps packets above it.
+MIN_PACKET = 64 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# degrees
+
+
+def _factors(n):
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
+                  min_packet: int = MIN_PACKET) -> tuple[int, ...]:
+    """Layer degrees for ``n_nodes`` nodes: decreasing, product ``n_nodes``.
+
+    BIDMat's rule (``Groups.getGroupSizes``): as few layers as keep every message above the
+    minimum efficient packet size.  A node of ``nnz`` contributed entries (``itemsize`` bytes
+    each: an index and a value) sends about ``nnz / k`` entries to each of the ``k`` members of
+    its first group; the first degree is the largest divisor of ``n_nodes`` (made of its prime
+    factors, largest first) that keeps ``nnz * itemsize / k >= min_packet``, and the remaining
+    factors form the lower layers, again greedily, so that the degrees decrease.
+
+    Parameters
+    ----------
+    n_nodes : int
+    nnz : int, optional
+        Entries per node; without it every node sends to every other in one layer (degrees
+        ``(n_nodes,)``) when ``n_nodes <= 16``, else layers of about ``sqrt`` size.
+    itemsize : int
+        Bytes per entry on the wire.
+    min_packet : int
+        The smallest efficient message (bytes).
+
+    Returns
+    -------
+    tuple of int
+        ``()`` for one node.
+    """
+    n_nodes = int(n_nodes)
+    if n_nodes < 1:
+        raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
+    if n_nodes == 1:
+        return ()
+    primes = sorted(_factors(n_nodes), reverse=True)
+    if nnz is None:
+        max_k = n_nodes if n_nodes <= 16 else max(2, int(math.isqrt(n_nodes)))
+    else:
+        max_k = max(2, int(nnz) * int(itemsize) // max(int(min_packet), 1))
+    degrees = []
+    remaining = primes
+    budget = max_k
+    while remaining:
+        # greedy: multiply primes (largest first) while the product stays within budget
+        k, rest = 1, []
+        for p in remaining:
+            if k * p <= budget or k == 1:
+                k *= p
+            else:
+                rest.append(p)
+        degrees.append(k)
+        remaining = rest
+        budget = k  # lower layers no larger than the one above (degrees decrease)
+    degrees.sort(reverse=True)
+    return tuple(degrees)
+
+
+def _check_degrees(degrees, size):
+    degrees = tuple(int(k) for k in degrees)
+    if any(k < 2 for k in degrees) or math.prod(degrees) != size:
+        raise ValueError(f"degrees {degrees} must be integers >= 2 whose product is the "
+                         f"number of ranks {size}")
+    return degrees
+
+
+# ---------------------------------------------------------------------------------------------
+# wire encoding of arrays (a small header: dtype, shape)
+
+_HDR = struct.Struct("<4sB")
+
+
+def _encode(a: np.ndarray):
+    """``[header, data]`` buffers of a C-contiguous array (no copy of the data)."""
+    a = np.ascontiguousarray(a)
+    head = _HDR.pack(a.dtype.str.encode().ljust(4), a.ndim) + struct.pack(
+        f"<{a.ndim}q", *a.shape)
+    return [head, memoryview(a.reshape(-1)).cast("B")]
+
+
+def _decode(buf) -> np.ndarray:
+    mv = memoryview(buf)
+    if len(mv) < _HDR.size:
+        raise MessageError(f"array message of {len(mv)} bytes is shorter than its header")
+    code, ndim = _HDR.unpack_from(mv, 0)
+    off = _HDR.size + 8 * ndim
+    shape = struct.unpack_from(f"<{ndim}q", mv, _HDR.size)
+    try:
+        dtype = np.dtype(code.rstrip(b" ").decode())
+    except (TypeError, UnicodeDecodeError) as e:
+        raise MessageError(f"array message with an unknown dtype {code!r}") from e
+    n = math.prod(shape) * dtype.itemsize
+    if len(mv) - off != n:
+        raise MessageError(f"array message of shape {shape} {dtype} carries {len(mv) - off} "
+                           f"bytes, expected {n}")
+    return np.frombuffer(mv[off:], dtype=dtype).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# the node-local steps (pure functions; no communication)
+
+
+def _digits(x, cum, k):
+    return (x // cum) % k
+
+
+def _split_by_digit(idx, cum, k):
+    """``(parts, sels)``: the sorted ``idx`` split by digit, and the positions of each part."""
+    dig = _digits(idx, cum, k)
+    order = np.argsort(dig, kind="stable")
+    bounds = np.searchsorted(dig[order], np.arange(k + 1))
+    sels = [order[bounds[j]:bounds[j + 1]] for j in range(k)]
+    return [idx[s] for s in sels], sels
+
+
+def _union(received):
+    """The sorted union of the received index lists and each list's map into it."""
+    allidx = np.concatenate(received) if received else np.zeros(0, np.int64)
+    union = np.unique(allidx)
+    return union, [np.searchsorted(union, r) for r in received]
+
+
+class _Layer:
+    """The configured routes of one layer on one node."""
+
+    __slots__ = ("k", "cum", "members", "sels", "maps", "n_union", "wsels", "wmaps", "n_wunion")
+
+    def __init__(self, k, cum, members):
+        self.k, self.cum, self.members = k, cum, members
+
+
+def _members(rank, cum, k):
+    d = (rank // cum) % k
+    return [rank + (j - d) * cum for j in range(k)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+class KylixPlan(SparsePlan):
+    """A configured sparse all-reduce (see :meth:`KylixCommunicator.sparse_plan`).
+
+    Attributes
+    ----------
+    indices, want : ndarray of int64
+    n_union : list of int
+        Size of the union this node holds after each layer (the Kylix shape, per node).
+    """
+
+    def __init__(self, comm: KylixCommunicator, indices, want):
+        self.comm = comm
+        self.indices = np.asarray(indices, dtype=np.int64).ravel()
+        self.want = self.indices if want is None else np.asarray(want, np.int64).ravel()
+        for name, a in (("indices", self.indices), ("want", self.want)):
+            if a.size and a.min() < 0:
+                raise ValueError(f"{name} must be non-negative, got {int(a.min())}")
+        self._uidx, self._inv = np.unique(self.indices, return_inverse=True)
+        self._uwant, self._winv = np.unique(self.want, return_inverse=True)
+        self.layers = []
+        self.n_union = []
+        comm._configure(self)
+
+    def reduce(self, values):
+        values, back = as_host(values)
+        if values.shape[:1] != self.indices.shape:
+            raise ValueError(f"values has {values.shape[0] if values.ndim else 0} rows but the "
+                             f"plan has {self.indices.shape[0]} indices")
+        if values.dtype.kind not in "fiu":
+            raise TypeError(f"values must be numeric, got dtype {values.dtype}")
+        return back(self.comm._reduce(self, values))
+
+    def __repr__(self):
+        return (f"<KylixPlan rank={self.comm.rank} size={self.comm.size} "
+                f"indices={self.indices.size} want={self.want.size} unions={self.n_union}>")
+
+
+# ---------------------------------------------------------------------------------------------
+# the communicator
+
+
+class KylixCommunicator(Communicator):
+    """A :class:`~roofline.comm.Communicator` over any :class:`~roofline.comm.Transport`,
+    reducing through a Kylix butterfly.
+
+    Parameters
+    ----------
+    transport : Transport
+    degrees : sequence of int, optional
+        Layer degrees (product ``transport.size``); default :func:`kylix_degrees`.
+    backend : str
+        Name reported as :attr:`backend` (default: the transport's ``backend`` attribute).
+    tag : int
+        Tag namespace of this communicator on the transport (split communicators get their own).
+    """
+
+    def __init__(self, transport: Transport, degrees=None, *, backend: str | None = None,
+                 tag: int = 0):
+        self.transport = transport
+        self.rank = int(transport.rank)
+        self.size = int(transport.size)
+        self.backend = backend or getattr(transport, "backend", "kylix")
+        self.shares_process = bool(getattr(transport, "shares_process", False))
+        self.degrees = (kylix_degrees(self.size) if degrees is None
+                        else _check_degrees(degrees, self.size))
+        self._tag = int(tag)
+        self._splits = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        self.stats = {"calls": 0, "bytes_sent": 0, "messages": 0,
+                      "layers": [{"bytes_sent": 0, "messages": 0} for _ in self.degrees]}
+
+    # -- messaging ------------------------------------------------------------------------
+    def _send(self, peer, bufs, layer=None):
+        n = sum(memoryview(b).nbytes for b in bufs)
+        self.stats["bytes_sent"] += n
+        self.stats["messages"] += 1
+        if layer is not None:
+            self.stats["layers"][layer]["bytes_sent"] += n
+            self.stats["layers"][layer]["messages"] += 1
+        self.transport.send(peer, self._tag, bufs)
+
+    def _recv(self, peer):
+        return self.transport.recv(peer, self._tag)
+
+    def _send_array(self, peer, a, layer=None):
+        self._send(peer, _encode(a), layer)
+
+    def _recv_array(self, peer):
+        return _decode(self._recv(peer))
+
+    def _exchange(self, layer, lay: _Layer, outgoing):
+        """Send ``outgoing[j]`` to member ``j`` and return what each member sent (own part kept
+        locally); staggered order as in BIDMat (send to ``(d + i) % k``, receive from
+        ``(d - i) % k``) so no pair of nodes waits on each other."""
+        k, me = lay.k, lay.members.index(self.rank)
+        incoming = [None] * k
+        incoming[me] = outgoing[me]
+        for i in range(1, k):
+            self._send_array(lay.members[(me + i) % k], outgoing[(me + i) % k], layer)
+        for i in range(1, k):
+            j = (me - i) % k
+            incoming[j] = self._recv_array(lay.members[j])
+        return incoming
+
+    # -- sparse ---------------------------------------------------------------------------
+    def sparse_plan(self, indices, want=None) -> KylixPlan:
+        self._check_open()
+        return KylixPlan(self, as_host(indices)[0], None if want is None else as_host(want)[0])
+
+    def _configure(self, plan: KylixPlan):
+        self.stats["calls"] += 1
+        cur, wcur = plan._uidx, plan._uwant
+        cum = 1
+        for layer, k in enumerate(self.degrees):
+            lay = _Layer(k, cum, _members(self.rank, cum, k))
+            parts, lay.sels = _split_by_digit(cur, cum, k)
+            wparts, lay.wsels = _split_by_digit(wcur, cum, k)
+            # one message per member carries both lists: [len(part), part..., want part...]
+            out = [np.concatenate(([p.size], p, w)).astype(np.int64)
+                   for p, w in zip(parts, wparts, strict=True)]
+            got = self._exchange(layer, lay, out)
+            recv = [g[1:1 + int(g[0])] for g in got]
+            wrecv = [g[1 + int(g[0]):] for g in got]
+            cur, lay.maps = _union(recv)
+            wcur, lay.wmaps = _union(wrecv)
+            lay.n_union, lay.n_wunion = cur.size, wcur.size
+            plan.layers.append(lay)
+            plan.n_union.append(int(cur.size))
+            cum *= k
+        # the bottom: wanted owner indices in the reduced union (absent ones are zero)
+        pos = np.searchsorted(cur, wcur)
+        pos = np.minimum(pos, max(cur.size - 1, 0))
+        found = (cur.size > 0) & (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
+        plan._final = (pos, found)
+        plan._n_bottom = cur.size
+
+    def _reduce(self, plan: KylixPlan, values):
+        self._check_open()
+        self.stats["calls"] += 1
+        tail = values.shape[1:]
+        acc = np.zeros((plan._uidx.size, *tail), values.dtype)
+        if plan._uidx.size == plan.indices.size:  # no duplicates: a permutation
+            acc[plan._inv] = values
+        else:
+            np.add.at(acc, plan._inv, values)  # duplicates of a rank summed, in order
+        for layer, lay in enumerate(plan.layers):
+            got = self._exchange(layer, lay, [acc[s] for s in lay.sels])
+            for g in got:
+                if g.dtype != values.dtype or g.shape[1:] != tail:
+                    raise CommError(f"sparse reduce mismatch at layer {layer}: rank "
+                                    f"{self.rank} has values {values.dtype}{tail}, a peer "
+                                    f"sent {g.dtype}{g.shape[1:]}")
+            acc = np.zeros((lay.n_union, *tail), values.dtype)
+            # group-member order: the same on every rank and backend
+            for m, g in zip(lay.maps, got, strict=True):
+                acc[m] += g
+        pos, found = plan._final
+        res = np.zeros((pos.size, *tail), values.dtype)
+        if acc.shape[0]:
+            res[found] = acc[pos[found]]
+        for layer in range(len(plan.layers) - 1, -1, -1):
+            lay = plan.layers[layer]
+            got = self._exchange(layer, lay, [res[m] for m in lay.wmaps])
+            prev = np.zeros((sum(s.size for s in lay.wsels), *tail), values.dtype)
+            for s, g in zip(lay.wsels, got, strict=True):
+                prev[s] = g
+            res = prev
+        return res[plan._winv]
+
+    # -- dense ----------------------------------------------------------------------------
+    def allreduce(self, x, op="sum"):
+        self._check_op(op)
+        self._check_open()
+        x, back = as_host(x)
+        self.stats["calls"] += 1
+        shape = x.shape
+        flat = x.reshape(-1).copy()
+        if self.size == 1:
+            return back(flat.reshape(shape))
+        views = [flat]  # the strided slice this node reduces at each layer
+        cum = 1
+        for layer, k in enumerate(self.degrees):
+            lay = _Layer(k, cum, _members(self.rank, cum, k))
+            cur = views[-1]
+            got = self._exchange(layer, lay, [cur[j::k] for j in range(k)])
+            me = lay.members.index(self.rank)
+            red = got[0].copy()
+            if red.shape != cur[me::k].shape or any(g.shape != red.shape for g in got):
+                raise CommError(f"allreduce shape mismatch at layer {layer} on rank {self.rank}")
+            for g in got[1:]:
+                if op == "sum":
+                    red += g
+                else:
+                    np.maximum(red, g, out=red)
+            cur[me::k] = red
+            views.append(cur[me::k])
+            cum *= k
+        cum = math.prod(self.degrees)
+        for layer in range(len(self.degrees) - 1, -1, -1):
+            k = self.degrees[layer]
+            cum //= k
+            lay = _Layer(k, cum, _members(self.rank, cum, k))
+            cur = views[layer]
+            me = lay.members.index(self.rank)
+            got = self._exchange(layer, lay, [cur[me::k]] * k)
+            for j in range(k):
+                cur[j::k] = got[j]
+        return back(flat.reshape(shape))
+
+    # -- objects --------------------------------------------------------------------------
+    def _pack_obj(self, x):
+        if isinstance(x, np.ndarray):
+            return [b"A", *_encode(x)]
+        return [b"P", pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)]
+
+    @staticmethod
+    def _unpack_obj(buf):
+        mv = memoryview(buf)
+        kind = bytes(mv[:1])
+        if kind == b"A":
+            return _decode(mv[1:]).copy()
+        if kind == b"P":
+            return pickle.loads(mv[1:])
+        raise MessageError(f"object message of unknown kind {kind!r}")
+
+    def broadcast(self, x, root=0):
+        self._check_open()
+        self._check_root(root)
+        if self.rank == root:
+            host, back = as_host(x) if _is_array(x) else (x, lambda y: y)
+            for r in range(self.size):
+                if r != root:
+                    self._send(r, self._pack_obj(host))
+            return back(host.copy()) if isinstance(host, np.ndarray) else x
+        out = self._unpack_obj(self._recv(root))
+        return _like(x, out)
+
+    def gather(self, x, root=0):
+        self._check_open()
+        self._check_root(root)
+        host = as_host(x)[0] if _is_array(x) else x
+        if self.rank != root:
+            self._send(root, self._pack_obj(host))
+            return None
+        return [x if r == root else _like(x, self._unpack_obj(self._recv(r)))
+                for r in range(self.size)]
+
+    def allgather(self, x):
+        got = self.gather(x, root=0)
+        return self.broadcast(got, root=0)
+
+    def barrier(self):
+        self.allgather(None)
+
+    def split(self, color, key=None):
+        self._check_open()
+        key = self.rank if key is None else key
+        everyone = self.allgather((int(color), key, self.rank))
+        self._splits += 1
+        members = [r for c, kk, r in sorted(everyone, key=lambda t: (t[1], t[2]))
+                   if c == int(color)]
+        sub = _SubTransport(self.transport, members)
+        tag = hash((self._tag, self._splits, int(color))) & 0x7FFFFFFF
+        return KylixCommunicator(sub, backend=self.backend, tag=tag)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self):
+        if not self._closed:
+            self._closed = True
+            if not isinstance(self.transport, _SubTransport):
+                self.transport.close()
+
+    def _check_open(self):
+        if self._closed:
+            raise CommError(f"{self!r} is closed")
+
+    def _check_root(self, root):
+        if not 0 <= int(root) < self.size:
+            raise ValueError(f"root must be in [0, {self.size}), got {root}")
+
+
+def _is_array(x):
+    return isinstance(x, np.ndarray) or type(x).__module__.split(".")[0] == "cupy"
+
+
+def _like(x, y):
+    """``y`` as ``x``'s array kind when ``x`` is a cupy array (the receiving rank's kind)."""
+    if isinstance(y, np.ndarray) and type(x).__module__.split(".")[0] == "cupy":
+        return as_host(x)[1](y)
+    return y
+
+
+class _SubTransport(Transport):
+    """The ranks ``members`` of a parent transport, renumbered ``0 .. len(members) - 1``."""
+
+    def __init__(self, parent: Transport, members):
+        self.parent = parent
+        self.members = list(members)
+        self.rank = self.members.index(parent.rank)
+        self.size = len(self.members)
+        self.timeout = parent.timeout
+        self.shares_process = parent.shares_process
+        self.backend = getattr(parent, "backend", "kylix")
+
+    def send(self, peer, tag, payload):
+        self.parent.send(self.members[peer], tag, payload)
+
+    def recv(self, peer, tag):
+        return self.parent.recv(self.members[peer], tag)

@@ -1,0 +1,250 @@
+"""The in-process backend: ranks are threads of this process.
+
+Two pieces:
+
+* :class:`QueueGroup` / :class:`QueueTransport`: a :class:`~roofline.comm.Transport` whose
+  messages are byte copies put on per-(sender, receiver, tag) queues.  A
+  :class:`~roofline.comm.KylixCommunicator` over it runs the same butterfly, in the same
+  order, as over TCP or MPI, so its results are bit-identical to theirs.
+* :class:`InProcessGroup` / :class:`InProcessCommunicator`: the CD workers' group, whose dense
+  all-reduce is one shared-memory reduction in rank order computed by the last rank to arrive
+  (``O(size * len(x))`` in all, ``O(len(x))`` per rank); its other collectives go through
+  Kylix over a :class:`QueueGroup`.
+
+The numba kernels release the GIL, so worker threads really run in parallel.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+
+import numpy as np
+
+from ._base import CommTimeoutError, Communicator, PeerError, Transport, as_host
+from ._kylix import KylixCommunicator
+
+__all__ = [
+    "InProcessCommunicator",
+    "InProcessGroup",
+    "QueueGroup",
+    "QueueTransport",
+    "run_in_threads",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class QueueGroup:
+    """``size`` in-process ranks exchanging byte messages (one :class:`QueueTransport` each).
+
+    Parameters
+    ----------
+    size : int
+    timeout : float
+        Seconds a receive waits before :class:`~roofline.comm.CommTimeoutError`.
+    """
+
+    def __init__(self, size: int, timeout: float = 600.0):
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = int(size)
+        self.timeout = float(timeout)
+        self._cv = threading.Condition()
+        self._queues = collections.defaultdict(collections.deque)
+        self._aborted = None
+
+    def transport(self, rank: int) -> QueueTransport:
+        return QueueTransport(self, rank)
+
+    def abort(self, reason: str = "aborted", peer: int | None = None):
+        """Wake every waiting rank with a :class:`~roofline.comm.PeerError`."""
+        with self._cv:
+            self._aborted = (reason, peer)
+            self._cv.notify_all()
+
+
+class QueueTransport(Transport):
+    """One rank of a :class:`QueueGroup`."""
+
+    backend = "threads"
+    shares_process = True
+
+    def __init__(self, group: QueueGroup, rank: int):
+        if not 0 <= rank < group.size:
+            raise ValueError(f"rank {rank} outside [0, {group.size})")
+        self.group, self.rank, self.size = group, int(rank), group.size
+        self.timeout = group.timeout
+
+    def send(self, peer, tag, payload):
+        bufs = payload if isinstance(payload, (list, tuple)) else [payload]
+        data = b"".join(bufs)
+        g = self.group
+        with g._cv:
+            g._queues[(self.rank, peer, tag)].append(data)
+            g._cv.notify_all()
+
+    def recv(self, peer, tag):
+        g = self.group
+        key = (peer, self.rank, tag)
+        deadline = time.monotonic() + self.timeout
+        with g._cv:
+            while True:
+                q = g._queues.get(key)
+                if q:
+                    return q.popleft()
+                if g._aborted is not None:
+                    reason, who = g._aborted
+                    raise PeerError(f"rank {self.rank}: the group was aborted ({reason}) while "
+                                    f"waiting for rank {peer}", peer if who is None else who)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CommTimeoutError(f"rank {self.rank}: no message from rank {peer} "
+                                           f"within {self.timeout:g} s", peer)
+                g._cv.wait(left)
+
+
+class InProcessGroup:
+    """A group of ``size`` threads of this process (the CD workers' group).
+
+    Parameters
+    ----------
+    size : int
+    timeout : float
+        Seconds a rank waits for the others before the group is declared broken
+        (``threading.BrokenBarrierError``): a failed worker never hangs the others.
+    name : str
+    """
+
+    def __init__(self, size: int, timeout: float = 600.0, name: str = "group"):
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = int(size)
+        self.name = name
+        self._barrier = threading.Barrier(self.size, action=self._reduce, timeout=timeout)
+        self._done = threading.Barrier(self.size, timeout=timeout)
+        self._slots = [None] * self.size
+        self._ops = [None] * self.size
+        self._result = None
+        self.queues = QueueGroup(self.size, timeout=timeout)
+        self.stats = {"calls": 0, "bytes": 0}
+
+    def communicator(self, rank: int) -> InProcessCommunicator:
+        return InProcessCommunicator(self, rank)
+
+    def abort(self):
+        self._barrier.abort()
+        self._done.abort()
+        self.queues.abort(f"{self.name} aborted")
+
+    def _reduce(self):
+        """The reduction of the deposited slots in rank order (run once per call)."""
+        op = self._ops[0]
+        out = self._slots[0].copy()
+        for r in range(1, self.size):
+            if self._ops[r] != op:
+                raise ValueError(f"allreduce op mismatch in {self.name}: rank 0 asked "
+                                 f"{op!r}, rank {r} {self._ops[r]!r}")
+            if self._slots[r].shape != out.shape:
+                raise ValueError(
+                    f"allreduce shape mismatch in {self.name}: rank 0 sent {out.shape}, "
+                    f"rank {r} sent {self._slots[r].shape}"
+                )
+            if op == "sum":
+                out += self._slots[r]
+            else:
+                np.maximum(out, self._slots[r], out=out)
+        self._result = out
+
+
+class InProcessCommunicator(Communicator):
+    """One rank of an :class:`InProcessGroup`: dense all-reduce in shared memory (rank order),
+    the other collectives through Kylix over the group's queues.
+
+    ``stats`` keeps the CD workers' counters ``calls`` and ``bytes`` (bytes this rank
+    contributed to dense all-reduces) beside Kylix's per-layer counters.
+    """
+
+    backend = "threads"
+    shares_process = True
+
+    def __init__(self, group: InProcessGroup, rank: int):
+        if not 0 <= rank < group.size:
+            raise ValueError(f"rank {rank} outside [0, {group.size})")
+        self.group = group
+        self.rank = int(rank)
+        self.size = group.size
+        self._kylix = KylixCommunicator(group.queues.transport(rank), backend="threads")
+        self.stats = {"calls": 0, "bytes": 0, "kylix": self._kylix.stats}
+
+    def allreduce(self, x, op="sum"):
+        self._check_op(op)
+        x, back = as_host(x)
+        g = self.group
+        if g.size == 1:  # nothing crosses a link
+            return back(x.copy())
+        self.stats["calls"] += 1
+        self.stats["bytes"] += x.nbytes
+        if self.rank == 0:
+            g.stats["calls"] += 1
+            g.stats["bytes"] += x.nbytes * self.size
+        g._slots[self.rank] = x
+        g._ops[self.rank] = op
+        g._barrier.wait()  # the last rank to arrive reduces (InProcessGroup._reduce)
+        out = g._result.copy()
+        g._done.wait()  # nobody deposits the next call's slots before everyone has copied
+        return back(out)
+
+    def sparse_plan(self, indices, want=None):
+        return self._kylix.sparse_plan(indices, want)
+
+    def broadcast(self, x, root=0):
+        return self._kylix.broadcast(x, root)
+
+    def gather(self, x, root=0):
+        return self._kylix.gather(x, root)
+
+    def allgather(self, x):
+        return self._kylix.allgather(x)
+
+    def barrier(self):
+        self._kylix.barrier()
+
+    def split(self, color, key=None):
+        return self._kylix.split(color, key)
+
+
+def run_in_threads(fn, size, groups=()):
+    """Run ``fn(rank)`` for ``rank in range(size)`` in threads; return the results by rank.
+
+    The first exception of any rank aborts ``groups`` (so the others stop waiting) and is
+    re-raised here.
+    """
+    results = [None] * size
+    errors = [None] * size
+
+    def target(r):
+        try:
+            results[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            errors[r] = e
+            for g in groups:
+                g.abort()
+
+    if size == 1:
+        target(0)
+    else:
+        threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    secondary = (threading.BrokenBarrierError, PeerError)
+    first = [e for e in errors if e is not None and not isinstance(e, secondary)]
+    if first:
+        raise first[0]
+    if any(e is not None for e in errors):
+        raise errors[[e is not None for e in errors].index(True)]
+    return results
