@@ -10,19 +10,18 @@ Compose learning BIDMach's way::
     learner.train()
 """
 
+from roofline.comm import (  # re-exported for compatibility: they live in roofline.comm
+    Communicator,
+    InProcessCommunicator,
+    InProcessGroup,
+)
 from roofline.gmat import Options, option  # the one options system (gmat/_options.py)
 from roofline.gmat.glm import alpha_from_peer, alpha_to_peer  # the one peer conversion
 
 from ._cd import CDOptions, CDResult, fit_glm_cd
 from ._cd_stream import fit_glm_cd_stream
 from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from ._cocoa import (
-    Communicator,
-    InProcessCommunicator,
-    InProcessGroup,
-    check_pure_blocks,
-    pure_blocks,
-)
+from ._cocoa import check_pure_blocks, pure_blocks
 from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from ._learner import Learner, LearnerOptions, TrainResult
 from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin

@@ -28,177 +28,26 @@ are those of sequential block coordinate descent whatever ``K`` is.
 
 from __future__ import annotations
 
-import abc
 import logging
-import threading
 import time
 
 import numpy as np
 
 from roofline import gmat
+from roofline.comm import InProcessGroup, run_in_threads
 
 from ._cd_problem import GLMProblem
 
 __all__ = [
-    "Communicator",
-    "InProcessCommunicator",
-    "InProcessGroup",
     "check_pure_blocks",
     "dual_worker",
     "fit_distributed",
     "primal_worker",
     "pure_block_worker",
     "pure_blocks",
-    "run_in_threads",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------------------------------
-# communication
-
-
-class Communicator(abc.ABC):
-    """What a CD worker needs from the communication tier: an all-reduce over a group.
-
-    Attributes
-    ----------
-    rank : int
-        This worker's index in the group, ``0 <= rank < size``.
-    size : int
-        Number of workers in the group.
-    stats : dict
-        ``{"calls": int, "bytes": int}`` counted on this rank (bytes it contributes; a group
-        of one communicates nothing and counts nothing).
-    """
-
-    rank: int
-    size: int
-
-    @abc.abstractmethod
-    def allreduce(self, x: np.ndarray, op: str = "sum") -> np.ndarray:
-        """Element-wise ``op`` (``"sum"`` or ``"max"``) of ``x`` over the group, returned as a
-        new array, bit-identical on every rank (reduction in rank order)."""
-
-
-class InProcessGroup:
-    """A group of ``size`` threads of this process that all-reduce through shared memory.
-
-    Each all-reduce is computed once, in rank order, by the last rank to arrive (the barrier's
-    action), and every rank copies the result: a call costs ``O(size * len(x))`` in all,
-    ``O(len(x))`` per rank, whatever the group's size.
-
-    Parameters
-    ----------
-    size : int
-    timeout : float
-        Seconds a rank waits for the others before the group is declared broken
-        (``threading.BrokenBarrierError``): a failed worker never hangs the others.
-    name : str
-    """
-
-    def __init__(self, size: int, timeout: float = 600.0, name: str = "group"):
-        if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
-        self.size = int(size)
-        self.name = name
-        self._barrier = threading.Barrier(self.size, action=self._reduce, timeout=timeout)
-        self._done = threading.Barrier(self.size, timeout=timeout)
-        self._slots = [None] * self.size
-        self._ops = [None] * self.size
-        self._result = None
-        self.stats = {"calls": 0, "bytes": 0}
-
-    def communicator(self, rank: int) -> InProcessCommunicator:
-        return InProcessCommunicator(self, rank)
-
-    def abort(self):
-        self._barrier.abort()
-        self._done.abort()
-
-    def _reduce(self):
-        """The reduction of the deposited slots in rank order (run once per call)."""
-        op = self._ops[0]
-        out = self._slots[0].copy()
-        for r in range(1, self.size):
-            if self._ops[r] != op:
-                raise ValueError(f"allreduce op mismatch in {self.name}: rank 0 asked "
-                                 f"{op!r}, rank {r} {self._ops[r]!r}")
-            if self._slots[r].shape != out.shape:
-                raise ValueError(
-                    f"allreduce shape mismatch in {self.name}: rank 0 sent {out.shape}, "
-                    f"rank {r} sent {self._slots[r].shape}"
-                )
-            if op == "sum":
-                out += self._slots[r]
-            else:
-                np.maximum(out, self._slots[r], out=out)
-        self._result = out
-
-
-class InProcessCommunicator(Communicator):
-    """One rank of an :class:`InProcessGroup`."""
-
-    def __init__(self, group: InProcessGroup, rank: int):
-        if not 0 <= rank < group.size:
-            raise ValueError(f"rank {rank} outside [0, {group.size})")
-        self.group = group
-        self.rank = int(rank)
-        self.size = group.size
-        self.stats = {"calls": 0, "bytes": 0}
-
-    def allreduce(self, x, op="sum"):
-        if op not in ("sum", "max"):
-            raise ValueError(f"op must be 'sum' or 'max', got {op!r}")
-        x = np.ascontiguousarray(x)
-        g = self.group
-        if g.size == 1:  # nothing crosses a link
-            return x.copy()
-        self.stats["calls"] += 1
-        self.stats["bytes"] += x.nbytes
-        if self.rank == 0:
-            g.stats["calls"] += 1
-            g.stats["bytes"] += x.nbytes * self.size
-        g._slots[self.rank] = x
-        g._ops[self.rank] = op
-        g._barrier.wait()  # the last rank to arrive reduces (InProcessGroup._reduce)
-        out = g._result.copy()
-        g._done.wait()  # nobody deposits the next call's slots before everyone has copied
-        return out
-
-
-def run_in_threads(fn, size, groups=()):
-    """Run ``fn(rank)`` for ``rank in range(size)`` in threads; return the results by rank.
-
-    The first exception of any rank aborts ``groups`` (so the others stop waiting) and is
-    re-raised here.
-    """
-    results = [None] * size
-    errors = [None] * size
-
-    def target(r):
-        try:
-            results[r] = fn(r)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            errors[r] = e
-            for g in groups:
-                g.abort()
-
-    if size == 1:
-        target(0)
-    else:
-        threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(size)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    first = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
-    if first:
-        raise first[0]
-    if any(e is not None for e in errors):
-        raise errors[[e is not None for e in errors].index(True)]
-    return results
 
 
 class _Hierarchy:
