@@ -8,6 +8,13 @@ of them over any point-to-point :class:`Transport`; the backends are transports:
 
 * ``threads``: :class:`QueueGroup` (ranks are threads of one process); the CD workers'
   :class:`InProcessGroup` reduces dense vectors in shared memory.
+* ``tcp``: ``TCPTransport`` (``roofline.comm._tcp``), a mesh of sockets set up through a
+  :class:`Coordinator`; ``python -m roofline.comm.launch -n K script.py`` starts K ranks.
+* ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi``, imported lazily): MPI's own dense
+  collectives, Kylix over MPI point-to-point for the sparse ones.
+
+:func:`from_environment` returns the right one for how the script was started (alone: a group
+of one), and :func:`run` runs a function on K ranks from Python or IPython.
 
 Example::
 
@@ -32,7 +39,9 @@ from ._base import (
     SparsePlan,
     Transport,
 )
+from ._env import from_environment, run
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
+from ._launch import Coordinator, launch
 from ._threads import (
     InProcessCommunicator,
     InProcessGroup,
@@ -45,6 +54,7 @@ __all__ = [
     "CommError",
     "CommTimeoutError",
     "Communicator",
+    "Coordinator",
     "InProcessCommunicator",
     "InProcessGroup",
     "KylixCommunicator",
@@ -55,6 +65,9 @@ __all__ = [
     "QueueTransport",
     "SparsePlan",
     "Transport",
+    "from_environment",
     "kylix_degrees",
+    "launch",
+    "run",
     "run_in_threads",
 ]

@@ -113,8 +113,10 @@ class Transport(abc.ABC):
     shares_process: bool = False
 
     @abc.abstractmethod
-    def send(self, peer: int, tag: int, payload) -> None:
-        """Send ``payload`` (bytes-like) to ``peer`` under ``tag``."""
+    def send(self, peer: int, tag: int, payload, layer: int = 0xFFFF) -> None:
+        """Send ``payload`` (bytes-like, or a list of bytes-like sent as their concatenation)
+        to ``peer`` under ``tag``; ``layer`` (the Kylix layer, informational) may be carried in
+        the message header."""
 
     @abc.abstractmethod
     def recv(self, peer: int, tag: int) -> bytes | memoryview:

@@ -294,7 +294,7 @@ class KylixCommunicator(Communicator):
         if layer is not None:
             self.stats["layers"][layer]["bytes_sent"] += n
             self.stats["layers"][layer]["messages"] += 1
-        self.transport.send(peer, self._tag, bufs)
+        self.transport.send(peer, self._tag, bufs, 0xFFFF if layer is None else layer)
 
     def _recv(self, peer):
         return self.transport.recv(peer, self._tag)
@@ -519,8 +519,8 @@ class _SubTransport(Transport):
         self.shares_process = parent.shares_process
         self.backend = getattr(parent, "backend", "kylix")
 
-    def send(self, peer, tag, payload):
-        self.parent.send(self.members[peer], tag, payload)
+    def send(self, peer, tag, payload, layer=0xFFFF):
+        self.parent.send(self.members[peer], tag, payload, layer)
 
     def recv(self, peer, tag):
         return self.parent.recv(self.members[peer], tag)

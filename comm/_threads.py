@@ -78,7 +78,7 @@ class QueueTransport(Transport):
         self.group, self.rank, self.size = group, int(rank), group.size
         self.timeout = group.timeout
 
-    def send(self, peer, tag, payload):
+    def send(self, peer, tag, payload, layer=0xFFFF):
         bufs = payload if isinstance(payload, (list, tuple)) else [payload]
         data = b"".join(bufs)
         g = self.group

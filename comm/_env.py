@@ -1,0 +1,177 @@
+"""``from_environment()``: the communicator for however this script was started, and ``run``
+for interactive users."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+from ._base import CommError, Communicator
+from ._kylix import KylixCommunicator
+from ._launch import ENV_COORD, ENV_RANK, ENV_SIZE, ENV_TIMEOUT, ENV_TOKEN, Coordinator
+from ._threads import QueueGroup, run_in_threads
+
+__all__ = ["from_environment", "run"]
+
+logger = logging.getLogger(__name__)
+
+#: Variables that MPI process managers set in every rank (MPICH/Hydra, PMIx, Open MPI, SLURM's
+#: PMI2 under srun with --mpi).
+_MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def from_environment(*, timeout: float | None = None, degrees=None) -> Communicator:
+    """The communicator of this process: under Roofline's launcher a TCP Kylix communicator,
+    under ``mpiexec`` (or ``srun``) an MPI one, otherwise a group of one.
+
+    One script therefore runs unchanged alone, under ``python -m roofline.comm.launch -n K``
+    and under ``mpiexec -n K``.
+
+    Parameters
+    ----------
+    timeout : float, optional
+        Seconds a rank waits for a peer (default: the launcher's, else 600).
+    degrees : sequence of int, optional
+        Kylix layer degrees.
+    """
+    env = os.environ
+    if ENV_COORD in env:
+        from ._tcp import tcp_communicator
+
+        try:
+            rank, size = int(env[ENV_RANK]), int(env[ENV_SIZE])
+            host, port = env[ENV_COORD].rsplit(":", 1)
+            token = bytes.fromhex(env[ENV_TOKEN])
+        except (KeyError, ValueError) as e:
+            raise CommError(f"the launcher's environment is incomplete or malformed ({e}); "
+                            f"start workers with python -m roofline.comm.launch") from e
+        t = float(env.get(ENV_TIMEOUT, 600.0)) if timeout is None else timeout
+        comm = tcp_communicator(rank, size, (host, int(port)), token, degrees=degrees, timeout=t)
+        logger.info("rank %d of %d over TCP (degrees %s)", rank, size, comm.degrees)
+        return comm
+    if any(v in env for v in _MPI_VARS):
+        from ._mpi import MPICommunicator
+
+        comm = MPICommunicator(degrees=degrees, timeout=600.0 if timeout is None else timeout)
+        logger.info("rank %d of %d over MPI", comm.rank, comm.size)
+        return comm
+    return KylixCommunicator(QueueGroup(1).transport(0), backend="single")
+
+
+def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path):
+    from ._tcp import tcp_communicator
+
+    try:
+        with tcp_communicator(rank, size, coord, token, timeout=timeout) as comm:
+            out = ("ok", fn(comm, *args, **kwargs))
+    except BaseException as e:  # noqa: BLE001 - sent back to the caller
+        out = ("error", f"{type(e).__name__}: {e}")
+    with open(result_path, "wb") as f:
+        pickle.dump(out, f)
+
+
+def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
+        timeout: float = 120.0) -> list:
+    """Run ``fn(comm, *args, **kwargs)`` on ``n`` ranks and return the results by rank.
+
+    Parameters
+    ----------
+    fn : callable
+        For ``"tcp"`` and ``"mpi"`` it runs in other processes: it must be importable (defined
+        in a module, not in ``__main__`` of an interactive session), and its arguments and
+        result picklable.
+    n : int
+    backend : {"threads", "tcp", "mpi"}
+        ``"threads"``: threads of this process (Kylix over in-process queues); ``"tcp"``: ``n``
+        local processes joined by Kylix over TCP; ``"mpi"``: ``mpiexec -n n`` (the one beside
+        this Python, from the mpich wheel).
+    timeout : float
+        Seconds a rank waits for a peer; the whole run is bounded by a few times this.
+
+    Raises
+    ------
+    CommError
+        When a rank fails: the message names the rank and its error.
+    """
+    kwargs = kwargs or {}
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if backend == "threads":
+        group = QueueGroup(n, timeout=timeout)
+
+        def one(r):
+            with KylixCommunicator(group.transport(r), backend="threads") as comm:
+                return fn(comm, *args, **kwargs)
+
+        return run_in_threads(one, n, [group])
+    if backend == "tcp":
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        coord = Coordinator(n, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="roofline-run-") as tmp:
+            paths = [os.path.join(tmp, f"rank{r}.pkl") for r in range(n)]
+            procs = [ctx.Process(target=_tcp_worker, daemon=True,
+                                 args=(r, n, coord.address, coord.token, timeout, fn, args,
+                                       kwargs, paths[r])) for r in range(n)]
+            try:
+                for p in procs:
+                    p.start()
+                for p in procs:
+                    p.join(timeout * 3)
+            finally:
+                for p in procs:
+                    if p.is_alive():
+                        p.kill()
+                        p.join()
+                coord.close()
+            return _collect(paths, [p.exitcode for p in procs])
+    if backend == "mpi":
+        return _run_mpi(fn, n, args, kwargs, timeout)
+    raise ValueError(f"backend must be 'threads', 'tcp' or 'mpi', got {backend!r}")
+
+
+def _collect(paths, codes):
+    results, errors = [], []
+    for r, path in enumerate(paths):
+        try:
+            with open(path, "rb") as f:
+                status, value = pickle.load(f)
+        except FileNotFoundError:
+            status, value = "error", f"the process died (exit code {codes[r]})"
+        if status == "ok":
+            results.append(value)
+        else:
+            results.append(None)
+            errors.append(f"rank {r}: {value}")
+    if errors:
+        raise CommError("; ".join(errors))
+    return results
+
+
+def mpiexec() -> str:
+    """The ``mpiexec`` beside this Python (the mpich wheel's), else the one on ``PATH``."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else "mpiexec"
+
+
+def _run_mpi(fn, n, args, kwargs, timeout):
+    with tempfile.TemporaryDirectory(prefix="roofline-run-") as tmp:
+        job = os.path.join(tmp, "job.pkl")
+        with open(job, "wb") as f:
+            pickle.dump((fn, args, kwargs, timeout), f)
+        cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "roofline.comm._mpi_worker", job]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 3)
+        except subprocess.TimeoutExpired as e:
+            raise CommError(f"mpiexec -n {n} did not finish within {timeout * 3:g} s") from e
+        paths = [os.path.join(tmp, f"rank{r}.pkl") for r in range(n)]
+        try:
+            return _collect(paths, [proc.returncode] * n)
+        except CommError as e:
+            raise CommError(f"{e}\nmpiexec output:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}") \
+                from None

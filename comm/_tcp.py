@@ -1,0 +1,303 @@
+"""Kylix over TCP: a full mesh of sockets between the ranks of one job.
+
+Each rank listens on a port the operating system chooses (port 0) and registers it with the
+job's coordinator (:mod:`roofline.comm._launch`), which hands every rank the addresses of all
+others.  Rank ``r`` connects to every lower rank and accepts the higher ones; the first message
+on a connection is a handshake carrying the job token and the sender's rank.  A connection with
+foreign bytes or another job's token is refused and logged, and the job goes on; a second
+connection claiming a rank already connected is refused (the first one wins).
+
+One reader thread per connection checks every frame (:mod:`roofline.comm._framing`) and queues
+its payload by tag; :meth:`TCPTransport.recv` waits on that queue with the transport's timeout.
+A peer whose connection ends (a dead process) makes every receive from it raise
+:class:`~roofline.comm.PeerError` naming it; a corrupted frame raises
+:class:`~roofline.comm.MessageError` and is never delivered.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import socket
+import threading
+import time
+
+from ._base import CommError, CommTimeoutError, MessageError, PeerError, Transport
+from ._framing import (
+    KIND_DATA,
+    KIND_HELLO,
+    NO_LAYER,
+    pack_header,
+    read_header,
+    read_payload,
+)
+from ._kylix import KylixCommunicator
+
+__all__ = ["TCPTransport", "listen", "register", "tcp_communicator"]
+
+logger = logging.getLogger(__name__)
+
+_SOCKBUF = 4 << 20
+
+
+def _tune(sock):
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKBUF)
+        except OSError:  # pragma: no cover - capped by the kernel
+            pass
+
+
+def listen(host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket on a port the OS chooses (``SO_REUSEADDR``: reusable at once)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, 0))
+    s.listen(128)
+    return s
+
+
+def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: float):
+    """Register ``rank`` listening at ``address`` with the coordinator; returns the addresses
+    of every rank (a list of ``(host, port)``), once all have registered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c = socket.create_connection(coord, timeout=max(deadline - time.monotonic(), 0.1))
+            break
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise CommTimeoutError(f"rank {rank}: cannot reach the coordinator at "
+                                       f"{coord[0]}:{coord[1]} ({e})") from e
+            time.sleep(0.05)
+    with c:
+        c.settimeout(max(deadline - time.monotonic(), 0.1))
+        msg = {"token": token.hex(), "rank": rank, "host": address[0], "port": address[1]}
+        c.sendall((json.dumps(msg) + "\n").encode())
+        try:
+            line = c.makefile("rb").readline()
+        except TimeoutError as e:
+            raise CommTimeoutError(f"rank {rank}: the coordinator did not answer within "
+                                   f"{timeout:g} s (did every rank start?)") from e
+    if not line:
+        raise CommError(f"rank {rank}: the coordinator closed the connection")
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise CommError(f"rank {rank}: refused by the coordinator: {reply.get('error')}")
+    return [tuple(a) for a in reply["addresses"]]
+
+
+class TCPTransport(Transport):
+    """One rank's sockets to every other rank of a job.
+
+    Parameters
+    ----------
+    rank, size : int
+    token : bytes
+        The 16-byte job token.
+    listener : socket.socket
+        This rank's listening socket (its address is ``addresses[rank]``).
+    addresses : list of (host, port)
+        Every rank's listening address.
+    timeout : float
+        Seconds a receive (and the connection set-up) waits.
+    """
+
+    backend = "tcp"
+    shares_process = False
+
+    def __init__(self, rank, size, token, listener, addresses, timeout=60.0):
+        self.rank, self.size = int(rank), int(size)
+        self.token = bytes(token)
+        if len(self.token) != 16:
+            raise ValueError("token must be 16 bytes")
+        self.timeout = float(timeout)
+        self._listener = listener
+        self._socks = [None] * self.size
+        self._send_locks = [threading.Lock() for _ in range(self.size)]
+        self._cv = threading.Condition()
+        self._queues = collections.defaultdict(collections.deque)
+        self._dead = {}  # peer -> exception
+        self._closed = False
+        self._threads = []
+        self._accepter = threading.Thread(target=self._accept_loop, daemon=True,
+                                          name=f"roofline-accept-{rank}")
+        self._accepter.start()
+        deadline = time.monotonic() + self.timeout
+        for peer in range(self.rank):
+            self._connect(peer, tuple(addresses[peer]), deadline)
+        with self._cv:
+            while any(self._socks[p] is None for p in range(self.rank + 1, self.size)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [p for p in range(self.rank + 1, self.size) if self._socks[p] is None]
+                    self.close()
+                    raise CommTimeoutError(f"rank {self.rank}: ranks {missing} did not connect "
+                                           f"within {self.timeout:g} s", missing[0])
+                self._cv.wait(left)
+
+    # -- connection set-up ----------------------------------------------------------------
+    def _connect(self, peer, addr, deadline):
+        while True:
+            try:
+                s = socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.1))
+                break
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise CommTimeoutError(f"rank {self.rank}: cannot connect to rank {peer} at "
+                                           f"{addr[0]}:{addr[1]} ({e})", peer) from e
+                time.sleep(0.02)
+        _tune(s)
+        s.settimeout(None)
+        hello = pack_header(KIND_HELLO, self.token, self.rank, peer, [])
+        s.sendall(hello)
+        self._attach(peer, s)
+
+    def _accept_loop(self):
+        while not self._closed:
+            try:
+                s, addr = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._handshake, args=(s, addr), daemon=True).start()
+
+    def _handshake(self, s, addr):
+        try:
+            s.settimeout(min(self.timeout, 10.0))
+            kind, sender, target, _, _, _ = read_header(s, self.token)
+            if kind != KIND_HELLO or target != self.rank:
+                raise MessageError(f"unexpected handshake (kind {kind}, for rank {target})")
+            if not self.rank < sender < self.size:
+                raise MessageError(f"a handshake from rank {sender}, outside "
+                                   f"({self.rank}, {self.size})")
+            with self._cv:
+                if self._socks[sender] is not None:
+                    raise MessageError(f"a second connection claiming rank {sender} (the first "
+                                       "one is kept)")
+            _tune(s)
+            s.settimeout(None)
+            self._attach(sender, s)
+        except (MessageError, PeerError, OSError) as e:
+            logger.warning("rank %d: refused a connection from %s:%s: %s", self.rank, addr[0],
+                           addr[1], e)
+            s.close()
+
+    def _attach(self, peer, s):
+        with self._cv:
+            self._socks[peer] = s
+            self._cv.notify_all()
+        t = threading.Thread(target=self._reader, args=(peer, s), daemon=True,
+                             name=f"roofline-recv-{self.rank}<-{peer}")
+        self._threads.append(t)
+        t.start()
+
+    # -- the reader ---------------------------------------------------------------------------
+    def _reader(self, peer, s):
+        try:
+            while True:
+                kind, _, tag, length, crc, _ = read_header(s, self.token, peer, expect_sender=peer)
+                payload = read_payload(s, length, crc, peer, tag)
+                with self._cv:
+                    self._queues[(peer, tag)].append(payload)
+                    self._cv.notify_all()
+        except (PeerError, OSError) as e:
+            err = PeerError(f"rank {self.rank}: rank {peer} is gone (its connection ended: "
+                            f"{e})", peer)
+        except MessageError as e:
+            err = MessageError(f"rank {self.rank}: {e}")
+        if self._closed:
+            return
+        # a peer that finished and closed looks the same as a dead one until someone waits on
+        # it: recv() raises then; a corrupted stream is worth a warning at once
+        (logger.warning if isinstance(err, MessageError) else logger.debug)("%s", err)
+        with self._cv:
+            self._dead[peer] = err
+            self._cv.notify_all()
+
+    # -- Transport --------------------------------------------------------------------------
+    def send(self, peer, tag, payload, layer=NO_LAYER):
+        bufs = list(payload) if isinstance(payload, (list, tuple)) else [payload]
+        if peer == self.rank:
+            with self._cv:
+                self._queues[(peer, tag)].append(b"".join(bufs))
+                self._cv.notify_all()
+            return
+        s = self._socks[peer]
+        if s is None or peer in self._dead:
+            raise PeerError(f"rank {self.rank}: no connection to rank {peer}", peer)
+        bufs = [memoryview(b).cast("B") for b in bufs]
+        head = pack_header(KIND_DATA, self.token, self.rank, tag, bufs, layer)
+        try:
+            with self._send_locks[peer]:
+                _sendall(s, [head, *bufs])
+        except OSError as e:
+            raise PeerError(f"rank {self.rank}: sending to rank {peer} failed ({e}); is it "
+                            "alive?", peer) from e
+
+    def recv(self, peer, tag):
+        key = (peer, tag)
+        deadline = time.monotonic() + self.timeout
+        with self._cv:
+            while True:
+                q = self._queues.get(key)
+                if q:
+                    return q.popleft()
+                if peer in self._dead:
+                    raise self._dead[peer]
+                if self._closed:
+                    raise CommError(f"rank {self.rank}: the transport is closed")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CommTimeoutError(f"rank {self.rank}: no message from rank {peer} "
+                                           f"within {self.timeout:g} s", peer)
+                self._cv.wait(left)
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        for s in self._socks:
+            if s is not None:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+        with self._cv:
+            self._cv.notify_all()
+
+
+def _sendall(sock, bufs):
+    """``sendmsg`` of the buffers until all bytes are out (no concatenation copy)."""
+    bufs = [b for b in bufs if memoryview(b).nbytes]
+    while bufs:
+        n = sock.sendmsg(bufs[:512])
+        while n:
+            m = memoryview(bufs[0]).nbytes
+            if n >= m:
+                n -= m
+                bufs.pop(0)
+            else:
+                bufs[0] = memoryview(bufs[0])[n:]
+                n = 0
+
+
+def tcp_communicator(rank, size, coord, token, *, degrees=None, timeout=60.0,
+                     host="127.0.0.1") -> KylixCommunicator:
+    """Join a TCP job: listen, register with the coordinator at ``coord = (host, port)``,
+    connect to every peer, and return a :class:`~roofline.comm.KylixCommunicator`."""
+    lst = listen(host)
+    try:
+        addresses = register(tuple(coord), token, rank, lst.getsockname(), timeout)
+    except BaseException:
+        lst.close()
+        raise
+    transport = TCPTransport(rank, size, token, lst, addresses, timeout)
+    return KylixCommunicator(transport, degrees, backend="tcp")

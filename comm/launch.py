@@ -1,0 +1,31 @@
+"""``python -m roofline.comm.launch -n K [--timeout S] script.py ARGS``: run a script as K ranks.
+
+Each rank calls :func:`roofline.comm.from_environment` to get its communicator.  The exit code
+is non-zero if any rank fails (that rank's output, prefixed ``[rank r]``, shows why); no worker
+process outlives the launcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._launch import launch
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m roofline.comm.launch",
+                                description="Run a script as K ranks of one Roofline job.")
+    p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds a rank waits for a peer (default 120)")
+    p.add_argument("script", help="the Python script every rank runs")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    a = p.parse_args(argv)
+    if a.nprocs < 1:
+        p.error(f"-n must be >= 1, got {a.nprocs}")
+    return launch(a.nprocs, [a.script, *a.args], timeout=a.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
