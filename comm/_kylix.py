@@ -92,8 +92,9 @@ def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
     ----------
     n_nodes : int
     nnz : int, optional
-        Entries per node; without it every node sends to every other in one layer (degrees
-        ``(n_nodes,)``) when ``n_nodes <= 16``, else layers of about ``sqrt`` size.
+        Entries per node.  Without it, or when even two-way splits make messages smaller
+        than ``min_packet``, every node sends to every other in one layer when
+        ``n_nodes <= 16``, else in layers of about ``sqrt(n_nodes)``.
     itemsize : int
         Bytes per entry on the wire.
     min_packet : int
@@ -110,7 +111,9 @@ def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
     if n_nodes == 1:
         return ()
     primes = sorted(_factors(n_nodes), reverse=True)
-    if nnz is None:
+    if nnz is None or int(nnz) * int(itemsize) < 2 * int(min_packet):
+        # no size, or messages below the packet size whatever the split: latency dominates,
+        # so few layers (one all-to-all for small groups, about sqrt(n) otherwise)
         max_k = n_nodes if n_nodes <= 16 else max(2, int(math.isqrt(n_nodes)))
     else:
         max_k = max(2, int(nnz) * int(itemsize) // max(int(min_packet), 1))

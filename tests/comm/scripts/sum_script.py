@@ -3,6 +3,8 @@
 the sparse all-reduce against the numpy sum of every rank's vector as JSON on one line."""
 
 import json
+import os
+import signal
 import sys
 
 import numpy as np
@@ -10,9 +12,15 @@ import numpy as np
 from roofline.comm import from_environment
 
 
+EMPTY = int(sys.argv[sys.argv.index("--empty-rank") + 1]) if "--empty-rank" in sys.argv else -1
+DIE = int(sys.argv[sys.argv.index("--die-rank") + 1]) if "--die-rank" in sys.argv else -1
+
+
 def contribution(rank, n_features=5000, seed=0):
     rng = np.random.default_rng(seed + rank)
     idx = np.unique((rng.zipf(1.2, size=2000) - 1) % n_features)
+    if rank == EMPTY:  # a rank with no data
+        idx = idx[:0]
     return idx.astype(np.int64), rng.normal(size=idx.size)
 
 
@@ -21,6 +29,8 @@ def main():
     with comm:
         idx, val = contribution(comm.rank)
         got = comm.sparse_allreduce(idx, val)
+        if comm.rank == DIE:  # dies between two collectives, as a crashed worker would
+            os.kill(os.getpid(), signal.SIGKILL)
         dense = comm.allreduce(np.arange(10.0) * (comm.rank + 1))
         ref = np.zeros(5000)
         for r in range(comm.size):
