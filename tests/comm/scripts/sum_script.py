@@ -11,7 +11,6 @@ import numpy as np
 
 from roofline.comm import from_environment
 
-
 EMPTY = int(sys.argv[sys.argv.index("--empty-rank") + 1]) if "--empty-rank" in sys.argv else -1
 DIE = int(sys.argv[sys.argv.index("--die-rank") + 1]) if "--die-rank" in sys.argv else -1
 
