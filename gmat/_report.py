@@ -72,11 +72,59 @@ class PrimitiveTiming:
 
 @dataclass
 class RooflineReport:
-    """A machine roofline and a table of primitive timings; ``str()`` prints both."""
+    """A machine roofline and a table of primitive timings; ``str()`` prints both.
+
+    Attributes
+    ----------
+    machine : MachineRoofline
+        This machine's measured ceilings.
+    rows : list of PrimitiveTiming
+        One row per primitive and ``k`` (empty for a machine-only report).
+    data : str
+        A description of the data the rows were timed on.
+
+    Examples
+    --------
+    >>> from roofline import gmat
+    >>> S = gmat.powerlaw_csc(4096, 2000, 10, random_state=0)
+    >>> report = gmat.roofline_report(S, ks=(1,), repeat=1)
+    >>> [r.primitive for r in report.rows]
+    ['A*S', 'A*S^T', 'SDDMM']
+    """
 
     machine: MachineRoofline
     rows: list
     data: str = ""
+
+    def plot(self, ax=None, *, peers: bool = True, path=None):
+        """Draw the machine's roofline with each primitive under it (BIDMach's Fig. 1).
+
+        Log-log axes: arithmetic intensity (flops per compulsory byte) against achieved
+        gflop/s.  The black line is the roofline (the bandwidth slope, then the flops
+        ceiling); each row is a filled marker at its intensity and gflop/s, its peer a hollow
+        one.  Needs matplotlib (``pip install 'roofline[plot]'``).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on; a new figure by default.
+        peers : bool, default True
+            Also place the peers (scipy.sparse / numpy).
+        path : str or path-like, optional
+            Also save the figure there (format from the extension).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        Raises
+        ------
+        ImportError
+            When matplotlib is not installed.
+        """
+        from ._plot import plot_roofline
+
+        return plot_roofline(self, ax, peers=peers, path=path)
 
     def __str__(self) -> str:
         lines = [str(self.machine)]

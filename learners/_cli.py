@@ -289,8 +289,12 @@ def cmd_train(args) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"output directory {out} exists and is not a directory")
     os.makedirs(out, exist_ok=True)
+    if args.plot is not None:  # fail before training, not after it
+        from roofline.gmat._plot import require_matplotlib
+
+        require_matplotlib("roofline train --plot")
     if parts["solver"] is not None:
-        return _train_cd(parts, resolved, args.config, out)
+        return _train_cd(parts, resolved, args.config, out, args)
     t0 = time.perf_counter()
     train, held = _sources(parts["data"], args.config, parts["base"])
     t_data = time.perf_counter() - t0
@@ -322,11 +326,35 @@ def cmd_train(args) -> int:
     print(f"trained on {res.n_examples} examples in {res.seconds:.2f} s: "
           f"{res.examples_per_s:,.0f} examples/s; best held-out loss "
           f"{_fmt(res.best_heldout_loss)}" + (" (stopped early)" if res.stopped_early else ""))
-    print(f"wrote {out}/model.npz, trace.csv, trace.json, config.toml")
+    wrote = "model.npz, trace.csv, trace.json, config.toml"
+    png = _plot_path(args, out)
+    if png is not None:
+        from ._plot import plot_trace
+
+        axes = plot_trace(res.trace, path=png, title=os.path.basename(out.rstrip("/")))
+        _close(axes[0].figure)
+        wrote += f"; plot: {png}"
+    print(f"wrote {out}/{wrote}")
     return 0
 
 
-def _train_cd(parts, resolved, config, out) -> int:
+def _plot_path(args, out):
+    """The PNG path of ``--plot [PATH]`` (``OUT/trace.png`` without a path), or None."""
+    p = getattr(args, "plot", None)
+    if p is None:
+        return None
+    if p == "":
+        return os.path.join(out, "trace.png")
+    return p
+
+
+def _close(fig):
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _train_cd(parts, resolved, config, out, args=None) -> int:
     """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm_cd` on the training
     split; writes ``model.npz`` (a GLM checkpoint ``roofline predict`` reads), ``config.toml``
     and ``trace.json`` (the solver's objective and duality gap at every check)."""
@@ -367,7 +395,15 @@ def _train_cd(parts, resolved, config, out) -> int:
             ls, ws = model.loss(b)
             loss, weight = loss + float(ls), weight + float(ws)
         print(f"held-out {mopts.loss} loss: {_fmt(loss / weight if weight else float('nan'))}")
-    print(f"wrote {out}/model.npz, trace.json, config.toml")
+    wrote = "model.npz, trace.json, config.toml"
+    png = _plot_path(args, out)
+    if png is not None:
+        from ._plot import plot_cd_trace
+
+        ax = plot_cd_trace(trace, path=png, title=f"{opts.solver}")
+        _close(ax.figure)
+        wrote += f"; plot: {png}"
+    print(f"wrote {out}/{wrote}")
     return 0
 
 
@@ -433,6 +469,10 @@ def _parser():
     t = sub.add_parser("train", help="train a model from a TOML config")
     t.add_argument("config", help="TOML config (see examples/logistic_criteo.toml)")
     t.add_argument("-o", "--output", help="output directory (overrides [output] dir)")
+    t.add_argument("--plot", nargs="?", const="", default=None, metavar="PATH",
+                   help="also draw the trace (loss and throughput against examples) to a PNG: "
+                        "PATH, or trace.png in the output directory; needs matplotlib "
+                        "(pip install 'roofline[plot]')")
     t.set_defaults(func=cmd_train)
     q = sub.add_parser("predict", help="predict with a trained model")
     q.add_argument("model", help="model.npz written by 'roofline train'")
@@ -453,7 +493,7 @@ def main(argv=None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ValueError, TypeError, OSError) as e:  # OSError: names the file
+    except (ValueError, TypeError, OSError, ImportError) as e:  # OSError: names the file
         print(f"roofline {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -105,6 +105,28 @@ class TrainResult:
     stopped_early: bool = False
     best_heldout_loss: float = math.nan
 
+    def plot(self, axes=None, *, path=None):
+        """Plot the train and held-out loss and the throughput against examples trained on.
+
+        Needs matplotlib (``pip install 'roofline[plot]'``); see
+        :func:`roofline.learners._plot.plot_trace`.
+
+        Parameters
+        ----------
+        axes : sequence of two matplotlib.axes.Axes, optional
+            Where to draw; a new figure with two panels by default.
+        path : str or path-like, optional
+            Also save the figure there.
+
+        Returns
+        -------
+        numpy.ndarray of matplotlib.axes.Axes
+            The loss panel and the throughput panel.
+        """
+        from ._plot import plot_trace
+
+        return plot_trace(self.trace, axes, path=path)
+
 
 class Learner:
     """Train a model on a DataSource with an optimizer and mixins.
