@@ -82,6 +82,13 @@ from ._glm import (
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
 from ._losses import LOSS_CODES
 from ._machine import fma_loop, gather_rows, stream_read, stream_triad
+from ._newton import (
+    newton_conj_sum,
+    newton_hess_diag,
+    newton_hess_vec,
+    newton_hess_vec_parallel,
+    newton_loss_derivs,
+)
 from ._simd import lanes, vaxpy
 from ._svmlight import find_line_starts, svmlight_parse
 
@@ -148,6 +155,11 @@ __all__ = [
     "murmur3_32",
     "murmur3_32_hex8",
     "murmur3_32_int",
+    "newton_conj_sum",
+    "newton_hess_diag",
+    "newton_hess_vec",
+    "newton_hess_vec_parallel",
+    "newton_loss_derivs",
     "nnz_chunks",
     "nnz_chunks_into",
     "row_slabs",
