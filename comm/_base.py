@@ -213,6 +213,11 @@ class Communicator(abc.ABC):
         """A communicator of the ranks that gave the same ``color``, ordered by ``(key, rank)``
         (``key`` defaults to this rank)."""
 
+    def dup(self) -> Communicator:
+        """A communicator of the same ranks whose messages never mix with this one's (for a
+        second thread of each rank).  Collective: every rank calls it, in the same order."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be duplicated")
+
     def close(self) -> None:  # noqa: B027 - backends without resources need nothing
         """Release the backend's resources (idempotent)."""
 

@@ -483,6 +483,15 @@ class KylixCommunicator(Communicator):
         tag = hash((self._tag, self._splits, int(color))) & 0x7FFFFFFF
         return KylixCommunicator(sub, backend=self.backend, tag=tag)
 
+    def dup(self):
+        """The same ranks under a new tag namespace (no communication: every rank derives the
+        same tag from the number of splits and duplicates made so far)."""
+        self._check_open()
+        self._splits += 1
+        tag = hash((self._tag, self._splits, -1)) & 0x7FFFFFFF  # ints: the same in every process
+        return KylixCommunicator(_SubTransport(self.transport, range(self.size)), self.degrees,
+                                 backend=self.backend, tag=tag)
+
     # -- lifecycle ------------------------------------------------------------------------
     def close(self):
         if not self._closed:

@@ -146,6 +146,10 @@ class MPICommunicator(KylixCommunicator):
         sub = self.mpi_comm.Split(int(color), self.rank if key is None else int(key))
         return MPICommunicator(sub, timeout=self.transport.timeout)
 
+    def dup(self):
+        self._check_open()
+        return MPICommunicator(self.mpi_comm.Dup(), self.degrees, timeout=self.transport.timeout)
+
     def close(self):
         if not self._closed:
             self._closed = True

@@ -30,7 +30,7 @@ from ._cd_problem import (
     warn_not_converged,
 )
 from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
-from ._cocoa import fit_distributed
+from ._cocoa import fit_distributed, fit_on_comm
 
 __all__ = [
     "CDOptions",
@@ -137,6 +137,7 @@ def fit_glm_cd(
     comm_stats=None,
     coef_init=None,
     callback=None,
+    comm=None,
     **solver_options,
 ):
     """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
@@ -237,6 +238,15 @@ def fit_glm_cd(
         ``callback(iteration, coef, intercept)`` at every check of ``scd``/``tpa-scd`` (its
         time counts as check time, not solver time); ``coef`` is a live view, copy it to keep.
         Returning ``True`` stops the solver (``converged`` stays ``False``).
+    comm : roofline.comm.Communicator, optional
+        Run ``cocoa``, ``hcocoa`` or ``pure-block`` with this process as one rank of ``comm``
+        (:func:`roofline.comm.from_environment`, or one rank of :func:`roofline.comm.run`).
+        Each rank passes its own shard: examples (its columns of ``X`` and entries of ``y``)
+        for the dual and ``pure-block``; for the primal, the ``r``-th block of features (rows
+        of ``X``) with all of ``y``, the coefficients being the blocks in rank order.  The
+        nodes of ``hcocoa`` are the ranks, each running ``n_workers / comm.size`` worker
+        threads.  Every rank returns the same coefficients, trace and convergence;
+        ``dual_coef`` holds the rank's own dual variables.
     warmup : bool
         ``scd``/``tpa-scd`` dual: run the first sweep (from ``alpha = 0``) at a larger
         regularisation, enough to bring the mean curvature of a coordinate step
@@ -299,8 +309,10 @@ def fit_glm_cd(
     settings["local_epochs"] = positive(settings["local_epochs"], "local_epochs")
     settings["intercept_scaling"] = positive(settings["intercept_scaling"], "intercept_scaling")
     opts = CDOptions(**settings)  # the remaining checks (types, dual)
-    X = check_X(X)
-    y = gmat.glm.check_labels(y, loss, margin=True)
+    if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block"):
+        raise ValueError(f"comm= runs cocoa, hcocoa or pure-block, not solver={opts.solver!r}")
+    X = check_X(X, allow_no_examples=comm is not None)
+    y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=comm is not None)
     if y.shape[0] != X.shape[1]:
         raise ValueError(
             f"y has {y.shape[0]} entries but X has {X.shape[1]} examples (columns); X must be "
@@ -316,7 +328,7 @@ def fit_glm_cd(
     with verbose_logging(verbose):
         res = _fit(X, y, loss_code, l1, alpha, penalty, bool(fit_intercept), opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
-                   comm_stats=comm_stats, coef_init=coef_init, callback=callback)
+                   comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm)
     res.time = time.perf_counter() - t_start
     if not res.converged and not res.info.get("stopped_by_callback", False):
         logger.info("%s did not reach tol=%g in %d iterations (gap %.3e)", opts.solver, opts.tol,
@@ -327,13 +339,18 @@ def fit_glm_cd(
 
 
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
-         blocks, comm_stats, coef_init, callback):
+         blocks, comm_stats, coef_init, callback, comm=None):
     """Run the solver of ``opts`` on validated inputs; :class:`CDResult` without ``time``."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
     rng = np.random.default_rng(random_state)
     trace = Trace(opts.tol, verbose)
-    if solver in ("cocoa", "hcocoa", "pure-block"):
+    if comm is not None:
+        w, b, a, it, conv, info = _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept,
+                                               use_dual, solver, opts, rng, trace, blocks)
+        if comm_stats is not None:
+            comm_stats.update(info["comm"])
+    elif solver in ("cocoa", "hcocoa", "pure-block"):
         K = opts.n_jobs if opts.n_workers is None else opts.n_workers
         w, b, a, it, conv, info = fit_distributed(
             X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling, use_dual, solver,
@@ -399,3 +416,28 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         dual=use_dual,
         info=info,
     )
+
+
+def _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, use_dual, solver, opts, rng,
+                 trace, blocks):
+    """:func:`fit_on_comm` with the options checked against the communicator; every rank
+    leaves with rank 0's trace."""
+    P = comm.size
+    K = P if opts.n_workers is None else opts.n_workers
+    if solver in ("cocoa", "pure-block") and K != P:
+        raise ValueError(f"{solver} over a communicator runs one worker per rank: n_workers="
+                         f"{K} differs from comm.size={P} (use hcocoa for threads per node)")
+    if K % P:
+        raise ValueError(f"n_workers={K} must be a multiple of comm.size={P} (the nodes)")
+    if opts.n_nodes is not None and opts.n_nodes != P:
+        raise ValueError(f"n_nodes={opts.n_nodes} differs from comm.size={P}: over a "
+                         "communicator the nodes are its ranks")
+    seed = int(comm.broadcast(int(rng.integers(2**62))))
+    out = fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling,
+                      use_dual, solver, threads=K // P, inner_rounds=opts.inner_rounds,
+                      local_epochs=opts.local_epochs, blocks=blocks, max_iter=opts.max_iter,
+                      check_every=1 if opts.check_every == "auto" else opts.check_every,
+                      seed=seed, trace=trace)
+    P_, G, T, check = comm.broadcast((trace.P, trace.G, trace.T, trace.check))
+    trace.P, trace.G, trace.T, trace.check = list(P_), list(G), list(T), check
+    return out

@@ -140,7 +140,9 @@ class CDResult:
 # validation
 
 
-def check_X(X, name="X"):
+def check_X(X, name="X", allow_no_examples=False):
+    """``X`` as a validated CSC matrix (``n_features x n_examples``); ``allow_no_examples``
+    for one rank's shard of a distributed fit (a rank may hold no examples)."""
     if sp.issparse(X):
         if X.format != "csc":
             raise TypeError(
@@ -159,7 +161,7 @@ def check_X(X, name="X"):
                 f"example {pos[1]}"
             )
         X = sp.csc_matrix(X)
-    if X.shape[0] == 0 or X.shape[1] == 0:
+    if X.shape[0] == 0 or (X.shape[1] == 0 and not allow_no_examples):
         raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
     return X
 

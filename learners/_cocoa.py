@@ -39,9 +39,11 @@ from roofline.comm import InProcessGroup, run_in_threads
 from ._cd_problem import GLMProblem
 
 __all__ = [
+    "WorkerConfig",
     "check_pure_blocks",
     "dual_worker",
     "fit_distributed",
+    "fit_on_comm",
     "primal_worker",
     "pure_block_worker",
     "pure_blocks",
@@ -83,8 +85,33 @@ class _Hierarchy:
 # shared worker pieces
 
 
-class _Ctx:
-    """What every worker of one run shares: problem constants, trace and stopping rule."""
+class WorkerConfig:
+    """What every CD worker of one run shares: the problem's constants, the trace and the
+    stopping rule (the same on every rank).
+
+    Parameters
+    ----------
+    loss : int
+        The loss code (``roofline.gmat.glm.LOSS_CODES``).
+    l1 : bool
+        L1 penalty (else L2).
+    alpha : float
+        Regularisation strength of the mean-loss objective.
+    fit_intercept : bool
+    intercept_scaling : float
+    n : int
+        The number of examples over all ranks.
+    max_iter, check_every : int
+        Rounds, and rounds between duality-gap checks.
+    trace : Trace
+        Recorded by global rank 0.
+    sigma_out, sigma_in : float
+        CoCoA+'s subproblem scalings: the number of nodes, and of workers per node.
+    inner_rounds : int
+        Node rounds per global round (hierarchical CoCoA).
+    local_epochs : float
+        Passes of a local solve over the worker's coordinates.
+    """
 
     def __init__(self, loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter,
                  check_every, trace, sigma_out, sigma_in, inner_rounds, local_epochs):
@@ -109,6 +136,8 @@ class _Ctx:
 
     def local_coords(self, rng, m):
         """The coordinates of one local solve: ``local_epochs`` passes (fractions allowed)."""
+        if m == 0:  # a worker with no coordinates (a rank with no examples) idles
+            return np.zeros(0, np.int64)
         H = max(1, int(round(self.local_epochs * m)))
         reps = -(-H // m)
         return np.concatenate([rng.permutation(m) for _ in range(reps)])[:H].astype(np.int64)
@@ -123,7 +152,7 @@ def _timed(ctx, rank, start):
 # workers
 
 
-def cocoa_rounds(ctx, comms, shared, local_solve, exact_check):
+def cocoa_rounds(ctx, comms, shared, local_solve, exact_check, cross_reduce=None):
     """The round loop that :func:`dual_worker` and :func:`primal_worker` share.
 
     Each global round runs ``ctx.inner_rounds`` node rounds: the worker solves its local
@@ -135,11 +164,14 @@ def cocoa_rounds(ctx, comms, shared, local_solve, exact_check):
 
     Parameters
     ----------
-    ctx : _Ctx
+    ctx : WorkerConfig
     comms : (world, node, cross) communicators
     shared : ndarray
         The shared vector at the start (``v = X a`` for the dual, the margins for the primal).
     local_solve, exact_check : callable
+    cross_reduce : callable, optional
+        The sum of the nodes' changes (default ``cross.allreduce``); the dual worker passes a
+        sparse all-reduce of the features its shard touches when the nodes are processes.
 
     Returns
     -------
@@ -160,7 +192,8 @@ def cocoa_rounds(ctx, comms, shared, local_solve, exact_check):
             d_k = np.zeros_like(shared)
             local_solve(local, sigma, d_k)
             d_node += node.allreduce(d_k)
-        shared = shared + cross.allreduce(d_node)
+        shared = shared + (cross.allreduce(d_node) if cross_reduce is None
+                           else cross_reduce(d_node))
         _timed(ctx, rank, False)
         if it % ctx.check_every == 0 or it == ctx.max_iter:
             t0 = time.perf_counter()
@@ -176,7 +209,7 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
 
     Parameters
     ----------
-    ctx : _Ctx
+    ctx : WorkerConfig
     comms : (world, node, cross) communicators
     X_k : CSC matrix (n_features, n_k)
     y_k : array (n_k,)
@@ -205,8 +238,30 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
         return v, P, gap
 
     v = world.allreduce(pb.dual_point(a))
-    v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check)
+    v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check,
+                               _touched_reduce(comms[2], X_k, v.size))
     return a, v, it, conv
+
+
+def _touched_reduce(cross, X_k, size):
+    """Over a network, the nodes' changes to ``v = [X a; icpt sum a]`` are non-zero only at the
+    features their examples touch (and the intercept slot): a Kylix sparse all-reduce of those,
+    configured once, instead of a dense vector of every feature.  Entries of ``v`` at features
+    a worker does not touch are never read between the exact checks, which recompute ``v``
+    densely; in-process groups keep the dense shared-memory reduction."""
+    if cross.shares_process or cross.size == 1:
+        return None
+    d = X_k.shape[0]
+    touched = np.flatnonzero(np.bincount(X_k.indices[:X_k.indptr[-1]], minlength=d))
+    touched = np.concatenate([touched, np.arange(d, size)]).astype(np.int64)  # + intercept
+    plan = cross.sparse_plan(touched)
+
+    def reduce(d):
+        out = np.zeros_like(d)
+        out[touched] = plan.reduce(d[touched])
+        return out
+
+    return reduce
 
 
 def primal_worker(ctx, comms, X_k, y, seed):
@@ -395,7 +450,7 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
         N, M, R = K, 1, 1
     if not local_epochs > 0:
         raise ValueError(f"local_epochs must be positive, got {local_epochs!r}")
-    ctx = _Ctx(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter, check_every,
+    ctx = WorkerConfig(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter, check_every,
                trace, N, M, R, local_epochs)
     seeds = rng.integers(0, 2**63 - 1, size=K)
     info = {"n_workers": K}
@@ -443,4 +498,112 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
         info.update(n_nodes=N, per_node=M, inner_rounds=R, comm=hier.stats())
     if comm_stats is not None:
         comm_stats.update(info["comm"])
+    return w, b, a, it, conv, info
+
+
+# ---------------------------------------------------------------------------------------------
+# across processes: every rank holds its own shard
+
+
+class _TwoLevel:
+    """The world of ``node`` (threads of this process) times ``cross`` (the processes): a
+    worker's global rank and its all-reduce over every worker of every process (bit-identical
+    everywhere: the node's sum, then the same cross sum on every process)."""
+
+    shares_process = False
+
+    def __init__(self, node, cross):
+        self.node, self.cross = node, cross
+        self.rank = cross.rank * node.size + node.rank
+        self.size = cross.size * node.size
+
+    def allreduce(self, x, op="sum"):
+        return self.cross.allreduce(self.node.allreduce(x, op), op)
+
+
+def _global_blocks(comm, X, blocks):
+    """Pure blocks valid on every rank's shard: given, or rank 0's greedy blocks, checked."""
+    if blocks is None:
+        blocks = comm.broadcast(pure_blocks(X) if comm.rank == 0 else None)
+    try:
+        blocks = check_pure_blocks(X, blocks)
+        bad = ""
+    except ValueError as e:
+        bad = f"rank {comm.rank}: {e}"
+    errors = [b for b in comm.allgather(bad) if b]
+    if errors:
+        raise ValueError("pure-block over a communicator needs blocks that are pure on every "
+                         "shard (pass blocks=, e.g. one block per categorical field): "
+                         + "; ".join(errors))
+    return blocks
+
+
+def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
+                threads, inner_rounds, local_epochs, blocks, max_iter, check_every, seed,
+                trace):
+    """Run ``solver`` with this process as one rank of ``comm``, holding its own shard.
+
+    Shards: examples (columns of ``X``, entries of ``y``) for the dual and ``pure-block``; for
+    the primal, features: rank ``r`` holds the ``r``-th block of rows of ``X`` (and all of
+    ``y``), and the coefficients are those blocks concatenated in rank order.  Hierarchical
+    CoCoA maps onto the real hierarchy: nodes are the ranks of ``comm``, the ``threads``
+    workers inside a node are threads over an in-process group (Snap ML's layout).
+
+    Returns
+    -------
+    (w, b, a, n_iter, converged, info)
+        ``w`` the full coefficients and ``b`` the intercept on every rank; ``a`` this rank's
+        dual variables (the dual), else ``None``.
+    """
+    P = comm.size
+    d, n_local = X.shape
+    if solver == "pure-block":
+        n = int(comm.allreduce(np.array([n_local], dtype=np.int64))[0])
+        blocks = _global_blocks(comm, X, blocks)
+        order = np.argsort(blocks, kind="stable")
+        cuts = np.flatnonzero(np.diff(blocks[order])) + 1
+        block_feats = [f.astype(np.int64) for f in np.split(order, cuts)]
+        ctx = WorkerConfig(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter,
+                           check_every, trace, P, 1, 1, local_epochs)
+        order_seed = int(comm.broadcast(int(seed)))
+        w, b, it, conv = pure_block_worker(ctx, comm, X, y, block_feats, order_seed)
+        info = {"n_workers": P, "n_blocks": len(block_feats), "comm": dict(comm.stats)}
+        return w, b, None, it, conv, info
+    M = 1 if solver == "cocoa" else int(threads)
+    R = 1 if solver == "cocoa" else int(inner_rounds)
+    n = int(comm.allreduce(np.array([n_local], dtype=np.int64))[0]) if dual else n_local
+    share = n_local if dual else d
+    if M > max(share, 1):
+        raise ValueError(f"{M} workers per node exceed the {share} "
+                         f"{'examples' if dual else 'features'} of rank {comm.rank}'s shard")
+    ctx = WorkerConfig(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter,
+                       check_every, trace, P, M, R, local_epochs)
+    node = InProcessGroup(M, name=f"node{comm.rank}")
+    crosses = [comm] + [comm.dup() for _ in range(M - 1)]  # one cross-node channel per thread
+    parts = np.array_split(np.arange(share), M)
+    seeds = [int(np.random.default_rng([int(seed), comm.rank * M + m]).integers(2**62))
+             for m in range(M)]
+
+    def one(m):
+        world = _TwoLevel(node.communicator(m), crosses[m]) if M > 1 else comm
+        comms = (world, node.communicator(m), crosses[m])
+        if dual:
+            return dual_worker(ctx, comms, X[:, parts[m]], y[parts[m]], seeds[m])
+        return primal_worker(ctx, comms, X[parts[m]], y, seeds[m])
+
+    out = run_in_threads(one, M, [node])
+    it, conv = out[0][2], out[0][3]
+    if dual:
+        a = np.concatenate([o[0] for o in out]) if M > 1 else out[0][0]
+        pb = GLMProblem(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, primal=False,
+                        n_total=n)
+        w, b = pb.dual_primal(out[0][1])
+        w = np.array(w)
+    else:
+        a = None
+        mine = np.concatenate([o[0] for o in out])
+        w = np.concatenate(comm.allgather(mine))
+        b = float(comm.broadcast(out[0][1]))
+    info = {"n_workers": P * M, "n_nodes": P, "per_node": M, "inner_rounds": R,
+            "comm": dict(comm.stats)}
     return w, b, a, it, conv, info
