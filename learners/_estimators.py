@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
+DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block")  # the solvers that take comm=
 SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS
 
 
@@ -141,12 +142,22 @@ class _GLMEstimator(BaseEstimator):
     def _lambda(self, total_weight: float) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _total_weight(self, sw) -> float:
+        """The sum of the sample weights, over every rank of ``comm``."""
+        comm = getattr(self, "comm", None)
+        if comm is None:
+            return float(sw.sum())
+        return float(comm.allreduce(np.array([sw.sum()], dtype=np.float64))[0])
+
     def _validate_X(self, X, reset):
         return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
                              reset=reset)
 
     def _check_params(self):
         """Errors that name the parameter, before any work."""
+        if getattr(self, "comm", None) is not None and self.solver not in DIST_SOLVERS:
+            raise ValueError(f"comm= needs solver in {list(DIST_SOLVERS)}, got "
+                             f"solver={self.solver!r}")
         for name in ("max_iter", "batch_size", "n_jobs"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
@@ -207,7 +218,10 @@ class _GLMEstimator(BaseEstimator):
                              solver=self.solver, n_jobs=self.n_jobs, tol=self.tol,
                              max_iter=self.max_iter, fit_intercept=self.fit_intercept,
                              random_state=_check_random_state(self.random_state),
-                             verbose=self.verbose)
+                             verbose=self.verbose, comm=self.comm,
+                             # over a communicator each rank holds examples: the dual
+                             dual=(True if self.comm is not None and self.solver != "pure-block"
+                                   else None))
             coefs.append(np.asarray(res.coef, dtype=np.float64))
             inters.append(float(res.intercept))
             iters.append(int(res.n_iter))
@@ -254,7 +268,11 @@ def _common_doc(extra=""):
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (one line per L-BFGS iteration, minibatch pass or CD check) to stderr,
-        terminal or not, unless logging is configured; a progress bar on a terminal.{extra}
+        terminal or not, unless logging is configured; a progress bar on a terminal.
+    comm : roofline.comm.Communicator or None
+        Fit with this process as one rank of ``comm`` (``solver`` ``"cocoa"``, ``"hcocoa"`` or
+        ``"pure-block"``): each rank passes its own rows (examples) of ``X`` and ``y``; the
+        classes, the total sample weight and the model are global, the same on every rank.{extra}
     """
 
 
@@ -280,10 +298,12 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
+        if self.comm is not None:  # every rank's classes
+            self.classes_ = np.unique(np.concatenate(self.comm.allgather(self.classes_)))
         Y = self._encode(y, self.classes_)
         sw = _check_sample_weights(sample_weight, X)
         Xc = to_column_layout(X, X.dtype)
-        lam = self._lambda(float(sw.sum()))
+        lam = self._lambda(self._total_weight(sw))
         coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
         self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
         self.n_iter_ = np.array([n_iter])
@@ -314,7 +334,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         Xc = to_column_layout(X, X.dtype)
         warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
                                    "opt": self._opt_state}
-        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())),
+        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
                                               warm=warm, passes=1)
         self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
         self.n_iter_ = np.array([getattr(self, "n_iter_", np.array([0]))[0] + 1])
@@ -358,7 +378,7 @@ class LogisticRegression(_Classifier):
 
     def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64"):
+                 dtype="float64", comm=None):
         self.C = C
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -370,6 +390,7 @@ class LogisticRegression(_Classifier):
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
+        self.comm = comm
 
     def predict_proba(self, X):
         """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes)."""
@@ -399,7 +420,7 @@ class LinearSVC(_Classifier):
 
     def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True, solver="lbfgs",
                  max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
-                 random_state=None, verbose=0, dtype="float64"):
+                 random_state=None, verbose=0, dtype="float64", comm=None):
         self.C = C
         self.loss = loss
         self.fit_intercept = fit_intercept
@@ -412,6 +433,7 @@ class LinearSVC(_Classifier):
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
+        self.comm = comm
 
     @property
     def _loss(self):
@@ -448,7 +470,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         _solver_check(self.solver, self._loss)
         self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
-        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())))
+        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)))
         self._store(y, coef, b)
         self.n_iter_ = n_iter
         self._opt_state = state
@@ -463,7 +485,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         warm = None if first else {"coef": np.atleast_2d(self.coef_),
                                    "intercept": np.atleast_1d(self.intercept_),
                                    "opt": self._opt_state}
-        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(float(sw.sum())),
+        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
                                               warm=warm, passes=1)
         self._store(y, coef, b)
         self.n_iter_ = getattr(self, "n_iter_", 0) + 1
@@ -493,7 +515,7 @@ class Ridge(_Regressor):
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
-                 verbose=0, dtype="float64"):
+                 verbose=0, dtype="float64", comm=None):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -505,6 +527,7 @@ class Ridge(_Regressor):
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
+        self.comm = comm
 
     def _lambda(self, total_weight):
         _check_number("alpha", self.alpha, low=0.0, low_open=False)
@@ -521,7 +544,7 @@ class LinearRegression(_Regressor):
 
     def __init__(self, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64"):
+                 dtype="float64", comm=None):
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter
@@ -532,6 +555,7 @@ class LinearRegression(_Regressor):
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
+        self.comm = comm
 
     def _lambda(self, total_weight):
         return 0.0

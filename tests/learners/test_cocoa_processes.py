@@ -103,3 +103,29 @@ def test_comm_is_refused_by_the_single_process_solvers():
     X, y = _data()
     with pytest.raises(ValueError, match="comm= runs cocoa, hcocoa or pure-block"):
         fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver="scd", comm=object())
+
+
+def _estimator_fit(comm, solver):
+    from roofline.learners import LogisticRegression
+
+    X, _, y = make_data(n=400, d=20, density=0.3, seed=1, task="classification")
+    mine = np.array_split(np.arange(X.shape[1]), comm.size)[comm.rank]
+    Xs = X.T.tocsr()[mine]
+    est = LogisticRegression(C=0.5, solver=solver, tol=1e-9, max_iter=2000, random_state=0,
+                             comm=comm).fit(Xs, y[mine])
+    return est.coef_, est.intercept_, est.classes_
+
+
+def test_estimators_take_comm():
+    from roofline.learners import LogisticRegression
+
+    X, _, y = make_data(n=400, d=20, density=0.3, seed=1, task="classification")
+    ref = fit_glm_cd(X, y, loss="logistic", alpha=1 / (0.5 * 400), solver="scd", dual=True,
+                     tol=1e-9, max_iter=2000)
+    out = run(_estimator_fit, 2, backend="tcp", args=("cocoa",), timeout=60)
+    for coef, b, classes in out:
+        np.testing.assert_allclose(coef.ravel(), ref.coef, rtol=1e-3, atol=1e-4)
+        assert b[0] == pytest.approx(ref.intercept, rel=1e-3, abs=1e-4)
+        np.testing.assert_array_equal(classes, [0, 1])
+    with pytest.raises(ValueError, match="comm= needs solver in"):
+        LogisticRegression(solver="lbfgs", comm=object()).fit(X.T.tocsr(), y)
