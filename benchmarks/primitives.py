@@ -6,12 +6,15 @@ Usage::
     python benchmarks/primitives.py --examples 20000 --k 1 16 --repeat 3   # quick
     python benchmarks/primitives.py --markdown           # table for the README
     python benchmarks/primitives.py --small              # serial vs parallel on small calls
+    python benchmarks/primitives.py --verbose            # + the project's targets, gather floor
+    python benchmarks/primitives.py --plot roofline.png  # + the roofline picture (matplotlib)
 
 Data: a Zipf (power-law) sparse matrix, features x examples, from a fixed seed.  For every
 primitive and k it prints achieved gflop/s and GB/s, the fraction of this machine's measured
 roofline (compulsory bytes / bandwidth vs flops / FMA ceiling: a true lower bound), BIDMach's
 main-memory figure (not a bound on such data), and the speed ratio to scipy.sparse (numpy for
-SDDMM), then checks the issue's targets.
+SDDMM); with ``--verbose``, also the project's targets and the gather stream (the access
+stream of A*S alone, what bounds the kernels on this machine).
 """
 
 from __future__ import annotations
@@ -143,7 +146,11 @@ def main(argv=None) -> int:
     p.add_argument("--remeasure", action="store_true", help="re-measure the machine roofline")
     p.add_argument("--markdown", action="store_true", help="also print a markdown table")
     p.add_argument("--no-floor", action="store_true",
-                   help="skip the gather stream (the access stream of A*S alone)")
+                   help="with --verbose: skip the gather stream (the access stream of A*S alone)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also check the project's targets and time the gather stream")
+    p.add_argument("--plot", metavar="PATH",
+                   help="also draw the roofline picture to PATH (needs matplotlib)")
     p.add_argument("--small", action="store_true",
                    help="serial vs parallel on small calls (checks gmat's PARALLEL_MIN_WORK)")
     args = p.parse_args(argv)
@@ -159,15 +166,25 @@ def main(argv=None) -> int:
     distinct = kernels.count_distinct_rows(S.indices, S.nnz, S.shape[0])
     print(f"(threads: {kernels.default_threads()}; data generated in {gen:.1f} s; "
           f"distinct features touched: {distinct})")
-    print()
-    print("Targets (float32, k >= 16: A*S and SDDMM >= 40%, A*S^T >= 30% of the roofline, "
-          ">= 3x peer; k = 1: >= peer):")
-    for line in check_targets(report.rows):
-        print("  " + line)
-    if not args.no_floor:
+    if args.verbose:
         print()
-        for line in gather_floor(S, args.k, args.repeat):
-            print(line)
+        print("Targets (float32, k >= 16: A*S and SDDMM >= 40%, A*S^T >= 30% of the roofline, "
+              ">= 3x peer; k = 1: >= peer):")
+        for line in check_targets(report.rows):
+            print("  " + line)
+        if not args.no_floor:
+            print()
+            for line in gather_floor(S, args.k, args.repeat):
+                print(line)
+    if args.plot:
+        import os
+
+        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+        ax = report.plot(path=args.plot)
+        import matplotlib.pyplot as plt
+
+        plt.close(ax.figure)
+        print(f"\nwrote the roofline picture to {args.plot}")
     if args.markdown:
         print()
         print(report.to_markdown())
