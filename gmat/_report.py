@@ -31,7 +31,27 @@ PRIMITIVES = ("A*S", "A*S^T", "SDDMM")
 
 @dataclass(frozen=True)
 class PrimitiveTiming:
-    """One row of a roofline report."""
+    """One row of a roofline report: a primitive and its peer timed on the same data.
+
+    Parameters
+    ----------
+    primitive : {"A*S", "A*S^T", "SDDMM"}
+        The primitive timed.
+    k : int
+        Rows of the dense operands.
+    dtype : str
+        Value dtype name (``"float32"`` or ``"float64"``).
+    seconds : float
+        Best wall time of Roofline's call.
+    peer : str
+        The peer's name (``"scipy.sparse"`` or ``"numpy"``).
+    peer_seconds : float
+        Best wall time of the peer (NaN when not timed).
+    cost : Cost
+        Compulsory bytes and flops of the call.
+    machine : MachineRoofline
+        The ceilings the fractions are taken against.
+    """
 
     primitive: str
     k: int
@@ -74,7 +94,7 @@ class PrimitiveTiming:
 class RooflineReport:
     """A machine roofline and a table of primitive timings; ``str()`` prints both.
 
-    Attributes
+    Parameters
     ----------
     machine : MachineRoofline
         This machine's measured ceilings.
@@ -169,7 +189,20 @@ class RooflineReport:
 
 def best_time(fn, repeat: int = 5) -> float:
     """Best wall time in seconds of ``repeat`` calls of ``fn()``, after one warm-up call
-    (JIT compilation, first touch of the output) that is not timed."""
+    (JIT compilation, first touch of the output) that is not timed.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments.
+    repeat : int, default 5
+        Timed calls.
+
+    Returns
+    -------
+    float
+        The shortest of the timed calls, in seconds.
+    """
     fn()
     return _best(fn, repeat)
 
@@ -223,6 +256,8 @@ def benchmark_primitives(
         Also time the peer (scipy.sparse / numpy); otherwise ``peer_seconds`` is NaN.
     machine : MachineRoofline, optional
         Defaults to :func:`machine_roofline`.
+    random_state : int or numpy.random.Generator, default 0
+        Seeds the dense operands.
 
     Returns
     -------
@@ -288,6 +323,22 @@ def roofline_report(
         Dense row counts to time.
     remeasure : bool
         Re-measure the machine instead of using the cached figures.
+    repeat : int, default 5
+        Timed repetitions per primitive; the best is kept.
+    peers : bool, default True
+        Also time the peers (scipy.sparse, numpy).
+
+    Returns
+    -------
+    RooflineReport
+        ``print()`` it for the table, ``.plot()`` it for the picture, ``.to_markdown()``.
+
+    Examples
+    --------
+    >>> from roofline import gmat
+    >>> report = gmat.roofline_report()          # the machine only (cached after the first)
+    >>> report.machine.bandwidth > 0
+    True
     """
     machine = machine_roofline(remeasure=remeasure)
     rows = []
