@@ -8,11 +8,13 @@ The network
 ``size = k_1 * k_2 * ... * k_L`` nodes (the *degrees*, decreasing down the layers).  Rank ``r``
 has the mixed-radix digits ``d_l(r) = (r // c_l) % k_l`` with ``c_l = k_1 ... k_{l-1}``; at layer
 ``l`` it exchanges with the ``k_l`` nodes that differ from it in digit ``l`` only (its *group*).
-An index ``i`` has the digits ``(i // c_l) % k_l`` (BIDMat's ``Partitioner``): at layer ``l``
-each node sends to group member ``j`` the indices whose digit ``l`` is ``j``, so after the last
-layer node ``r`` holds exactly the indices ``i`` with ``i = r (mod size)`` in mixed radix.  The
-stages are *nested*: a node only forwards the union of what it received, so features that
-collide (power-law data) travel once per layer, and the volume shrinks down the layers.
+The index space is partitioned by ranges: every member of a layer-``l`` group holds indices of
+the same range, which the layer splits into ``k_l`` near-equal sub-ranges, sub-range ``j``
+going to member ``j``; after the last layer each node owns one contiguous range (BIDMat
+partitions by ``(i / c_l) % k_l`` instead; ranges make every message a contiguous slice of a
+sorted list, sent without a copy, and hashed feature ids spread evenly over them).  The stages
+are *nested*: a node only forwards the union of what it received, so features that collide
+(power-law data) travel once per layer, and the volume shrinks down the layers.
 
 Phases
 ------
@@ -30,8 +32,8 @@ reduce-up
 The per-node work is vectorised numpy (``np.unique``, ``searchsorted``, fancy-index adds with
 precomputed maps); ``plan.reduce`` does only gathers, scatter-adds and the messages.
 
-Dense ``allreduce`` uses the same network with implicit indices (a strided slice per layer:
-reduce-scatter down, all-gather up).
+Dense ``allreduce`` uses the same network with implicit indices (a contiguous range per
+layer: reduce-scatter down, all-gather up).
 """
 
 from __future__ import annotations
@@ -179,17 +181,17 @@ def _decode(buf) -> np.ndarray:
 # the node-local steps (pure functions; no communication)
 
 
-def _digits(x, cum, k):
-    return (x // cum) % k
+def _bounds(lo, hi, k):
+    """``k + 1`` boundaries splitting the range ``[lo, hi)`` into ``k`` near-equal ranges."""
+    return [lo + (hi - lo) * j // k for j in range(k + 1)]
 
 
-def _split_by_digit(idx, cum, k):
-    """``(parts, sels)``: the sorted ``idx`` split by digit, and the positions of each part."""
-    dig = _digits(idx, cum, k)
-    order = np.argsort(dig, kind="stable")
-    bounds = np.searchsorted(dig[order], np.arange(k + 1))
-    sels = [order[bounds[j]:bounds[j + 1]] for j in range(k)]
-    return [idx[s] for s in sels], sels
+def _split_sorted(idx, lo, hi, k):
+    """The sorted ``idx`` (all in ``[lo, hi)``) split by the ``k`` ranges of ``_bounds``: the
+    parts (views) and their slices."""
+    cuts = np.searchsorted(idx, _bounds(lo, hi, k))
+    sels = [slice(int(cuts[j]), int(cuts[j + 1])) for j in range(k)]
+    return [idx[sl] for sl in sels], sels
 
 
 def _union(received):
@@ -202,10 +204,10 @@ def _union(received):
 class _Layer:
     """The configured routes of one layer on one node."""
 
-    __slots__ = ("k", "cum", "members", "sels", "maps", "n_union", "wsels", "wmaps", "n_wunion")
+    __slots__ = ("k", "members", "sels", "maps", "n_union", "wsels", "wmaps", "n_wunion")
 
-    def __init__(self, k, cum, members):
-        self.k, self.cum, self.members = k, cum, members
+    def __init__(self, k, members):
+        self.k, self.members = k, members
 
 
 def _members(rank, cum, k):
@@ -330,11 +332,15 @@ class KylixCommunicator(Communicator):
     def _configure(self, plan: KylixPlan):
         self.stats["calls"] += 1
         cur, wcur = plan._uidx, plan._uwant
+        top = max(int(cur[-1]) + 1 if cur.size else 0, int(wcur[-1]) + 1 if wcur.size else 0)
+        hi = top if self.size == 1 else int(
+            self.allreduce(np.array([top], dtype=np.int64), op="max")[0])
+        lo = 0
         cum = 1
         for layer, k in enumerate(self.degrees):
-            lay = _Layer(k, cum, _members(self.rank, cum, k))
-            parts, lay.sels = _split_by_digit(cur, cum, k)
-            wparts, lay.wsels = _split_by_digit(wcur, cum, k)
+            lay = _Layer(k, _members(self.rank, cum, k))
+            parts, lay.sels = _split_sorted(cur, lo, hi, k)
+            wparts, lay.wsels = _split_sorted(wcur, lo, hi, k)
             # one message per member carries both lists: [len(part), part..., want part...]
             out = [np.concatenate(([p.size], p, w)).astype(np.int64)
                    for p, w in zip(parts, wparts, strict=True)]
@@ -344,13 +350,15 @@ class KylixCommunicator(Communicator):
             cur, lay.maps = _union(recv)
             wcur, lay.wmaps = _union(wrecv)
             lay.n_union, lay.n_wunion = cur.size, wcur.size
+            me = lay.members.index(self.rank)
+            lo, hi = _bounds(lo, hi, k)[me:me + 2]
             plan.layers.append(lay)
             plan.n_union.append(int(cur.size))
             cum *= k
         # the bottom: wanted owner indices in the reduced union (absent ones are zero)
         pos = np.searchsorted(cur, wcur)
         pos = np.minimum(pos, max(cur.size - 1, 0))
-        found = (cur.size > 0) & (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
+        found = (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
         plan._final = (pos, found)
         plan._n_bottom = cur.size
 
@@ -381,7 +389,7 @@ class KylixCommunicator(Communicator):
         for layer in range(len(plan.layers) - 1, -1, -1):
             lay = plan.layers[layer]
             got = self._exchange(layer, lay, [res[m] for m in lay.wmaps])
-            prev = np.zeros((sum(s.size for s in lay.wsels), *tail), values.dtype)
+            prev = np.zeros((lay.wsels[-1].stop, *tail), values.dtype)
             for s, g in zip(lay.wsels, got, strict=True):
                 prev[s] = g
             res = prev
@@ -397,34 +405,34 @@ class KylixCommunicator(Communicator):
         flat = x.reshape(-1).copy()
         if self.size == 1:
             return back(flat.reshape(shape))
-        views = [flat]  # the strided slice this node reduces at each layer
+        segs = [(0, flat.size)]  # the contiguous range this node reduces at each layer
         cum = 1
         for layer, k in enumerate(self.degrees):
-            lay = _Layer(k, cum, _members(self.rank, cum, k))
-            cur = views[-1]
-            got = self._exchange(layer, lay, [cur[j::k] for j in range(k)])
+            lay = _Layer(k, _members(self.rank, cum, k))
+            b = _bounds(*segs[-1], k)
+            got = self._exchange(layer, lay, [flat[b[j]:b[j + 1]] for j in range(k)])
             me = lay.members.index(self.rank)
-            red = got[0].copy()
-            if red.shape != cur[me::k].shape or any(g.shape != red.shape for g in got):
+            if any(g.shape != (b[me + 1] - b[me],) for g in got):
                 raise CommError(f"allreduce shape mismatch at layer {layer} on rank {self.rank}")
-            for g in got[1:]:
+            red = got[0].copy()
+            for g in got[1:]:  # group-member order: the same on every rank and backend
                 if op == "sum":
                     red += g
                 else:
                     np.maximum(red, g, out=red)
-            cur[me::k] = red
-            views.append(cur[me::k])
+            flat[b[me]:b[me + 1]] = red
+            segs.append((b[me], b[me + 1]))
             cum *= k
-        cum = math.prod(self.degrees)
         for layer in range(len(self.degrees) - 1, -1, -1):
             k = self.degrees[layer]
             cum //= k
-            lay = _Layer(k, cum, _members(self.rank, cum, k))
-            cur = views[layer]
+            lay = _Layer(k, _members(self.rank, cum, k))
+            b = _bounds(*segs[layer], k)
             me = lay.members.index(self.rank)
-            got = self._exchange(layer, lay, [cur[me::k]] * k)
+            got = self._exchange(layer, lay, [flat[b[me]:b[me + 1]]] * k)
             for j in range(k):
-                cur[j::k] = got[j]
+                if j != me:
+                    flat[b[j]:b[j + 1]] = got[j]
         return back(flat.reshape(shape))
 
     # -- objects --------------------------------------------------------------------------
