@@ -10,6 +10,8 @@ of them over any point-to-point :class:`Transport`; the backends are transports:
   :class:`InProcessGroup` reduces dense vectors in shared memory.
 * ``tcp``: ``TCPTransport`` (``roofline.comm._tcp``), a mesh of sockets set up through a
   :class:`Coordinator`; ``python -m roofline.comm.launch -n K script.py`` starts K ranks.
+* ``disk``: :class:`DiskCluster`, a cluster simulated in one process whose messages are
+  checksummed files in a spool directory (bit-identical to the other backends).
 * ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi``, imported lazily): MPI's own dense
   collectives, Kylix over MPI point-to-point for the sparse ones.
 
@@ -39,6 +41,7 @@ from ._base import (
     SparsePlan,
     Transport,
 )
+from ._disk import DiskCluster, DiskTransport
 from ._env import from_environment, run
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
 from ._launch import Coordinator, launch
@@ -55,6 +58,8 @@ __all__ = [
     "CommTimeoutError",
     "Communicator",
     "Coordinator",
+    "DiskCluster",
+    "DiskTransport",
     "InProcessCommunicator",
     "InProcessGroup",
     "KylixCommunicator",

@@ -85,10 +85,11 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         in a module, not in ``__main__`` of an interactive session), and its arguments and
         result picklable.
     n : int
-    backend : {"threads", "tcp", "mpi"}
+    backend : {"threads", "tcp", "mpi", "disk"}
         ``"threads"``: threads of this process (Kylix over in-process queues); ``"tcp"``: ``n``
         local processes joined by Kylix over TCP; ``"mpi"``: ``mpiexec -n n`` (the one beside
-        this Python, from the mpich wheel).
+        this Python, from the mpich wheel); ``"disk"``: a cluster simulated in this process,
+        messages as files in a temporary spool directory (:class:`DiskCluster`).
     timeout : float
         Seconds a rank waits for a peer; the whole run is bounded by a few times this.
 
@@ -132,7 +133,13 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
             return _collect(paths, [p.exitcode for p in procs])
     if backend == "mpi":
         return _run_mpi(fn, n, args, kwargs, timeout)
-    raise ValueError(f"backend must be 'threads', 'tcp' or 'mpi', got {backend!r}")
+    if backend == "disk":
+        from ._disk import DiskCluster
+
+        with tempfile.TemporaryDirectory(prefix="roofline-spool-") as spool:
+            return DiskCluster(n, spool, timeout=timeout).run(
+                lambda comm: fn(comm, *args, **kwargs))
+    raise ValueError(f"backend must be 'threads', 'tcp', 'mpi' or 'disk', got {backend!r}")
 
 
 def _collect(paths, codes):

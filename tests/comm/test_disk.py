@@ -1,0 +1,120 @@
+"""The disk-simulated cluster: the same sums as the other backends bit for bit, checksummed
+message files, and a full disk or a file-size limit as an error naming the path."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from roofline.comm import CommError, DiskCluster, KylixCommunicator, QueueGroup, run, run_in_threads
+from roofline.comm._disk import DiskTransport
+
+
+def _vectors(K, seed=0, n_features=3000):
+    rng = np.random.default_rng(seed)
+    idx = [np.unique((rng.zipf(1.2, size=800) - 1) % n_features) for _ in range(K)]
+    return idx, [rng.normal(size=i.size).astype(np.float32) for i in idx]
+
+
+@pytest.mark.parametrize("K,degrees", [(4, (2, 2)), (8, (4, 2)), (6, (3, 2))])
+def test_equals_the_threads_backend_bit_for_bit(tmp_path, K, degrees):
+    idx, vals = _vectors(K)
+    disk = DiskCluster(K, tmp_path, degrees)
+    got = disk.sparse_allreduce(idx, vals)
+    dense = disk.allreduce([np.full(11, r + 0.1, np.float32) for r in range(K)])
+    group = QueueGroup(K)
+
+    def one(r):
+        c = KylixCommunicator(group.transport(r), degrees)
+        return c.sparse_allreduce(idx[r], vals[r]), c.allreduce(np.full(11, r + 0.1, np.float32))
+
+    ref = run_in_threads(one, K, [group])
+    ref_sum = np.zeros(3000)
+    for i, v in zip(idx, vals, strict=True):
+        ref_sum[i] += v
+    for r in range(K):
+        np.testing.assert_array_equal(got[r], ref[r][0])
+        np.testing.assert_array_equal(dense[r], ref[r][1])
+        np.testing.assert_allclose(got[r], ref_sum[idx[r]], rtol=1e-5, atol=1e-5)
+    assert not [f for _, _, fs in os.walk(tmp_path) for f in fs]  # every message consumed
+    assert disk.stats["bytes_written"] > 0 and len(disk.stats["layers"]) == len(degrees)
+
+
+def test_simulates_64_nodes_with_the_kylix_shape(tmp_path):
+    K = 64
+    rng = np.random.default_rng(1)
+    idx = [np.unique(((rng.random(3000) ** 3) * (1 << 16)).astype(np.int64)) for _ in range(K)]
+    disk = DiskCluster(K, tmp_path, (4, 4, 4))
+    out = disk.sparse_allreduce(idx, [np.ones(i.size) for i in idx])
+    counts = np.zeros(1 << 16)
+    for i in idx:
+        counts[i] += 1
+    for r in (0, 17, 63):
+        np.testing.assert_array_equal(out[r], counts[idx[r]])
+    down = [lay["bytes_sent"] for lay in disk.stats["layers"]]
+    assert down[2] < down[0]  # colliding features: the lower layers carry less
+
+
+def test_run_with_the_disk_backend():
+    out = run(_rank_sum, 3, backend="disk")
+    assert [o.tolist() for o in out] == [[3.0, 6.0]] * 3
+
+
+def _rank_sum(comm):
+    return comm.allreduce(np.array([1.0, 2.0]) * comm.size / comm.size)
+
+
+def test_a_corrupt_or_truncated_message_file_is_refused(tmp_path):
+    t0 = DiskTransport(tmp_path, 0, 2)
+    t1 = DiskTransport(tmp_path, 1, 2, timeout=2)
+    t0.send(1, 5, [b"hello world"])
+    path = os.path.join(tmp_path, "t5", "0-1", "0.msg")
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    open(path, "wb").write(data)
+    with pytest.raises(Exception, match="bad CRC-32"):
+        t1.recv(0, 5)
+    t0.send(1, 6, [b"x" * 100])
+    path = os.path.join(tmp_path, "t6", "0-1", "0.msg")
+    open(path, "r+b").truncate(50)
+    with pytest.raises(Exception, match="truncated"):
+        t1.recv(0, 6)
+
+
+def test_a_file_size_limit_is_an_error_naming_the_path(tmp_path):
+    """A real EFBIG from the kernel (RLIMIT_FSIZE), not a mock: no truncated message is read."""
+    code = textwrap.dedent(f"""
+        import resource, signal, numpy as np
+        from roofline.comm import DiskCluster, CommError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+        try:
+            DiskCluster(2, {str(tmp_path)!r}, timeout=5).allreduce(
+                [np.ones(100000), np.ones(100000)])
+        except CommError as e:
+            print("ERROR", e)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "ERROR" in p.stdout, p.stdout + p.stderr
+    assert str(tmp_path) in p.stdout and "too large" in p.stdout
+    leftovers = [f for _, _, fs in os.walk(tmp_path) for f in fs if f.endswith(".tmp")]
+    assert not leftovers
+
+
+def test_a_full_disk_is_an_error_naming_the_path(tmp_path):
+    """A real ENOSPC from a tiny tmpfs (needs root and mount; skipped otherwise)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                       capture_output=True)
+    if r.returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with pytest.raises(CommError, match="disk is full") as e:
+            DiskCluster(2, mnt, timeout=5).allreduce([np.ones(50000), np.ones(50000)])
+        assert str(mnt) in str(e.value)
+    finally:
+        subprocess.run(["umount", str(mnt)])
