@@ -233,7 +233,7 @@ def main(argv=None):
           "loopback limit ms | dense / kylix | allgather / kylix | kylix / loopback | "
           "config ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for K, deg, t, layers, cfg in rows:
+    for K, deg, t, _layers, cfg in rows:
         best = min(t["kylix-tcp"], t["kylix-mpi"])
         print(f"| {K} | {tuple(deg)} | {t['kylix-tcp'] * 1e3:.1f} | {t['kylix-mpi'] * 1e3:.1f} "
               f"| {t['mpi-dense'] * 1e3:.1f} | {t['mpi-allgather'] * 1e3:.1f} | "

@@ -31,6 +31,7 @@ import logging
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from roofline import gmat
 from roofline.gmat import newton as gnewton
@@ -203,6 +204,19 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
     """
     if pb.l1:
         raise ValueError("solver='newton' needs penalty='l2'")
+    # features that occur in no example have their optimum at 0 (their gradient is w_j):
+    # solve over the others only (hashed data: most of the 2^k buckets may be empty)
+    full_d = pb.d
+    occ = np.bincount(pb.X.indices, minlength=pb.d) > 0
+    keep = None
+    if not occ.all():
+        keep = np.flatnonzero(occ)
+        newid = np.cumsum(occ) - 1
+        Xc = sp.csc_matrix((pb.X.data, newid[pb.X.indices].astype(pb.X.indices.dtype),
+                            pb.X.indptr), shape=(keep.size, pb.n_local))
+        pb = GLMProblem(Xc, pb.y, pb.loss, False, pb.alpha, pb.fit_intercept,
+                        primal=False, serial=not pb._parallel)
+        w = np.asarray(w)[keep]
     f = _Smooth(pb, n_threads)
     x = np.zeros(pb.d + f.fi)
     x[: pb.d] = w
@@ -277,14 +291,18 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
             trace.stop()
     bar.close()
     wf, bf = f.split(x)
-    info = {"cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
+    if keep is not None:
+        w_out = np.zeros(full_d)
+        w_out[keep] = wf
+        wf = w_out
+    info = {"n_active_features": pb.d, "cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
             "stopped_by_callback": status == "stopped",
             "parallel_hv": f.work is not None}
     return wf.copy(), bf, None, it, conv, info
 
 
 def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, max_iter=200,
-               coef_init=None, intercept_init=0.0, verbose=0, callback=None, n_jobs=None):
+               coef_init=None, intercept_init=0.0, verbose=0, callback=None, n_jobs=1):
     """Fit a smooth L2-regularised GLM by trust-region Newton-CG (TRON).
 
     Parameters
@@ -310,8 +328,9 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         ``>= 1``: log every iteration at INFO (stderr when logging is not configured).
     callback : callable, optional
         ``callback(iteration, coef, intercept)`` after every Newton step; ``True`` stops.
-    n_jobs : int, optional
-        Threads of the Hessian-vector products (default numba's).
+    n_jobs : int
+        Threads of the matrix-vector and Hessian-vector products (``None``: numba's).  With
+        ``1`` every pass runs on the calling thread.
 
     Returns
     -------
@@ -335,7 +354,8 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         if c.shape[0] != X.shape[0] or not np.isfinite(c).all():
             raise ValueError(f"coef_init must be {X.shape[0]} finite numbers")
         w0[:] = c
-    pb = GLMProblem(X, y, code, False, alpha, fit_intercept, primal=False)
+    pb = GLMProblem(X, y, code, False, alpha, fit_intercept, primal=False,
+                    serial=(n_jobs or 1) == 1)
     trace = Trace(tol, verbose)
     with verbose_logging(verbose):
         w, b, _, it, conv, info = newton_primal(pb, w0, float(intercept_init), max_iter=max_iter,
