@@ -218,6 +218,16 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
                         primal=False, serial=not pb._parallel)
         w = np.asarray(w)[keep]
     f = _Smooth(pb, n_threads)
+
+    def point(x):
+        """``(w, b)`` of ``x`` over all the features."""
+        wx, bx = f.split(x)
+        if keep is None:
+            return wx, bx
+        wfull = np.zeros(full_d)
+        wfull[keep] = wx
+        return wfull, bx
+
     x = np.zeros(pb.d + f.fi)
     x[: pb.d] = w
     if f.fi:
@@ -229,7 +239,7 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
     it = 0
     cg_total = 0
     status = trace.end_check(0, P, gap, time.perf_counter(), callback,
-                             lambda: f.split(x))
+                             lambda: point(x))
     conv = status == "converged"
     stalled = False
     bar = progress_bar(max_iter, verbose, "newton")
@@ -273,7 +283,7 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
                 bar.update(1)
                 logger.debug("newton: iter %d  cg %d  delta %.3e", it, cg_it, delta)
                 status = trace.end_check(it, P, gap, time.perf_counter(), callback,
-                                         lambda x=x: f.split(x))
+                                         lambda x=x: point(x))
                 if status is not None:
                     conv = status == "converged"
                     break
@@ -290,15 +300,11 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
         else:
             trace.stop()
     bar.close()
-    wf, bf = f.split(x)
-    if keep is not None:
-        w_out = np.zeros(full_d)
-        w_out[keep] = wf
-        wf = w_out
+    wf, bf = point(x)
     info = {"n_active_features": pb.d, "cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
             "stopped_by_callback": status == "stopped",
             "parallel_hv": f.work is not None}
-    return wf.copy(), bf, None, it, conv, info
+    return np.array(wf, dtype=np.float64), bf, None, it, conv, info
 
 
 def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, max_iter=200,

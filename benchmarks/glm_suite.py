@@ -1,0 +1,446 @@
+"""L2-regularised GLMs over many problem classes: Roofline's solvers and the peers side by side.
+
+One run prints one table: for every problem (data set x loss x ``C``), the seconds each solver
+needs to reach a relative suboptimality ``(P - P*) / |P*|`` of 1e-3 and 1e-4, ``P*`` a tight
+reference optimum (Roofline's Newton at a relative duality gap of 1e-12 for the smooth losses,
+the dual SCD at 1e-10 for the hinge, and the lowest objective any run reached).
+
+Solvers: Roofline ``newton`` (trust-region Newton-CG, :mod:`roofline.learners._newton`),
+``scd`` and ``tpa-scd`` (:func:`roofline.learners.fit_glm_cd`, their default formulation:
+the dual without an intercept), ``auto`` (the solver :func:`roofline.learners._auto.choose_solver`
+picks, timed as that solver's run plus the choice); scikit-learn ``lbfgs``
+(``LogisticRegression``; ``Ridge(solver="auto")`` for the squared loss), ``liblinear`` primal
+(TRON) and dual (CD) (``LogisticRegression``, ``LinearSVR`` with the squared loss,
+``LinearSVC`` for the hinge), snapml when importable.
+
+Protocol: every problem is fit without an intercept, a constant feature of value 1 appended
+to ``X`` (so every solver, primal or dual, fits the same regularised intercept); the objective
+is mean loss + ``alpha ||w||^2 / 2``, ``alpha = 1 / (C n)`` (scikit-learn's ``C``).
+Roofline's times come from one run's trace (setup + solver time to the first check at the
+level + one check's cost, the checks excluded otherwise); the peers are timed over separate
+runs of growing ``max_iter`` (1, 2, 4, ...), a time being that of the first run that reached
+the level.  ``-`` means not reached within the time cap; ``n/a``: the solver does not apply.
+
+Problem classes: scikit-learn's breast cancer (standardised), digits (8 vs rest, raw pixel
+scale 0-16), diabetes (ridge), the Criteo-like generator (hashed into 2^20 features), dense
+correlated features (pairwise correlation 0.9), features on wildly different scales
+(10^-3..10^3), 1% positives, text-like sparse data with n << d, hashed data with d > 2^20.
+``heart_scale`` (Debian's ``liblinear-tools``) is used when found under ``/usr/share``.
+
+Usage::
+
+    python benchmarks/glm_suite.py --quick        # < 3 minutes
+    python benchmarks/glm_suite.py                # every class at full size
+    python benchmarks/glm_suite.py --criteo-1m    # adds the 1M-example Criteo-like problem
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+LEVELS = (1e-3, 1e-4)
+# runs stop once this close to the reference optimum (below the last level: the optimum may
+# still drop a little when a run goes lower than the reference)
+_STOP = 2e-5
+CS = (0.01, 1.0, 100.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# data: each builder returns (A, y) in scikit-learn's layout (examples x features)
+
+
+def _with_const(A):
+    if sp.issparse(A):
+        return sp.hstack([A, sp.csr_matrix(np.ones((A.shape[0], 1), dtype=A.dtype))]).tocsr()
+    return np.hstack([A, np.ones((A.shape[0], 1), dtype=A.dtype)])
+
+
+def breast_cancer(rng, size):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    A, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(A), y
+
+
+def digits(rng, size):
+    from sklearn.datasets import load_digits
+
+    A, y = load_digits(return_X_y=True)
+    return A.astype(np.float64), (y == 8).astype(float)
+
+
+def diabetes(rng, size):
+    from sklearn.datasets import load_diabetes
+
+    A, y = load_diabetes(return_X_y=True)
+    return A, (y - y.mean()) / y.std()
+
+
+def heart_scale(rng, size):
+    from sklearn.datasets import load_svmlight_file
+
+    paths = glob.glob("/usr/share/**/heart_scale", recursive=True)
+    A, y = load_svmlight_file(paths[0])
+    return A.toarray(), (y > 0).astype(float)
+
+
+def criteo(rng, size):
+    from roofline.datasources import make_criteo_like_matrix
+
+    X, y = make_criteo_like_matrix(size, seed=int(rng.integers(2**31)), n_bits=20)
+    return X.T.tocsr(), y.astype(np.float64)
+
+
+def _logistic_labels(rng, z):
+    return (rng.random(z.shape[0]) < 1 / (1 + np.exp(-z))).astype(float)
+
+
+def dense_correlated(rng, size, d=100, rho=0.9):
+    common = rng.standard_normal((size, 1))
+    A = np.sqrt(rho) * common + np.sqrt(1 - rho) * rng.standard_normal((size, d))
+    w = rng.standard_normal(d) / np.sqrt(d)
+    return A, _logistic_labels(rng, 3 * A @ w)
+
+
+def wild_scales(rng, size, d=50):
+    scales = 10.0 ** rng.uniform(-3, 3, d)
+    B = rng.standard_normal((size, d))
+    w = rng.standard_normal(d) / np.sqrt(d)
+    y = _logistic_labels(rng, 2 * B @ w)
+    return B * scales, y
+
+
+def rare_positives(rng, size, d=50):
+    A = rng.standard_normal((size, d))
+    w = rng.standard_normal(d) / np.sqrt(d)
+    z = 2 * A @ w
+    thr = np.quantile(z, 0.99)
+    return A, (z + 0.5 * rng.standard_normal(size) > thr).astype(float)
+
+
+def text_sparse(rng, size, d=50_000, per_row=60):
+    cols = np.minimum(rng.zipf(1.3, size * per_row) - 1, d - 1)
+    rows = np.repeat(np.arange(size), per_row)
+    vals = rng.random(size * per_row) + 0.5
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(size, d))
+    A.sum_duplicates()
+    norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+    A = sp.diags(1 / norms) @ A  # tf-idf-like unit rows
+    w = rng.standard_normal(d)
+    return A.tocsr(), _logistic_labels(rng, 4 * (A @ w) - 0.5)
+
+
+def hashed_huge(rng, size, bits=22, per_row=30):
+    d = 1 << bits
+    cols = rng.integers(0, d, size * per_row)
+    rows = np.repeat(np.arange(size), per_row)
+    A = sp.csr_matrix((np.ones(size * per_row), (rows, cols)), shape=(size, d))
+    A.sum_duplicates()
+    A.data[:] = 1.0
+    w = 0.5 * rng.standard_normal(d)
+    return A, _logistic_labels(rng, A @ w - 1.0)
+
+
+# name: (builder, full size, quick size or None (skipped), losses)
+CLASSES = {
+    "breast_cancer": (breast_cancer, None, 0, ("logistic", "hinge")),
+    "digits_8vr": (digits, None, 0, ("logistic",)),
+    "diabetes": (diabetes, None, 0, ("squared",)),
+    "heart_scale": (heart_scale, None, None, ("logistic", "hinge")),
+    "criteo_100k": (criteo, 100_000, 10_000, ("logistic",)),
+    "criteo_1m": (criteo, 1_000_000, None, ("logistic",)),
+    "dense_corr": (dense_correlated, 50_000, 3_000, ("logistic", "squared")),
+    "wild_scales": (wild_scales, 50_000, 3_000, ("logistic",)),
+    "rare_pos_1pct": (rare_positives, 100_000, 5_000, ("logistic",)),
+    "text_n<<d": (text_sparse, 5_000, 1_000, ("logistic", "hinge")),
+    "hashed_2^22": (hashed_huge, 100_000, None, ("logistic",)),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the objective (mean loss + alpha ||w||^2 / 2), the same formulas as learners/_cd_problem.py
+
+
+def objective(A, y01, w, loss, alpha):
+    z = A @ w
+    if loss == "squared":
+        L = 0.5 * np.mean((z - y01) ** 2)
+    else:
+        s = np.where(y01 > 0, 1.0, -1.0)
+        if loss == "logistic":
+            L = np.mean(np.logaddexp(0.0, -s * z))
+        else:
+            L = np.mean(np.maximum(0.0, 1 - s * z))
+    return float(L + 0.5 * alpha * (w @ w))
+
+
+class Problem:
+    def __init__(self, name, A, y, loss, C):
+        self.name, self.loss, self.C = name, loss, C
+        self.A = _with_const(A)
+        self.Acsr = self.A.tocsr() if sp.issparse(self.A) else self.A
+        self.y = np.asarray(y, np.float64)
+        self.n, self.d = self.A.shape
+        self.alpha = 1.0 / (C * self.n)
+        self.X = sp.csc_matrix(self.A.T) if not sp.issparse(self.A) else self.A.T.tocsc()
+        self.X.sort_indices()
+
+    def P(self, w):
+        return objective(self.Acsr, self.y, np.asarray(w, np.float64).ravel(), self.loss,
+                         self.alpha)
+
+    def features(self):
+        """What :func:`choose_solver` sees."""
+        return dict(n=self.n, d=self.d, nnz=self.X.nnz, loss=self.loss, alpha=self.alpha)
+
+
+# ---------------------------------------------------------------------------------------------
+# solvers: each returns [(seconds, objective), ...]
+
+
+def run_roofline(pb, solver, time_cap, max_iter, pstar=None):
+    from roofline.learners import fit_glm_cd
+    from roofline.learners._newton import fit_newton
+
+    t0 = time.perf_counter()
+
+    def cb(it, w, b):  # its time counts as check time, excluded from the solver's
+        if pstar is not None and pb.P(w) - pstar <= _STOP * abs(pstar):
+            return True
+        return time.perf_counter() - t0 > time_cap
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if solver == "newton":
+            res = fit_newton(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
+                             tol=1e-9, max_iter=max_iter, callback=cb)
+        else:
+            res = fit_glm_cd(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
+                             solver=solver, n_jobs=2, tol=1e-8, max_iter=max_iter,
+                             random_state=0, callback=cb)
+    setup = res.time - res.check_time - (res.times[-1] if len(res.times) else 0.0)
+    check = res.check_time / max(len(res.times), 1)
+    return [(setup + t + check, P) for t, P in zip(res.times, res.objective, strict=True)]
+
+
+def _effort_runs(pb, fit, efforts, time_cap, pstar_hint):
+    pts, total = [], 0.0
+    for e in efforts:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = fit(e)
+        dt = time.perf_counter() - t0
+        total += dt
+        P = pb.P(w)
+        pts.append((dt, P))
+        if total > time_cap or (P - pstar_hint) <= _STOP * abs(pstar_hint):
+            break
+    return pts
+
+
+ITS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+
+
+def run_sklearn(pb, solver, time_cap, pstar_hint):
+    from sklearn.linear_model import LogisticRegression, Ridge
+    from sklearn.svm import LinearSVC, LinearSVR
+
+    A, y, C = pb.Acsr, pb.y, pb.C
+    if pb.loss == "logistic":
+        def fit(it):
+            kw = {"lbfgs": dict(solver="lbfgs"), "liblinear-primal": dict(solver="liblinear"),
+                  "liblinear-dual": dict(solver="liblinear", dual=True)}[solver]
+            return LogisticRegression(C=C, tol=1e-12, max_iter=it, fit_intercept=False,
+                                      **kw).fit(A, y).coef_.ravel()
+    elif pb.loss == "squared":
+        if solver == "lbfgs":  # Ridge's own choice (Cholesky dense, sparse_cg sparse)
+            t0 = time.perf_counter()
+            w = Ridge(alpha=pb.alpha * pb.n, fit_intercept=False).fit(A, y).coef_
+            return [(time.perf_counter() - t0, pb.P(w))]
+
+        def fit(it):
+            return LinearSVR(C=1.0 / (2 * pb.alpha * pb.n), epsilon=0.0,
+                             loss="squared_epsilon_insensitive", fit_intercept=False, tol=1e-12,
+                             dual=solver == "liblinear-dual", max_iter=it).fit(A, y).coef_
+    else:
+        if solver != "liblinear-dual":
+            return None
+
+        def fit(it):
+            return LinearSVC(C=C, loss="hinge", dual=True, fit_intercept=False, tol=1e-12,
+                             max_iter=it * 10).fit(A, y).coef_.ravel()
+    return _effort_runs(pb, fit, ITS, time_cap, pstar_hint)
+
+
+def run_snapml(pb, time_cap, pstar_hint):
+    try:
+        import snapml
+    except ImportError:
+        return None
+    if pb.loss != "logistic":
+        return None
+
+    def fit(it):
+        m = snapml.LogisticRegression(regularizer=1.0 / pb.C, dual=True, fit_intercept=False,
+                                      tol=1e-15, max_iter=it, n_jobs=2)
+        m.fit(pb.Acsr, pb.y)
+        return np.asarray(m.coef_, np.float64).ravel()
+
+    return _effort_runs(pb, fit, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], time_cap, pstar_hint)
+
+
+def reference(pb):
+    """A tight optimum: Newton at a 1e-12 relative gap (dual SCD at 1e-10 for the hinge)."""
+    from roofline.learners import fit_glm_cd
+    from roofline.learners._newton import fit_newton
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if pb.loss == "hinge":
+            r = fit_glm_cd(pb.X, pb.y, loss="hinge", alpha=pb.alpha, fit_intercept=False,
+                           tol=1e-10, max_iter=5000, random_state=1)
+            return min(pb.P(r.coef), float(r.objective.min()))
+        r = fit_newton(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False, tol=1e-12,
+                       max_iter=500)
+        return pb.P(r.coef)
+
+
+def first_time(pts, pstar, level):
+    if pts is None:
+        return None
+    for t, P in pts:
+        if np.isfinite(P) and (P - pstar) / abs(pstar) <= level:
+            return t
+    return None
+
+
+def warmup():
+    """Compile the numba kernels (cached on disk) outside the timed runs."""
+    rng = np.random.default_rng(0)
+    for loss in ("logistic", "squared", "hinge"):
+        A = rng.standard_normal((300, 5))
+        pb = Problem("warm", A, (rng.random(300) < 0.5).astype(float), loss, 1.0)
+        for s in ("newton", "scd", "tpa-scd"):
+            if not (s == "newton" and loss == "hinge"):
+                run_roofline(pb, s, 5.0, 3)
+        As = sp.random(600, 3000, density=0.01, random_state=1, format="csr")
+        pb = Problem("warm", As, (rng.random(600) < 0.5).astype(float), loss, 1.0)
+        if loss != "hinge":
+            run_roofline(pb, "newton", 5.0, 3)
+
+
+ROOFLINE = ("newton", "scd", "tpa-scd")
+PEERS = ("lbfgs", "liblinear-primal", "liblinear-dual")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, < 3 minutes")
+    p.add_argument("--criteo-1m", action="store_true", help="add the 1M-example Criteo-like set")
+    p.add_argument("--only", default=None, help="comma-separated problem classes")
+    p.add_argument("--time-cap", type=float, default=None, help="seconds per solver run")
+    p.add_argument("--json", default=None, help="write the raw times here")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    from roofline.learners._auto import choose_solver
+
+    cap = args.time_cap or (1.0 if args.quick else 30.0)
+    max_iter = 300 if args.quick else 3000
+    rng = np.random.default_rng(args.seed)
+    warmup()
+    classes = dict(CLASSES)
+    if not glob.glob("/usr/share/**/heart_scale", recursive=True):
+        print("heart_scale: not found under /usr/share (Debian's liblinear-tools is not "
+              "installed): skipped")
+        classes.pop("heart_scale")
+    if not args.criteo_1m:
+        classes.pop("criteo_1m")
+    if args.only:
+        classes = {k: v for k, v in classes.items() if k in args.only.split(",")}
+    names = ("auto",) + ROOFLINE + PEERS + ("snapml",)
+    print(f"{'problem':<28} {'n':>7} {'d':>8}  " + " ".join(f"{s:>17}" for s in names))
+    print(f"{'':<28} {'':>7} {'':>8}  " + " ".join(f"{'1e-3   1e-4':>17}" for _ in names))
+    records = []
+    t_all = time.perf_counter()
+    for cname, (build, full, quick, losses) in classes.items():
+        size = quick if args.quick else full
+        if args.quick and quick is None:
+            continue
+        A, y = build(np.random.default_rng(rng.integers(2**31)), size)
+        for loss in losses:
+            for C in CS:
+                pb = Problem(cname, A, y, loss, C)
+                pstar = reference(pb)
+                runs = {}
+                for s in ROOFLINE:
+                    if s == "newton" and loss == "hinge":
+                        continue
+                    runs[s] = run_roofline(pb, s, cap, max_iter, pstar)
+                for s in PEERS:
+                    runs[s] = run_sklearn(pb, s, cap, pstar)
+                runs["snapml"] = run_snapml(pb, cap, pstar)
+                best = min([P for pts in runs.values() if pts for _, P in pts] + [pstar])
+                pstar = min(pstar, best)
+                t0 = time.perf_counter()
+                choice, _ = choose_solver(pb.X, loss=loss, penalty="l2", alpha=pb.alpha,
+                                          fit_intercept=False, n_jobs=2)
+                t_choice = time.perf_counter() - t0
+                times = {s: [first_time(pts, pstar, lv) for lv in LEVELS]
+                         for s, pts in runs.items()}
+                times["auto"] = [None if t is None else t + t_choice
+                                 for t in times.get(choice, [None, None])]
+                rec = dict(problem=cname, loss=loss, C=C, n=pb.n, d=pb.d, nnz=pb.X.nnz,
+                           pstar=pstar, auto=choice, times=times,
+                           ran={s: pts is not None for s, pts in runs.items()})
+                records.append(rec)
+                cells = []
+                for s in names:
+                    if s != "auto" and runs.get(s) is None:
+                        cells.append(f"{'n/a':>17}")
+                        continue
+                    a, b = times.get(s, [None, None])
+                    cells.append(f"{_f(a):>8} {_f(b):>8}")
+                label = f"{cname} {loss[:4]} C={C:g}"
+                print(f"{label:<28} {pb.n:>7} {pb.d:>8}  " + " ".join(cells)
+                      + f"  auto={choice}", flush=True)
+    print(f"\ntotal {time.perf_counter() - t_all:.0f} s")
+    summary(records)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(records, fh, indent=1)
+
+
+def _f(t):
+    return "-" if t is None else f"{t:.3f}"
+
+
+def summary(records):
+    """auto against the fastest peer at 1e-4: the issue's targets."""
+    ratios = []
+    for r in records:
+        peers = [r["times"][s][1] for s in PEERS + ("snapml",)
+                 if r["ran"].get(s) and r["times"][s][1] is not None]
+        a = r["times"]["auto"][1]
+        if not peers:
+            continue
+        ratios.append((np.inf if a is None else a / min(peers), r))
+    if not ratios:
+        return
+    v = np.array([x for x, _ in ratios])
+    worst = max(ratios, key=lambda x: x[0])
+    print(f"auto / fastest peer at 1e-4 over {len(v)} problems: median {np.median(v):.2f}, "
+          f"max {worst[0]:.2f} ({worst[1]['problem']} {worst[1]['loss']} C={worst[1]['C']:g});"
+          f" auto <= 1.2x the fastest peer on {(v <= 1.2).mean():.0%} of the problems")
+
+
+if __name__ == "__main__":
+    main()
