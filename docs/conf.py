@@ -16,6 +16,7 @@ from datetime import date
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # tests/ helpers, benchmarks: not needed by the API
 
 project = "Roofline"
@@ -145,3 +146,50 @@ from roofline.datasources import *
 from roofline.gmat import *
 from roofline.learners import *
 """
+
+
+def _skip_member(app, what, name, obj, skip, options):
+    """Class pages show the public methods and properties defined by Roofline: not the class
+    attributes (option tables, constants), nor what scikit-learn adds to estimators
+    (``set_*_request``), which its own documentation describes."""
+    if what != "class" or skip:
+        return skip
+    target = obj.fget if isinstance(obj, property) else obj
+    if not (inspect.isroutine(target) or isinstance(obj, property)):
+        return True
+    module = getattr(target, "__module__", "") or ""
+    if not module.startswith("roofline."):
+        return True
+    return None
+
+
+# Files whose public functions, classes and methods must be complete numpydoc now: a missing
+# docstring, an undocumented parameter or a missing Returns section fails the build.  Add a file
+# here once its docstrings are complete (see contributing.rst for what remains).
+STRICT_FILES = {"gmat/_report.py", "learners/_plot.py", "gmat/_plot.py"}
+STRICT_CHECKS = {"GL08", "PR01", "RT01"}
+
+
+def _strict_docstrings(app, what, name, obj, options, lines):
+    from numpydoc.validate import validate
+    from sphinx.util import logging
+
+    target = obj.fget if isinstance(obj, property) else obj
+    try:
+        path = inspect.getsourcefile(inspect.unwrap(target))
+    except TypeError:
+        return
+    if not path or os.path.relpath(path, ROOT).replace(os.sep, "/") not in STRICT_FILES:
+        return
+    if name.rsplit(".", 1)[-1].startswith("_"):
+        return
+    errors = [(c, m) for c, m in validate(name)["errors"] if c in STRICT_CHECKS]
+    if what == "property":
+        errors = [(c, m) for c, m in errors if c != "RT01"]
+    for code, msg in errors:
+        logging.getLogger(__name__).warning(f"[strict docstrings] {name}: {code} {msg}")
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_member)
+    app.connect("autodoc-process-docstring", _strict_docstrings)

@@ -64,10 +64,12 @@ class PrimitiveTiming:
 
     @property
     def gflops(self) -> float:
+        """Achieved gflop/s of Roofline's call."""
         return self.cost.flops / self.seconds / 1e9
 
     @property
     def gbytes(self) -> float:
+        """Compulsory bytes per second of Roofline's call, in GB/s."""
         return self.cost.bytes / self.seconds / 1e9
 
     @property
@@ -87,6 +89,7 @@ class PrimitiveTiming:
 
     @property
     def peer_fraction(self) -> float:
+        """Fraction of the true roofline the peer achieves."""
         return self.cost.fraction(self.peer_seconds, self.machine)
 
 
@@ -172,7 +175,13 @@ class RooflineReport:
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
-        """The table as GitHub markdown (for the README)."""
+        """The table as GitHub markdown.
+
+        Returns
+        -------
+        str
+            A header, a separator and one line per row.
+        """
         out = [
             "| primitive | k | dtype | ms | gflop/s | GB/s | % roofline | BIDMach fig.* | peer "
             "| peer ms | x peer |",
