@@ -200,7 +200,7 @@ def main(argv=None):
     p.add_argument("--bits", type=int, default=24)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--sim-nodes", type=int, default=64)
-    p.add_argument("--sim-distinct", type=int, default=20_000)
+    p.add_argument("--sim-distinct", type=int, default=200_000)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:

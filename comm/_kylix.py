@@ -148,7 +148,7 @@ def _check_degrees(degrees, size):
 # ---------------------------------------------------------------------------------------------
 # wire encoding of arrays (a small header: dtype, shape)
 
-_HDR = struct.Struct("<4sB")
+_HDR = struct.Struct("<4sB3x")  # 8 bytes, and 8 per dimension: the data stays 8-byte aligned
 
 
 def _encode(a: np.ndarray):
@@ -174,7 +174,9 @@ def _decode(buf) -> np.ndarray:
     if len(mv) - off != n:
         raise MessageError(f"array message of shape {shape} {dtype} carries {len(mv) - off} "
                            f"bytes, expected {n}")
-    return np.frombuffer(mv[off:], dtype=dtype).reshape(shape)
+    a = np.frombuffer(mv[off:], dtype=dtype).reshape(shape)
+    # numpy's searches and fancy indexing slow down by orders of magnitude on misaligned data
+    return a if a.flags.aligned else a.copy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,10 +196,26 @@ def _split_sorted(idx, lo, hi, k):
     return [idx[sl] for sl in sels], sels
 
 
+def _unique(x, return_inverse=False):
+    """``np.unique`` of int64 indices by a stable (radix) sort: numpy 2.4's ``np.unique`` took
+    3.9 s on 2M indices that this sorts in 40 ms."""
+    order = np.argsort(x, kind="stable") if return_inverse else None
+    srt = x[order] if return_inverse else np.sort(x, kind="stable")
+    keep = np.empty(srt.size, bool)
+    keep[:1] = True
+    np.not_equal(srt[1:], srt[:-1], out=keep[1:])
+    uniq = srt[keep]
+    if not return_inverse:
+        return uniq
+    inv = np.empty(x.size, np.int64)
+    inv[order] = np.cumsum(keep) - 1
+    return uniq, inv
+
+
 def _union(received):
     """The sorted union of the received index lists and each list's map into it."""
     allidx = np.concatenate(received) if received else np.zeros(0, np.int64)
-    union = np.unique(allidx)
+    union = _unique(allidx)
     return union, [np.searchsorted(union, r) for r in received]
 
 
@@ -236,8 +254,8 @@ class KylixPlan(SparsePlan):
         for name, a in (("indices", self.indices), ("want", self.want)):
             if a.size and a.min() < 0:
                 raise ValueError(f"{name} must be non-negative, got {int(a.min())}")
-        self._uidx, self._inv = np.unique(self.indices, return_inverse=True)
-        self._uwant, self._winv = np.unique(self.want, return_inverse=True)
+        self._uidx, self._inv = _unique(self.indices, return_inverse=True)
+        self._uwant, self._winv = _unique(self.want, return_inverse=True)
         self.layers = []
         self.n_union = []
         comm._configure(self)
@@ -438,17 +456,17 @@ class KylixCommunicator(Communicator):
     # -- objects --------------------------------------------------------------------------
     def _pack_obj(self, x):
         if isinstance(x, np.ndarray):
-            return [b"A", *_encode(x)]
-        return [b"P", pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)]
+            return [b"A" * 8, *_encode(x)]  # an 8-byte kind keeps the array aligned
+        return [b"P" * 8, pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)]
 
     @staticmethod
     def _unpack_obj(buf):
         mv = memoryview(buf)
-        kind = bytes(mv[:1])
-        if kind == b"A":
-            return _decode(mv[1:]).copy()
-        if kind == b"P":
-            return pickle.loads(mv[1:])
+        kind = bytes(mv[:8])
+        if kind == b"A" * 8:
+            return _decode(mv[8:]).copy()
+        if kind == b"P" * 8:
+            return pickle.loads(mv[8:])
         raise MessageError(f"object message of unknown kind {kind!r}")
 
     def broadcast(self, x, root=0):
