@@ -543,6 +543,8 @@ class FileSourceOptions(DataSourceOptions):
     n_readers: int = option(2, "threads reading shards in parallel", low=1)
     lookahead: int = option(2, "shards read ahead of the one being consumed", low=1)
     validate: bool = option(True, "full CSC check of every shard")
+    rank: int = option(0, "this rank's shards: those with index % size == rank", low=0)
+    size: int = option(1, "ranks sharing the shards (a distributed job's size)", low=1)
 
     def _check(self, prefix):
         try:
@@ -552,6 +554,9 @@ class FileSourceOptions(DataSourceOptions):
         for d in self.dirs:
             if not isinstance(d, str):
                 raise ValueError(f"{prefix}option 'dirs' must hold strings, got {d!r}")
+        if self.rank >= self.size:
+            raise ValueError(f"{prefix}option 'rank' = {self.rank} must be below 'size' = "
+                             f"{self.size}")
         if self.order == "random" and self.seed is None:
             raise ValueError(f"{prefix}option 'order' = 'random' needs an integer seed, got "
                              f"seed=None")
@@ -584,6 +589,10 @@ class FileSource(DataSource):
         Shards read ahead of the one being consumed (BIDMach's ``lookahead``).
     validate : bool
         Full CSC check of every shard (sorted in-range indices, finite values).
+    rank, size : int
+        One rank of a distributed job (``comm.rank``, ``comm.size`` of
+        :mod:`roofline.comm`) reads only its shards: those whose index ``i`` has
+        ``i % size == rank``.  Every shard is still checked against the manifest first.
     batch_size, drop_last
         See :class:`DataSourceOptions`.  Minibatches run across shard boundaries.
 
@@ -609,6 +618,8 @@ class FileSource(DataSource):
         n_readers=2,
         lookahead=2,
         validate=True,
+        rank=0,
+        size=1,
         batch_size=10_000,
         drop_last=False,
     ):
@@ -626,6 +637,8 @@ class FileSource(DataSource):
             n_readers=n_readers,
             lookahead=lookahead,
             validate=validate,
+            rank=rank,
+            size=size,
         )
         self.format = _format_of(pattern, format)
         o = self.opts
@@ -635,8 +648,6 @@ class FileSource(DataSource):
             paths, heads = self._from_manifest()
         else:
             paths, heads = self._discover()
-        self.paths = paths
-        self.shard_sizes = np.array([h[1] for h in heads], dtype=np.int64)
         self.n_features = heads[0][0]
         for p, (nf, _, _) in zip(paths, heads, strict=True):
             if nf != self.n_features:
@@ -644,6 +655,10 @@ class FileSource(DataSource):
                     f"shard {display_name(p)}: has {nf} features (rows) but shard "
                     f"{display_name(paths[0])} has {self.n_features}"
                 )
+        #: The conversion's indices of the shards this rank reads (all of them by default).
+        self.shard_ids = [i for i in range(len(paths)) if i % o.size == o.rank]
+        self.paths = [paths[i] for i in self.shard_ids]
+        self.shard_sizes = np.array([heads[i][1] for i in self.shard_ids], dtype=np.int64)
         self.n_examples = int(self.shard_sizes.sum())
         self._pass = 0
         self._pool = None
@@ -748,7 +763,7 @@ class FileSource(DataSource):
         return np.arange(n)
 
     def _read(self, i, prealloc=None):
-        rec = self.manifest["shards"][i] if self.manifest is not None else None
+        rec = self.manifest["shards"][self.shard_ids[i]] if self.manifest is not None else None
         return read_shard(self.paths[i], self.format, n_features=self.n_features,
                           validate=self.opts.validate, _prealloc=prealloc, _expect=rec)
 

@@ -184,3 +184,23 @@ def test_truncated_shard_is_named(tmp_path, data, fmt):
     open(paths[1], "wb").write(raw[: len(raw) * 2 // 3])
     with pytest.raises(ValueError, match=rf"shard .*t-1\.{fmt}"):
         list(src)
+
+
+@pytest.mark.parametrize("size", [1, 3, 12])
+def test_ranks_read_disjoint_shards_covering_the_conversion(tmp_path, data, size):
+    """rank/size: each rank of a distributed job reads shards i with i % size == rank; the
+    ranks together read every example once (a rank may get no shard)."""
+    X, y, w = data
+    pattern = str(tmp_path / "part-{i:03d}.npz")
+    write_shards(MatSource(X, y, w, batch_size=77), pattern, examples_per_shard=100)  # 11
+    seen = []
+    for rank in range(size):
+        src = FileSource(pattern, rank=rank, size=size, batch_size=64)
+        assert src.shard_ids == list(range(rank, 11, size))
+        assert src.n_examples == sum(min(100, 1037 - 100 * i) for i in src.shard_ids)
+        assert src.n_features == X.shape[0]
+        seen += [mb.w for mb in src]  # the weights: distinct random values, one per example
+        src.close()
+    np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.sort(w))
+    with pytest.raises(ValueError, match="'rank' = 3 must be below 'size' = 3"):
+        FileSource(pattern, rank=3, size=3)
