@@ -3,8 +3,12 @@
 One process simulates ``n_nodes`` nodes: each node is a thread running the same Kylix code as
 over TCP or MPI, and every message is a file in a spool directory.  A message is written to a
 temporary name and renamed into place once complete (so a reader never sees a partial file),
-with a header carrying a magic number, the payload length and its CRC-32; a file that fails
-those checks raises :class:`~roofline.comm.MessageError` and is never read as valid.  A full
+with a header carrying a magic number, its sender, receiver, tag and sequence number, the
+payload length and a CRC-32 over header and payload; a file that fails those checks (truncated,
+corrupted, or not the message expected at that place) raises
+:class:`~roofline.comm.MessageError` and is never read as valid.  Each :meth:`DiskCluster.run`
+uses a fresh subdirectory of the spool, so messages left by a failed run are never read by a
+later one.  A full
 disk (``ENOSPC``, or ``EFBIG`` past a file-size limit) is a :class:`~roofline.comm.CommError`
 naming the path, and the partial temporary file is removed.
 
@@ -16,19 +20,26 @@ helps choose degrees, with every byte that would cross the network on disk to in
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import shutil
 import struct
+import tempfile
+import threading
 import time
 import zlib
 
-from ._base import CommError, CommTimeoutError, MessageError, Transport
+from ._base import CommError, CommTimeoutError, MessageError, PeerError, Transport
 from ._kylix import MIN_PACKET, KylixCommunicator, kylix_degrees
 from ._threads import QueueGroup, run_in_threads
 
 __all__ = ["DiskCluster", "DiskTransport"]
 
+logger = logging.getLogger(__name__)
+
 _MAGIC = b"RFLD"
-_HEAD = struct.Struct("<4sQI")  # magic, payload length, CRC-32
+_HEAD = struct.Struct("<4sIIIQQI")  # magic, src, dst, tag, seq, payload length, CRC-32
+_HEAD_NO_CRC = struct.Struct("<4sIIIQQ")
 
 
 class DiskTransport(Transport):
@@ -44,17 +55,24 @@ class DiskTransport(Transport):
         Seconds a receive waits for its file.
     fsync : bool
         ``fsync`` every message before it is renamed into place (durable, slower).
+    abort : object, optional
+        A :class:`~roofline.comm.QueueGroup` whose abort wakes this node's waits.
+    wake : list of threading.Condition, optional
+        One per node, shared by the nodes of one process: a send notifies the receiver's, so a
+        receive sleeps until a message lands instead of polling (without it, receives poll
+        the directory, e.g. for nodes in different processes).
     """
 
     backend = "disk"
     shares_process = True
 
-    def __init__(self, spool, rank, size, timeout=60.0, fsync=False, abort=None):
+    def __init__(self, spool, rank, size, timeout=60.0, fsync=False, abort=None, wake=None):
         self.spool, self.rank, self.size = str(spool), int(rank), int(size)
         self.timeout, self.fsync = float(timeout), bool(fsync)
         self._sent = {}
         self._got = {}
         self._abort = abort
+        self._wake = wake
         self.bytes_written = 0
 
     def _dir(self, src, dst, tag):
@@ -62,26 +80,29 @@ class DiskTransport(Transport):
 
     def send(self, peer, tag, payload, layer=0xFFFF):
         bufs = payload if isinstance(payload, (list, tuple)) else [payload]
-        crc, n = 0, 0
-        for b in bufs:
-            crc = zlib.crc32(b, crc)
-            n += memoryview(b).nbytes
+        n = sum(memoryview(b).nbytes for b in bufs)
         key = (peer, tag)
         seq = self._sent.get(key, 0)
         self._sent[key] = seq + 1
+        crc = zlib.crc32(_HEAD_NO_CRC.pack(_MAGIC, self.rank, peer, tag, seq, n))
+        for b in bufs:
+            crc = zlib.crc32(b, crc)
         d = self._dir(self.rank, peer, tag)
         path = os.path.join(d, f"{seq}.msg")
         tmp = path + ".tmp"
         try:
             os.makedirs(d, exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(_HEAD.pack(_MAGIC, n, crc))
+                f.write(_HEAD.pack(_MAGIC, self.rank, peer, tag, seq, n, crc))
                 for b in bufs:
                     f.write(b)
                 f.flush()
                 if self.fsync:
                     os.fsync(f.fileno())
             os.replace(tmp, path)
+            if self._wake is not None:
+                with self._wake[peer]:
+                    self._wake[peer].notify_all()
         except OSError as e:
             try:
                 os.unlink(tmp)
@@ -99,28 +120,37 @@ class DiskTransport(Transport):
         path = os.path.join(self._dir(peer, self.rank, tag), f"{seq}.msg")
         deadline = time.monotonic() + self.timeout
         sleep = 0.0
+        wake = None if self._wake is None else self._wake[self.rank]
         while not os.path.exists(path):
             if self._abort is not None and self._abort._aborted is not None:
-                raise CommError(f"node {self.rank}: the cluster was aborted while waiting for "
-                                f"{path}")
+                raise PeerError(f"node {self.rank}: another node failed while this one "
+                                f"waited for {path}", peer)
             if time.monotonic() > deadline:
                 raise CommTimeoutError(f"node {self.rank}: no message from node {peer} "
                                        f"({path}) within {self.timeout:g} s", peer)
-            time.sleep(sleep)
-            sleep = min(sleep * 2 + 1e-4, 0.01)
+            if wake is None:
+                time.sleep(sleep)
+                sleep = min(sleep * 2 + 1e-4, 0.01)
+            else:
+                with wake:  # the send notifies after its rename: re-check under the lock
+                    if not os.path.exists(path):
+                        wake.wait(0.05)
         with open(path, "rb") as f:
             data = f.read()
         if len(data) < _HEAD.size:
             raise MessageError(f"{path}: {len(data)} bytes, shorter than a message header")
-        magic, n, crc = _HEAD.unpack_from(data)
+        magic, src, dst, mtag, mseq, n, crc = _HEAD.unpack_from(data)
         payload = memoryview(data)[_HEAD.size:]
         if magic != _MAGIC:
             raise MessageError(f"{path}: not a Roofline message (magic {magic!r})")
         if len(payload) != n:
             raise MessageError(f"{path}: {len(payload)} payload bytes, the header says {n} "
                                "(truncated)")
-        if zlib.crc32(payload) != crc:
+        if zlib.crc32(payload, zlib.crc32(data[:_HEAD_NO_CRC.size])) != crc:
             raise MessageError(f"{path}: bad CRC-32 (corrupted on disk)")
+        if (src, dst, mtag, mseq) != (peer, self.rank, tag, seq):
+            raise MessageError(f"{path}: the message from node {src} to node {dst} (tag {mtag}, "
+                               f"number {mseq}), not the one expected here")
         os.unlink(path)
         self._got[key] = seq + 1
         return payload
@@ -169,7 +199,12 @@ class DiskCluster:
         self.stats = None
 
     def run(self, fn, args=()):
-        """``fn(comm, *args)`` on every simulated node; the results by node."""
+        """``fn(comm, *args)`` on every simulated node; the results by node.
+
+        The messages go through a fresh subdirectory of ``spool_dir``, removed after a
+        successful run and kept (for inspection) after a failed one.
+        """
+        spool = tempfile.mkdtemp(prefix="run-", dir=self.spool_dir)
         abort = QueueGroup(1)  # its abort flag wakes the nodes waiting on files
 
         class _Abort:
@@ -179,10 +214,16 @@ class DiskCluster:
             def abort(self):
                 self.flag.abort("a node failed")
 
-        comms = [KylixCommunicator(DiskTransport(self.spool_dir, r, self.n_nodes, self.timeout,
-                                                 self.fsync, abort), self.degrees,
+        wake = [threading.Condition() for _ in range(self.n_nodes)]
+        comms = [KylixCommunicator(DiskTransport(spool, r, self.n_nodes, self.timeout,
+                                                 self.fsync, abort, wake), self.degrees,
                                    backend="disk") for r in range(self.n_nodes)]
-        out = run_in_threads(lambda r: fn(comms[r], *args), self.n_nodes, [_Abort(abort)])
+        try:
+            out = run_in_threads(lambda r: fn(comms[r], *args), self.n_nodes, [_Abort(abort)])
+        except BaseException:
+            logger.info("disk cluster run failed; its messages are kept in %s", spool)
+            raise
+        shutil.rmtree(spool, ignore_errors=True)
         layers = [{"bytes_sent": sum(c.stats["layers"][i]["bytes_sent"] for c in comms),
                    "messages": sum(c.stats["layers"][i]["messages"] for c in comms)}
                   for i in range(len(self.degrees))]
