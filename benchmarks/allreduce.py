@@ -246,6 +246,8 @@ def main(argv=None):
     for K, _, _, layers, _ in rows:
         print(f"| {K} | {', '.join(f'{b / 1e6:.1f} MB' for b in layers)} | "
               f"{layers.sum() / layers[0]:.2f} |")
+    if args.sim_nodes < 2:  # --sim-nodes 0: no simulated cluster
+        return 0
     deg, sim = simulate(args.sim_nodes, args.sim_distinct, 20)
     print()
     print(f"simulated {args.sim_nodes} nodes ({args.sim_distinct:,} distinct features each out "

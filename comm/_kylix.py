@@ -212,6 +212,41 @@ def _unique(x, return_inverse=False):
     return uniq, inv
 
 
+def _is_sorted(a):
+    """Strictly increasing (sorted and distinct)."""
+    return a.size < 2 or bool(np.all(a[1:] > a[:-1]))
+
+
+class _Kernels:
+    """The numba loops of ``roofline.kernels``, imported on first use (``import roofline.comm``
+    stays light for processes that never reduce)."""
+
+    def __getattr__(self, name):
+        from roofline import kernels
+
+        return getattr(kernels, name)
+
+
+_k = _Kernels()
+
+
+def _scatter_add(acc, pos, vals):
+    """``acc[pos] += vals`` (``pos`` distinct): one pass without the GIL for 1-D numbers."""
+    if acc.ndim == 1 and acc.dtype.kind in "fiu" and pos.size > 256:
+        _k.reduce_scatter_add(acc, pos, vals)
+    else:
+        acc[pos] += vals
+
+
+def _gather(src, pos):
+    """``src[pos]``: one pass without the GIL for 1-D numbers."""
+    if src.ndim == 1 and src.dtype.kind in "fiu" and pos.size > 256:
+        out = np.empty(pos.size, src.dtype)
+        _k.reduce_gather(src, pos, out)
+        return out
+    return src[pos]
+
+
 def _union(received):
     """The sorted union of the received index lists and each list's map into it."""
     allidx = np.concatenate(received) if received else np.zeros(0, np.int64)
@@ -256,6 +291,11 @@ class KylixPlan(SparsePlan):
                 raise ValueError(f"{name} must be non-negative, got {int(a.min())}")
         self._uidx, self._inv = _unique(self.indices, return_inverse=True)
         self._uwant, self._winv = _unique(self.want, return_inverse=True)
+        # sorted distinct indices (the common case) need no permutation in or out
+        self._inv = None if self._uidx.size == self.indices.size and _is_sorted(
+            self.indices) else self._inv
+        self._winv = None if self._uwant.size == self.want.size and _is_sorted(
+            self.want) else self._winv
         self.layers = []
         self.n_union = []
         comm._configure(self)
@@ -377,18 +417,21 @@ class KylixCommunicator(Communicator):
         pos = np.searchsorted(cur, wcur)
         pos = np.minimum(pos, max(cur.size - 1, 0))
         found = (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
-        plan._final = (pos, found)
+        plan._final = (pos, None if found.all() else found)
         plan._n_bottom = cur.size
 
     def _reduce(self, plan: KylixPlan, values):
         self._check_open()
         self.stats["calls"] += 1
         tail = values.shape[1:]
-        acc = np.zeros((plan._uidx.size, *tail), values.dtype)
-        if plan._uidx.size == plan.indices.size:  # no duplicates: a permutation
-            acc[plan._inv] = values
+        if plan._inv is None:  # sorted distinct indices: the values are the union's already
+            acc = values
         else:
-            np.add.at(acc, plan._inv, values)  # duplicates of a rank summed, in order
+            acc = np.zeros((plan._uidx.size, *tail), values.dtype)
+            if plan._uidx.size == plan.indices.size:  # no duplicates: a permutation
+                acc[plan._inv] = values
+            else:
+                np.add.at(acc, plan._inv, values)  # duplicates of a rank summed, in order
         for layer, lay in enumerate(plan.layers):
             got = self._exchange(layer, lay, [acc[s] for s in lay.sels])
             for g in got:
@@ -399,19 +442,26 @@ class KylixCommunicator(Communicator):
             acc = np.zeros((lay.n_union, *tail), values.dtype)
             # group-member order: the same on every rank and backend
             for m, g in zip(lay.maps, got, strict=True):
-                acc[m] += g
+                _scatter_add(acc, m, g)
         pos, found = plan._final
-        res = np.zeros((pos.size, *tail), values.dtype)
-        if acc.shape[0]:
-            res[found] = acc[pos[found]]
+        if found is None:  # every wanted index reached this node's range
+            res = _gather(acc, pos)
+        else:
+            res = np.zeros((pos.size, *tail), values.dtype)
+            if acc.shape[0]:
+                res[found] = acc[pos[found]]
         for layer in range(len(plan.layers) - 1, -1, -1):
             lay = plan.layers[layer]
-            got = self._exchange(layer, lay, [res[m] for m in lay.wmaps])
-            prev = np.zeros((lay.wsels[-1].stop, *tail), values.dtype)
+            got = self._exchange(layer, lay, [_gather(res, m) for m in lay.wmaps])
+            prev = np.empty((lay.wsels[-1].stop, *tail), values.dtype)
             for s, g in zip(lay.wsels, got, strict=True):
                 prev[s] = g
             res = prev
-        return res[plan._winv]
+        if plan._winv is not None:
+            res = res[plan._winv]
+        elif res is values:
+            res = values.copy()  # one rank, sorted distinct indices: never the caller's array
+        return res
 
     # -- dense ----------------------------------------------------------------------------
     def allreduce(self, x, op="sum"):

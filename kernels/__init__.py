@@ -10,6 +10,7 @@ tests) use, one private module per job:
 ``_simd``       SIMD lane probes
 ``_losses``     scalar losses (value, derivatives, conjugate) and the one loss code table
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
+``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
@@ -89,6 +90,7 @@ from ._newton import (
     newton_hess_vec_parallel,
     newton_loss_derivs,
 )
+from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
 from ._svmlight import find_line_starts, svmlight_parse
 
@@ -160,6 +162,8 @@ __all__ = [
     "newton_hess_vec",
     "newton_hess_vec_parallel",
     "newton_loss_derivs",
+    "reduce_gather",
+    "reduce_scatter_add",
     "nnz_chunks",
     "nnz_chunks_into",
     "row_slabs",
