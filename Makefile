@@ -1,7 +1,8 @@
 # Roofline: the two commands that work on a fresh machine.
 #   make demo   create .venv, install, print this machine's roofline and the primitives against
 #               scipy, train a model; writes the pictures and the model under roofline-run/
-#   make test   install (with the [mpi] extra, so the MPI tests run under the wheel's mpiexec)
+#   make test   install (with the [mpi] and [dask] extras: the MPI tests run under the wheel's
+#               mpiexec, the Dask tests on a local cluster of worker processes)
 #               and run the test suite
 #   make docs   build the Sphinx site into docs/_build/html (warnings are errors) and run its
 #               examples as doctests
@@ -19,7 +20,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[dev,remote,mpi]"
+	$(PY) -m pip install -q -e ".[dev,remote,mpi,dask]"
 	touch $(STAMP)
 
 $(DOCS_STAMP): pyproject.toml $(STAMP)

@@ -12,6 +12,7 @@ of them over any point-to-point :class:`Transport`; the backends are transports:
   :class:`Coordinator`; ``python -m roofline.comm.launch -n K script.py`` starts K ranks.
 * ``disk``: :class:`DiskCluster`, a cluster simulated in one process whose messages are
   checksummed files in a spool directory (bit-identical to the other backends).
+* ``dask``: :func:`run_on_dask`, one rank per worker of a Dask cluster, joined over TCP.
 * ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi``, imported lazily): MPI's own dense
   collectives, Kylix over MPI point-to-point for the sparse ones.
 
@@ -41,6 +42,7 @@ from ._base import (
     SparsePlan,
     Transport,
 )
+from ._dask import run_on_dask
 from ._disk import DiskCluster, DiskTransport
 from ._env import from_environment, run
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
@@ -75,4 +77,5 @@ __all__ = [
     "launch",
     "run",
     "run_in_threads",
+    "run_on_dask",
 ]

@@ -75,7 +75,7 @@ def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path
 
 
 def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
-        timeout: float = 120.0) -> list:
+        timeout: float = 120.0, client=None) -> list:
     """Run ``fn(comm, *args, **kwargs)`` on ``n`` ranks and return the results by rank.
 
     Parameters
@@ -85,13 +85,17 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         in a module, not in ``__main__`` of an interactive session), and its arguments and
         result picklable.
     n : int
-    backend : {"threads", "tcp", "mpi", "disk"}
+    backend : {"threads", "tcp", "mpi", "disk", "dask"}
         ``"threads"``: threads of this process (Kylix over in-process queues); ``"tcp"``: ``n``
         local processes joined by Kylix over TCP; ``"mpi"``: ``mpiexec -n n`` (the one beside
         this Python, from the mpich wheel); ``"disk"``: a cluster simulated in this process,
-        messages as files in a temporary spool directory (:class:`DiskCluster`).
+        messages as files in a temporary spool directory (:class:`DiskCluster`); ``"dask"``:
+        one rank per worker of ``client`` (:func:`run_on_dask`), or of a local cluster of
+        ``n`` worker processes started for this call when ``client`` is None.
     timeout : float
         Seconds a rank waits for a peer; the whole run is bounded by a few times this.
+    client : distributed.Client, optional
+        The Dask cluster of ``backend="dask"``.
 
     Raises
     ------
@@ -139,7 +143,18 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         with tempfile.TemporaryDirectory(prefix="roofline-spool-") as spool:
             return DiskCluster(n, spool, timeout=timeout).run(
                 lambda comm: fn(comm, *args, **kwargs))
-    raise ValueError(f"backend must be 'threads', 'tcp', 'mpi' or 'disk', got {backend!r}")
+    if backend == "dask":
+        from ._dask import run_on_dask
+
+        if client is not None:
+            return run_on_dask(client, fn, n=n, args=args, kwargs=kwargs, timeout=timeout)
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=n, threads_per_worker=2, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as c:
+            return run_on_dask(c, fn, n=n, args=args, kwargs=kwargs, timeout=timeout)
+    raise ValueError(f"backend must be 'threads', 'tcp', 'mpi', 'disk' or 'dask', got "
+                     f"{backend!r}")
 
 
 def _collect(paths, codes):

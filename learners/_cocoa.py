@@ -538,6 +538,20 @@ def _global_blocks(comm, X, blocks):
     return blocks
 
 
+def _check_same_examples(comm, y):
+    """The primal shards features: every rank must hold the same examples (the same ``y``).
+    Example shards given to it would train a wrong model silently."""
+    yv = np.asarray(y, dtype=np.float64)
+    sig = np.array([yv.size, yv.sum(), yv @ np.cos(np.arange(yv.size))])
+    lo, hi = comm.allreduce(-sig, op="max"), comm.allreduce(sig, op="max")
+    if not np.array_equal(-lo, hi):
+        raise ValueError(
+            f"the primal solver over comm= shards features: every rank must hold all the "
+            f"examples (the same y), but the ranks' y differ (rank {comm.rank}: {yv.size} "
+            f"labels); to give each rank its own examples, use dual=True (or "
+            f"solver='pure-block')")
+
+
 def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
                 threads, inner_rounds, local_epochs, blocks, max_iter, check_every, seed,
                 trace):
@@ -572,6 +586,8 @@ def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, d
     M = 1 if solver == "cocoa" else int(threads)
     R = 1 if solver == "cocoa" else int(inner_rounds)
     n = int(comm.allreduce(np.array([n_local], dtype=np.int64))[0]) if dual else n_local
+    if not dual:
+        _check_same_examples(comm, y)
     share = n_local if dual else d
     if M > max(share, 1):
         raise ValueError(f"{M} workers per node exceed the {share} "

@@ -129,3 +129,16 @@ def test_estimators_take_comm():
         np.testing.assert_array_equal(classes, [0, 1])
     with pytest.raises(ValueError, match="comm= needs solver in"):
         LogisticRegression(solver="lbfgs", comm=object()).fit(X.T.tocsr(), y)
+
+
+def _primal_with_example_shards(comm):
+    X, y = _data()
+    mine = np.array_split(np.arange(X.shape[1]), comm.size)[comm.rank]
+    return fit_glm_cd(X[:, mine], y[mine], loss="logistic", solver="cocoa", dual=False,
+                      comm=comm, **KW)
+
+
+def test_the_primal_given_example_shards_is_an_error_not_a_wrong_model():
+    """The primal shards features; example shards would train a wrong model silently."""
+    with pytest.raises(ValueError, match="every rank must hold all the examples.*dual=True"):
+        run(_primal_with_example_shards, 2, backend="threads", timeout=30)

@@ -1,0 +1,156 @@
+"""Ranks on a Dask cluster: one long-running task per worker, joined by Kylix over TCP.
+
+The pattern of LightGBM's and XGBoost's Dask modes: Dask places the data and runs one task per
+rank, each pinned to its own worker; the tasks exchange addresses through a
+:class:`~roofline.comm.Coordinator` in the client's process and then talk over their own
+sockets (the scheduler never carries the all-reduce traffic).  Roofline starts no cluster of
+its own: bring a ``distributed.Client`` (a ``LocalCluster``, ``dask-jobqueue``, Kubernetes ...).
+
+``dask.distributed`` is imported only when a function here is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from urllib.parse import urlparse
+
+from ._base import CommError
+from ._launch import Coordinator
+
+__all__ = ["run_on_dask"]
+
+logger = logging.getLogger(__name__)
+
+
+def _host_of(address: str) -> str:
+    host = urlparse(address).hostname
+    if host is None:
+        raise CommError(f"cannot read a host from the Dask address {address!r}")
+    return host
+
+
+def _reachable_ip(towards: str) -> str:
+    """The address of this machine on the route to ``towards`` (loopback for a local host)."""
+    if towards in ("127.0.0.1", "localhost", "::1"):
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((towards, 9))  # no packet is sent: this only picks the route
+        return s.getsockname()[0]
+
+
+def _rank_task(rank, size, coord, token, timeout, degrees, fn, args, kwargs, *part):
+    """One rank, run by a Dask worker: join the TCP job from this worker's host and run ``fn``."""
+    from distributed import get_worker
+
+    from ._tcp import tcp_communicator
+
+    host = _host_of(get_worker().address)
+    with tcp_communicator(rank, size, coord, token, degrees=degrees, timeout=timeout,
+                          host=host) as comm:
+        return fn(comm, *part, *args, **kwargs)
+
+
+def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout=120.0,
+                degrees=None, coordinator_host=None) -> list:
+    """Run ``fn(comm, [part,] *args, **kwargs)`` as one rank per Dask worker.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    fn : callable
+        Importable and picklable (defined in a module, as for any Dask task); its result must
+        be picklable.
+    n : int, optional
+        Number of ranks (default: one per worker, or ``len(parts)``); at most the number of
+        workers, since every rank needs its own worker to run at the same time as the others.
+    parts : list, optional
+        One item per rank, passed as ``fn``'s second argument: typically a Dask future (or
+        ``dask.delayed``) of that rank's data, which Dask moves to or finds on the rank's
+        worker.  Rank ``r`` is placed on a worker that already holds ``parts[r]`` when Dask
+        knows one.
+    args, kwargs
+        Further arguments of ``fn``, the same on every rank.
+    timeout : float
+        Seconds a rank waits for a peer (and for the ranks to register).
+    degrees : sequence of int, optional
+        Kylix layer degrees.
+    coordinator_host : str, optional
+        The address of this (the client's) machine that the workers can reach; by default the
+        one on the route to the scheduler (loopback for a local cluster).
+
+    Returns
+    -------
+    list
+        ``fn``'s results by rank.
+
+    Raises
+    ------
+    CommError
+        Too few workers, or a rank failed (the error names it; the others fail within
+        ``timeout`` with an error naming the rank they lost).
+    """
+    from distributed import wait
+
+    kwargs = kwargs or {}
+    workers = sorted(client.scheduler_info()["workers"])
+    if parts is not None:
+        parts = list(parts)
+        if n is not None and n != len(parts):
+            raise ValueError(f"n={n} but parts has {len(parts)} items (one per rank)")
+        n = len(parts)
+    n = len(workers) if n is None else int(n)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if n > len(workers):
+        raise CommError(f"{n} ranks need {n} Dask workers running at once; the cluster has "
+                        f"{len(workers)}")
+    placement = _place(client, workers, parts, n)
+    host = coordinator_host or _reachable_ip(_host_of(client.scheduler.address))
+    coord = Coordinator(n, host=host, timeout=timeout)
+    logger.info("%d ranks on Dask workers %s; coordinator at %s:%d", n, placement,
+                *coord.address)
+    try:
+        futures = [client.submit(_rank_task, r, n, coord.address, coord.token, timeout,
+                                 degrees, fn, args, kwargs,
+                                 *(() if parts is None else (parts[r],)),
+                                 workers=[placement[r]], allow_other_workers=False, pure=False,
+                                 key=f"roofline-rank-{r}-{coord.token.hex()[:8]}")
+                   for r in range(n)]
+        wait(futures, timeout=timeout * 3)
+        results, errors = [], []
+        for r, f in enumerate(futures):
+            if f.status == "finished":
+                results.append(f.result())
+            else:
+                results.append(None)
+                errors.append(f"rank {r} (worker {placement[r]}): "
+                              f"{f.exception() if f.status == 'error' else f.status}")
+        if errors:
+            raise CommError("; ".join(errors))
+        return results
+    except TimeoutError as e:
+        client.cancel(futures)
+        raise CommError(f"the Dask job of {n} ranks did not finish within "
+                        f"{timeout * 3:g} s") from e
+    finally:
+        coord.close()
+
+
+def _place(client, workers, parts, n):
+    """A distinct worker per rank, preferring one that already holds the rank's part."""
+    from distributed import Future
+
+    placement = [None] * n
+    if parts is not None:
+        futures = [p for p in parts if isinstance(p, Future)]
+        holders = client.who_has(futures) if futures else {}
+        taken = set()
+        for r, p in enumerate(parts):
+            for w in sorted(holders.get(p.key, ()) if isinstance(p, Future) else ()):
+                if w in workers and w not in taken:
+                    placement[r] = w
+                    taken.add(w)
+                    break
+    free = iter(w for w in workers if w not in set(placement))
+    return [p if p is not None else next(free) for p in placement]
