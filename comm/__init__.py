@@ -47,6 +47,7 @@ from ._disk import DiskCluster, DiskTransport
 from ._env import from_environment, run
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
 from ._launch import Coordinator, launch
+from ._replicate import ReplicatedTransport
 from ._threads import (
     InProcessCommunicator,
     InProcessGroup,
@@ -70,6 +71,7 @@ __all__ = [
     "PeerError",
     "QueueGroup",
     "QueueTransport",
+    "ReplicatedTransport",
     "SparsePlan",
     "Transport",
     "from_environment",

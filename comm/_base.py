@@ -125,6 +125,20 @@ class Transport(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional for transports without resources
         """Release sockets, files or queues (idempotent)."""
 
+    # -- polling (optional): what a replicated transport needs to take the first of r copies
+    #: Transports that implement :meth:`try_recv` and :meth:`wait_arrival` set this.
+    can_poll: bool = False
+
+    def try_recv(self, peer: int, tag: int):
+        """The next payload from ``peer`` under ``tag`` if one has arrived, else ``None``;
+        :class:`PeerError` when nothing is queued and ``peer`` is known dead."""
+        raise NotImplementedError(f"{type(self).__name__} cannot poll")
+
+    def wait_arrival(self, seen: int, timeout: float) -> int:
+        """Block until the count of arrived messages differs from ``seen`` (or ``timeout``
+        seconds pass) and return the count; ``seen=-1`` returns the count at once."""
+        raise NotImplementedError(f"{type(self).__name__} cannot poll")
+
 
 class SparsePlan(abc.ABC):
     """A sparse all-reduce configured once for fixed index sets (Kylix's configuration phase).

@@ -12,7 +12,15 @@ import tempfile
 
 from ._base import CommError, Communicator
 from ._kylix import KylixCommunicator
-from ._launch import ENV_COORD, ENV_RANK, ENV_SIZE, ENV_TIMEOUT, ENV_TOKEN, Coordinator
+from ._launch import (
+    ENV_COORD,
+    ENV_RANK,
+    ENV_REPLICATION,
+    ENV_SIZE,
+    ENV_TIMEOUT,
+    ENV_TOKEN,
+    Coordinator,
+)
 from ._threads import QueueGroup, run_in_threads
 
 __all__ = ["from_environment", "run"]
@@ -24,7 +32,8 @@ logger = logging.getLogger(__name__)
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 
 
-def from_environment(*, timeout: float | None = None, degrees=None) -> Communicator:
+def from_environment(*, timeout: float | None = None, degrees=None,
+                     replication: int | None = None) -> Communicator:
     """The communicator of this process: under Roofline's launcher a TCP Kylix communicator,
     under ``mpiexec`` (or ``srun``) an MPI one, otherwise a group of one.
 
@@ -37,6 +46,9 @@ def from_environment(*, timeout: float | None = None, degrees=None) -> Communica
         Seconds a rank waits for a peer (default: the launcher's, else 600).
     degrees : sequence of int, optional
         Kylix layer degrees.
+    replication : int, optional
+        Under the launcher: replicas per logical node (default: the launcher's
+        ``--replication``, else 1); see :class:`~roofline.comm.ReplicatedTransport`.
     """
     env = os.environ
     if ENV_COORD in env:
@@ -50,8 +62,11 @@ def from_environment(*, timeout: float | None = None, degrees=None) -> Communica
             raise CommError(f"the launcher's environment is incomplete or malformed ({e}); "
                             f"start workers with python -m roofline.comm.launch") from e
         t = float(env.get(ENV_TIMEOUT, 600.0)) if timeout is None else timeout
-        comm = tcp_communicator(rank, size, (host, int(port)), token, degrees=degrees, timeout=t)
-        logger.info("rank %d of %d over TCP (degrees %s)", rank, size, comm.degrees)
+        r = int(env.get(ENV_REPLICATION, 1)) if replication is None else int(replication)
+        comm = tcp_communicator(rank, size, (host, int(port)), token, degrees=degrees, timeout=t,
+                                replication=r)
+        logger.info("rank %d of %d over TCP (degrees %s, node %d of %d)", rank, size,
+                    comm.degrees, comm.rank, comm.size)
         return comm
     if any(v in env for v in _MPI_VARS):
         from ._mpi import MPICommunicator
@@ -62,11 +77,13 @@ def from_environment(*, timeout: float | None = None, degrees=None) -> Communica
     return KylixCommunicator(QueueGroup(1).transport(0), backend="single")
 
 
-def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path):
+def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path,
+                replication=1):
     from ._tcp import tcp_communicator
 
     try:
-        with tcp_communicator(rank, size, coord, token, timeout=timeout) as comm:
+        with tcp_communicator(rank, size, coord, token, timeout=timeout,
+                              replication=replication) as comm:
             out = ("ok", fn(comm, *args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - sent back to the caller
         out = ("error", f"{type(e).__name__}: {e}")
@@ -75,7 +92,7 @@ def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path
 
 
 def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
-        timeout: float = 120.0, client=None) -> list:
+        timeout: float = 120.0, client=None, replication: int = 1) -> list:
     """Run ``fn(comm, *args, **kwargs)`` on ``n`` ranks and return the results by rank.
 
     Parameters
@@ -96,6 +113,11 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         Seconds a rank waits for a peer; the whole run is bounded by a few times this.
     client : distributed.Client, optional
         The Dask cluster of ``backend="dask"``.
+    replication : int
+        ``backend="tcp"`` only: the ``n`` processes form ``n / replication`` logical nodes of
+        identical replicas (``fn`` sees the logical ``comm.rank`` and ``comm.size``); the run
+        succeeds when every node has a replica that returns, and the results of replicas that
+        died are ``None``.
 
     Raises
     ------
@@ -105,6 +127,8 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
     kwargs = kwargs or {}
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if replication != 1 and backend != "tcp":
+        raise ValueError(f"replication is available with backend='tcp', not {backend!r}")
     if backend == "threads":
         group = QueueGroup(n, timeout=timeout)
 
@@ -122,7 +146,7 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
             paths = [os.path.join(tmp, f"rank{r}.pkl") for r in range(n)]
             procs = [ctx.Process(target=_tcp_worker, daemon=True,
                                  args=(r, n, coord.address, coord.token, timeout, fn, args,
-                                       kwargs, paths[r])) for r in range(n)]
+                                       kwargs, paths[r], replication)) for r in range(n)]
             try:
                 for p in procs:
                     p.start()
@@ -134,7 +158,7 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
                         p.kill()
                         p.join()
                 coord.close()
-            return _collect(paths, [p.exitcode for p in procs])
+            return _collect(paths, [p.exitcode for p in procs], replication)
     if backend == "mpi":
         return _run_mpi(fn, n, args, kwargs, timeout)
     if backend == "disk":
@@ -157,21 +181,28 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
                      f"{backend!r}")
 
 
-def _collect(paths, codes):
-    results, errors = [], []
+def _collect(paths, codes, replication=1):
+    """The results by rank, from the workers' result files; a ``CommError`` naming every failed
+    rank, except (with replication) replicas whose node has a replica that succeeded."""
+    results, failed = [], {}
     for r, path in enumerate(paths):
         try:
             with open(path, "rb") as f:
                 status, value = pickle.load(f)
         except FileNotFoundError:
             status, value = "error", f"the process died (exit code {codes[r]})"
-        if status == "ok":
-            results.append(value)
-        else:
-            results.append(None)
-            errors.append(f"rank {r}: {value}")
-    if errors:
-        raise CommError("; ".join(errors))
+        results.append(value if status == "ok" else None)
+        if status != "ok":
+            failed[r] = f"rank {r}: {value}"
+    fatal = [r for r in failed
+             if replication == 1 or all(q in failed for q in
+                                        range(r - r % replication, r - r % replication
+                                              + replication))]
+    if failed and not fatal:
+        logger.warning("replicas failed; their nodes went on without them: %s",
+                       "; ".join(failed.values()))
+    if fatal:
+        raise CommError("; ".join(failed[r] for r in fatal))
     return results
 
 

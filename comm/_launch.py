@@ -30,6 +30,7 @@ ENV_SIZE = "ROOFLINE_COMM_SIZE"
 ENV_COORD = "ROOFLINE_COMM_COORD"
 ENV_TOKEN = "ROOFLINE_COMM_TOKEN"
 ENV_TIMEOUT = "ROOFLINE_COMM_TIMEOUT"
+ENV_REPLICATION = "ROOFLINE_COMM_REPLICATION"
 
 
 class Coordinator:
@@ -146,13 +147,22 @@ def _pump(stream, rank, out):
 
 
 def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | None = None,
-           env: dict | None = None, grace: float | None = None) -> int:
+           env: dict | None = None, grace: float | None = None, replication: int = 1) -> int:
     """Run ``python argv...`` as ``n`` ranks of one job; return the exit code.
 
     Each worker's output is prefixed with its rank.  If a rank fails, the others get ``grace``
     seconds (default: their communication timeout) to fail on their own, then are killed; the
     exit code is the first failing rank's.  No worker outlives the launcher.
+
+    With ``replication=r > 1`` the ranks form ``n / r`` nodes of ``r`` replicas (their
+    :func:`~roofline.comm.from_environment` communicators are replicated): the job succeeds
+    when every node has a replica that exits 0, and failed replicas are reported, not fatal.
     """
+    r_ = int(replication)
+    if r_ < 1 or n % r_:
+        raise ValueError(f"replication must be >= 1 and divide n={n}, got {replication}")
+    if r_ > 1:
+        env = {**(env or {}), ENV_REPLICATION: str(r_)}
     coord = Coordinator(n, timeout=timeout)
     procs = []
     out = sys.stdout.buffer
@@ -168,15 +178,24 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
             t.start()
             pumps.append(t)
         failed = None
+        reported = set()
         first_fail_time = None
         grace = timeout if grace is None else grace
         while True:
             codes = [p.poll() for p in procs]
             for r, c in enumerate(codes):
-                if c not in (None, 0) and failed is None:
-                    failed = (r, c)
-                    first_fail_time = time.monotonic()
+                if c not in (None, 0) and r not in reported:
+                    reported.add(r)
                     sys.stderr.write(f"roofline.comm.launch: rank {r} exited with code {c}\n")
+                    if failed is None and not _node_survives(codes, r, r_):
+                        failed = (r, c)
+                        first_fail_time = time.monotonic()
+            if failed is None and r_ > 1:  # a node whose every replica failed
+                for r, c in enumerate(codes):
+                    if c not in (None, 0) and not _node_survives(codes, r, r_):
+                        failed = (r, c)
+                        first_fail_time = time.monotonic()
+                        break
             if all(c is not None for c in codes):
                 break
             if failed is not None and time.monotonic() - first_fail_time > grace:
@@ -198,3 +217,12 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
     if failed is not None:
         return failed[1] if failed[1] > 0 else 1
     return 0
+
+
+def _node_survives(codes, rank, replication):
+    """Whether a replica of ``rank``'s node is still running or exited 0."""
+    if replication == 1:
+        return False
+    node = rank // replication
+    return any(codes[q] in (None, 0)
+               for q in range(node * replication, (node + 1) * replication))

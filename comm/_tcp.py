@@ -119,6 +119,7 @@ class TCPTransport(Transport):
         self._send_locks = [threading.Lock() for _ in range(self.size)]
         self._cv = threading.Condition()
         self._queues = collections.defaultdict(collections.deque)
+        self._arrivals = 0  # messages and deaths seen (wait_arrival)
         self._dead = {}  # peer -> exception
         self._closed = False
         self._threads = []
@@ -133,7 +134,7 @@ class TCPTransport(Transport):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [p for p in range(self.rank + 1, self.size) if self._socks[p] is None]
-                    self.close()
+                    self.close(linger=0)
                     raise CommTimeoutError(f"rank {self.rank}: ranks {missing} did not connect "
                                            f"within {self.timeout:g} s", missing[0])
                 self._cv.wait(left)
@@ -146,7 +147,7 @@ class TCPTransport(Transport):
                 break
             except OSError as e:
                 if time.monotonic() > deadline:
-                    self.close()
+                    self.close(linger=0)
                     raise CommTimeoutError(f"rank {self.rank}: cannot connect to rank {peer} at "
                                            f"{addr[0]}:{addr[1]} ({e})", peer) from e
                 time.sleep(0.02)
@@ -202,6 +203,7 @@ class TCPTransport(Transport):
                 payload = read_payload(s, length, crc, peer, tag)
                 with self._cv:
                     self._queues[(peer, tag)].append(payload)
+                    self._arrivals += 1
                     self._cv.notify_all()
         except (PeerError, OSError) as e:
             err = PeerError(f"rank {self.rank}: rank {peer} is gone (its connection ended: "
@@ -215,6 +217,7 @@ class TCPTransport(Transport):
         (logger.warning if isinstance(err, MessageError) else logger.debug)("%s", err)
         with self._cv:
             self._dead[peer] = err
+            self._arrivals += 1
             self._cv.notify_all()
 
     # -- Transport --------------------------------------------------------------------------
@@ -223,6 +226,7 @@ class TCPTransport(Transport):
         if peer == self.rank:
             with self._cv:
                 self._queues[(peer, tag)].append(b"".join(bufs))
+                self._arrivals += 1
                 self._cv.notify_all()
             return
         s = self._socks[peer]
@@ -236,6 +240,25 @@ class TCPTransport(Transport):
         except OSError as e:
             raise PeerError(f"rank {self.rank}: sending to rank {peer} failed ({e}); is it "
                             "alive?", peer) from e
+
+    can_poll = True
+
+    def try_recv(self, peer, tag):
+        with self._cv:
+            q = self._queues.get((peer, tag))
+            if q:
+                return q.popleft()
+            if peer in self._dead:
+                raise self._dead[peer]
+            if self._closed:
+                raise CommError(f"rank {self.rank}: the transport is closed")
+            return None
+
+    def wait_arrival(self, seen, timeout):
+        with self._cv:
+            if self._arrivals == seen and not self._closed:
+                self._cv.wait(timeout)
+            return self._arrivals
 
     def recv(self, peer, tag):
         key = (peer, tag)
@@ -255,14 +278,31 @@ class TCPTransport(Transport):
                                            f"within {self.timeout:g} s", peer)
                 self._cv.wait(left)
 
-    def close(self):
+    def close(self, linger: float | None = None):
+        """Close gracefully: end this rank's sending side at once (the peers see the end of
+        the stream after every byte sent), keep reading until each peer has closed its side
+        too or ``linger`` seconds (default ``min(timeout, 10)``) pass, then close the sockets.
+
+        Closing a socket with unread bytes makes the kernel reset the connection, and a reset
+        discards what the peer had received but not yet read: a rank that finishes first
+        (a replica ahead of its slower twin) would otherwise destroy its own last messages."""
         if self._closed:
             return
-        self._closed = True
         try:
             self._listener.close()
         except OSError:
             pass
+        for s in self._socks:
+            if s is not None:
+                try:
+                    s.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + (min(self.timeout, 10.0) if linger is None else linger)
+        for t in list(self._threads):
+            if t is not threading.current_thread():
+                t.join(max(deadline - time.monotonic(), 0.0))
+        self._closed = True
         for s in self._socks:
             if s is not None:
                 try:
@@ -290,9 +330,14 @@ def _sendall(sock, bufs):
 
 
 def tcp_communicator(rank, size, coord, token, *, degrees=None, timeout=60.0,
-                     host="127.0.0.1") -> KylixCommunicator:
+                     host="127.0.0.1", replication=1) -> KylixCommunicator:
     """Join a TCP job: listen, register with the coordinator at ``coord = (host, port)``,
-    connect to every peer, and return a :class:`~roofline.comm.KylixCommunicator`."""
+    connect to every peer, and return a :class:`~roofline.comm.KylixCommunicator`.
+
+    With ``replication=r > 1`` the ``size`` ranks form ``size / r`` logical nodes of ``r``
+    replicas each (:class:`~roofline.comm.ReplicatedTransport`): the communicator's ``rank``
+    and ``size`` are the logical ones, and the job survives the death of all but one replica
+    of every node."""
     lst = listen(host)
     try:
         addresses = register(tuple(coord), token, rank, lst.getsockname(), timeout)
@@ -300,4 +345,12 @@ def tcp_communicator(rank, size, coord, token, *, degrees=None, timeout=60.0,
         lst.close()
         raise
     transport = TCPTransport(rank, size, token, lst, addresses, timeout)
+    if int(replication) > 1:
+        from ._replicate import ReplicatedTransport
+
+        try:
+            transport = ReplicatedTransport(transport, replication)
+        except ValueError:
+            transport.close()
+            raise
     return KylixCommunicator(transport, degrees, backend="tcp")

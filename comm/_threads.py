@@ -55,6 +55,7 @@ class QueueGroup:
         self._cv = threading.Condition()
         self._queues = collections.defaultdict(collections.deque)
         self._aborted = None
+        self._arrivals = 0
 
     def transport(self, rank: int) -> QueueTransport:
         return QueueTransport(self, rank)
@@ -63,6 +64,7 @@ class QueueGroup:
         """Wake every waiting rank with a :class:`~roofline.comm.PeerError`."""
         with self._cv:
             self._aborted = (reason, peer)
+            self._arrivals += 1
             self._cv.notify_all()
 
 
@@ -84,7 +86,29 @@ class QueueTransport(Transport):
         g = self.group
         with g._cv:
             g._queues[(self.rank, peer, tag)].append(data)
+            g._arrivals += 1
             g._cv.notify_all()
+
+    can_poll = True
+
+    def try_recv(self, peer, tag):
+        g = self.group
+        with g._cv:
+            q = g._queues.get((peer, self.rank, tag))
+            if q:
+                return q.popleft()
+            if g._aborted is not None:
+                reason, who = g._aborted
+                raise PeerError(f"rank {self.rank}: the group was aborted ({reason})",
+                                peer if who is None else who)
+            return None
+
+    def wait_arrival(self, seen, timeout):
+        g = self.group
+        with g._cv:
+            if g._arrivals == seen and g._aborted is None:
+                g._cv.wait(timeout)
+            return g._arrivals
 
     def recv(self, peer, tag):
         g = self.group

@@ -1,4 +1,5 @@
-"""``python -m roofline.comm.launch -n K [--timeout S] script.py ARGS``: run a script as K ranks.
+"""``python -m roofline.comm.launch -n K [--timeout S] [--replication R] script.py ARGS``: run a
+script as K ranks (K / R logical nodes of R replicas each with ``--replication``).
 
 Each rank calls :func:`roofline.comm.from_environment` to get its communicator.  The exit code
 is non-zero if any rank fails (that rank's output, prefixed ``[rank r]``, shows why); no worker
@@ -19,12 +20,17 @@ def main(argv=None) -> int:
     p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a rank waits for a peer (default 120)")
+    p.add_argument("--replication", type=int, default=1,
+                   help="replicas per logical node (Kylix replication; default 1): the job "
+                        "survives the death of all but one replica of each node")
     p.add_argument("script", help="the Python script every rank runs")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     a = p.parse_args(argv)
     if a.nprocs < 1:
         p.error(f"-n must be >= 1, got {a.nprocs}")
-    return launch(a.nprocs, [a.script, *a.args], timeout=a.timeout)
+    if a.replication < 1 or a.nprocs % a.replication:
+        p.error(f"--replication must be >= 1 and divide -n {a.nprocs}, got {a.replication}")
+    return launch(a.nprocs, [a.script, *a.args], timeout=a.timeout, replication=a.replication)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ from roofline.comm import from_environment
 
 EMPTY = int(sys.argv[sys.argv.index("--empty-rank") + 1]) if "--empty-rank" in sys.argv else -1
 DIE = int(sys.argv[sys.argv.index("--die-rank") + 1]) if "--die-rank" in sys.argv else -1
+# with the launcher's --replication: the physical rank (one replica) that dies
+DIE_PROCESS = (int(sys.argv[sys.argv.index("--die-process") + 1])
+               if "--die-process" in sys.argv else -1)
 
 
 def contribution(rank, n_features=5000, seed=0):
@@ -28,8 +31,8 @@ def main():
     with comm:
         idx, val = contribution(comm.rank)
         got = comm.sparse_allreduce(idx, val)
-        if comm.rank == DIE:  # dies between two collectives, as a crashed worker would
-            os.kill(os.getpid(), signal.SIGKILL)
+        if comm.rank == DIE or int(os.environ.get("ROOFLINE_COMM_RANK", -2)) == DIE_PROCESS:
+            os.kill(os.getpid(), signal.SIGKILL)  # between two collectives, as a crash would
         dense = comm.allreduce(np.arange(10.0) * (comm.rank + 1))
         ref = np.zeros(5000)
         for r in range(comm.size):

@@ -1,0 +1,134 @@
+"""Kylix replication (issue 19): r replicas per logical node; a job survives SIGKILLed
+replicas, one per node, with the same result bit for bit as without the fault."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from roofline.comm import (
+    CommError,
+    KylixCommunicator,
+    QueueGroup,
+    ReplicatedTransport,
+    run,
+    run_in_threads,
+)
+
+HERE = os.path.dirname(__file__)
+SCRIPT = os.path.join(HERE, "scripts", "sum_script.py")
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _data(node, step):
+    rng = np.random.default_rng([node, step])
+    idx = np.unique(rng.zipf(1.3, 3000) % 20000).astype(np.int64)
+    return idx, rng.standard_normal(idx.size)
+
+
+def _job(comm, steps=8, die=(), die_at=3):
+    """``steps`` sparse and dense all-reduces; the processes in ``die`` (physical ranks) are
+    SIGKILLed before step ``die_at``."""
+    phys = getattr(comm.transport, "inner", comm.transport).rank
+    out = []
+    for step in range(steps):
+        if step == die_at and phys in die:
+            os.kill(os.getpid(), signal.SIGKILL)
+        idx, val = _data(comm.rank, step)
+        out.append(comm.sparse_allreduce(idx, val))
+        out.append(comm.allreduce(val[:5].copy()))
+    return comm.rank, comm.size, np.concatenate(out)
+
+
+def _plain(n_nodes):
+    return run(_job, n_nodes, backend="threads")
+
+
+def test_replicated_threads_equal_the_plain_group_bit_for_bit():
+    group = QueueGroup(6, timeout=30)
+
+    def one(p):
+        with KylixCommunicator(ReplicatedTransport(group.transport(p), 2)) as comm:
+            return _job(comm)
+
+    got = run_in_threads(one, 6, [group])
+    ref = _plain(3)
+    for p, (node, size, vec) in enumerate(got):
+        assert (node, size) == (p // 2, 3)
+        np.testing.assert_array_equal(vec, ref[node][2])
+
+
+def test_one_killed_replica_per_node_changes_nothing():
+    t = time.monotonic()
+    got = run(_job, 6, backend="tcp", replication=2, kwargs={"die": (1, 2, 5)}, timeout=20)
+    assert time.monotonic() - t < 60
+    ref = _plain(3)
+    assert [g is None for g in got] == [False, True, True, False, False, True]
+    for g in got:
+        if g is not None:
+            np.testing.assert_array_equal(g[2], ref[g[0]][2])
+
+
+def test_a_node_with_every_replica_dead_is_an_error_naming_it():
+    t = time.monotonic()
+    with pytest.raises(CommError) as e:
+        run(_job, 4, backend="tcp", replication=2, kwargs={"die": (2, 3)}, timeout=10)
+    assert time.monotonic() - t < 60  # no hang: the survivors fail on their own
+    assert "every replica of node 1 (ranks [2, 3]) is gone" in str(e.value)
+
+
+def test_a_straggling_replica_delays_nobody():
+    """A replica that sleeps before every reduce: its node's copies come from the other one."""
+    t = time.monotonic()
+    got = run(_slow_job, 4, backend="tcp", replication=2, timeout=30)
+    fast = min(g[3] for g in got if g[4] != 3)  # the ranks other than the straggler
+    assert all(g[3] < 1.5 for g in got if g[4] != 3), [g[3] for g in got]
+    assert fast < 1.5 and time.monotonic() - t < 60
+    ref = _plain(2)
+    for g in got:
+        np.testing.assert_array_equal(g[2], ref[g[0]][2])
+
+
+def _slow_job(comm):
+    phys = comm.transport.inner.rank
+    t = time.perf_counter()
+    if phys == 3:
+        time.sleep(3.0)  # far behind the others for the whole job
+    node, size, vec = _job(comm)
+    return node, size, vec, time.perf_counter() - t, phys
+
+
+def test_bad_replication_is_refused():
+    with pytest.raises(ValueError, match="multiple of the replication"):
+        ReplicatedTransport(QueueGroup(5).transport(0), 2)
+    with pytest.raises(ValueError, match="replication must be >= 1"):
+        ReplicatedTransport(QueueGroup(4).transport(0), 0)
+    with pytest.raises(ValueError, match="backend='tcp'"):
+        run(_job, 4, backend="threads", replication=2)
+
+
+def _launch(*args, timeout=90):
+    return subprocess.run([sys.executable, "-m", "roofline.comm.launch", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_launcher_with_replication_survives_a_killed_replica():
+    p = _launch("-n", "4", "--replication", "2", "--timeout", "20", SCRIPT, "--die-process", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "rank 1 exited with code -9" in p.stderr
+    res = json.loads([ln for ln in p.stdout.splitlines() if "{" in ln][-1].split("] ", 1)[-1])
+    assert res["ok"] and res["size"] == 2
+    plain = _launch("-n", "2", "--timeout", "20", SCRIPT)
+    ref = json.loads([ln for ln in plain.stdout.splitlines() if "{" in ln][-1].split("] ", 1)[-1])
+    assert res["digest"] == ref["digest"]
+
+
+def test_the_launcher_refuses_a_replication_that_does_not_divide():
+    p = _launch("-n", "3", "--replication", "2", SCRIPT, timeout=30)
+    assert p.returncode != 0 and "--replication must be >= 1 and divide -n 3" in p.stderr
