@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 
 from ._base import CommError, Communicator
 from ._kylix import KylixCommunicator
@@ -81,14 +82,22 @@ def _tcp_worker(rank, size, coord, token, timeout, fn, args, kwargs, result_path
                 replication=1):
     from ._tcp import tcp_communicator
 
+    def save(out):
+        with open(result_path + ".tmp", "wb") as f:
+            pickle.dump(out, f)
+        os.replace(result_path + ".tmp", result_path)  # complete, or absent
+
+    saved = False
     try:
         with tcp_communicator(rank, size, coord, token, timeout=timeout,
                               replication=replication) as comm:
-            out = ("ok", fn(comm, *args, **kwargs))
+            # saved before the transport closes: with replication, the caller may retire the
+            # slower replicas as soon as every node has a result
+            save(("ok", fn(comm, *args, **kwargs)))
+            saved = True
     except BaseException as e:  # noqa: BLE001 - sent back to the caller
-        out = ("error", f"{type(e).__name__}: {e}")
-    with open(result_path, "wb") as f:
-        pickle.dump(out, f)
+        if not saved:
+            save(("error", f"{type(e).__name__}: {e}"))
 
 
 def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
@@ -150,8 +159,7 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
             try:
                 for p in procs:
                     p.start()
-                for p in procs:
-                    p.join(timeout * 3)
+                _wait(procs, paths, replication, timeout * 3)
             finally:
                 for p in procs:
                     if p.is_alive():
@@ -179,6 +187,36 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
             return run_on_dask(c, fn, n=n, args=args, kwargs=kwargs, timeout=timeout)
     raise ValueError(f"backend must be 'threads', 'tcp', 'mpi', 'disk' or 'dask', got "
                      f"{backend!r}")
+
+
+def _wait(procs, paths, replication, limit):
+    """Wait for the processes (at most ``limit`` seconds); with replication, stop as soon as
+    every node has a replica whose result is saved, and retire (kill) the slower replicas."""
+    deadline = time.monotonic() + limit
+    ok = set()
+    while time.monotonic() < deadline:
+        if all(p.exitcode is not None for p in procs):
+            return
+        if replication > 1:
+            ok.update(r for r in range(len(procs)) if r not in ok and _saved_ok(paths[r]))
+        if replication > 1 and all(any(q in ok for q in range(a, a + replication))
+                                   for a in range(0, len(procs), replication)):
+            slow = [r for r, p in enumerate(procs) if p.is_alive() and r not in ok]
+            if slow:
+                logger.info("every node has a result: retiring the slower replicas %s", slow)
+            for r in slow:
+                procs[r].kill()
+            for p in procs:
+                p.join(max(deadline - time.monotonic(), 0.1))
+            return
+        time.sleep(0.02)
+
+
+def _saved_ok(path):
+    if not os.path.exists(path):
+        return False
+    with open(path, "rb") as f:
+        return pickle.load(f)[0] == "ok"
 
 
 def _collect(paths, codes, replication=1):

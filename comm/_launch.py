@@ -198,6 +198,12 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
                         break
             if all(c is not None for c in codes):
                 break
+            if failed is None and r_ > 1 and all(
+                    0 in codes[a:a + r_] for a in range(0, n, r_)):
+                slow = [r for r, c in enumerate(codes) if c is None]
+                sys.stderr.write(f"roofline.comm.launch: every node has finished; retiring the "
+                                 f"slower replicas {slow}\n")
+                break  # the finally block kills them
             if failed is not None and time.monotonic() - first_fail_time > grace:
                 sys.stderr.write("roofline.comm.launch: killing the remaining ranks\n")
                 break

@@ -83,23 +83,28 @@ def test_a_node_with_every_replica_dead_is_an_error_naming_it():
     assert "every replica of node 1 (ranks [2, 3]) is gone" in str(e.value)
 
 
-def test_a_straggling_replica_delays_nobody():
-    """A replica that sleeps before every reduce: its node's copies come from the other one."""
+def test_a_straggling_replica_delays_nobody_and_is_retired():
+    """Speculative execution: every shard runs on two replicas; one is slowed down by 30 s.
+    Its node's copies come from the other replica, and the job ends with the fast copies
+    (the straggler is retired), with the same result."""
     t = time.monotonic()
-    got = run(_slow_job, 4, backend="tcp", replication=2, timeout=30)
-    fast = min(g[3] for g in got if g[4] != 3)  # the ranks other than the straggler
-    assert all(g[3] < 1.5 for g in got if g[4] != 3), [g[3] for g in got]
-    assert fast < 1.5 and time.monotonic() - t < 60
+    got = run(_slow_job, 4, backend="tcp", replication=2, timeout=60)
+    took = time.monotonic() - t
+    assert got[3] is None  # retired before it finished (so may be a slower twin elsewhere)
+    assert got[2] is not None and (got[0] is not None or got[1] is not None)
+    assert all(g[3] < 10 for g in got if g is not None)
+    assert took < 20, took  # the job ends near the fast copies' time, not after the 30 s
     ref = _plain(2)
     for g in got:
-        np.testing.assert_array_equal(g[2], ref[g[0]][2])
+        if g is not None:
+            np.testing.assert_array_equal(g[2], ref[g[0]][2])
 
 
 def _slow_job(comm):
     phys = comm.transport.inner.rank
     t = time.perf_counter()
     if phys == 3:
-        time.sleep(3.0)  # far behind the others for the whole job
+        time.sleep(30.0)  # far behind the others for the whole job
     node, size, vec = _job(comm)
     return node, size, vec, time.perf_counter() - t, phys
 
