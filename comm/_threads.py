@@ -147,6 +147,9 @@ class InProcessGroup:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = int(size)
         self.name = name
+        self.timeout = float(timeout)
+        self.children = {}  # (split number, color) -> InProcessGroup, made by split()
+        self._lock = threading.Lock()
         self._barrier = threading.Barrier(self.size, action=self._reduce, timeout=timeout)
         self._done = threading.Barrier(self.size, timeout=timeout)
         self._slots = [None] * self.size
@@ -162,6 +165,10 @@ class InProcessGroup:
         self._barrier.abort()
         self._done.abort()
         self.queues.abort(f"{self.name} aborted")
+        with self._lock:
+            children = list(self.children.values())
+        for c in children:
+            c.abort()
 
     def _reduce(self):
         """The reduction of the deposited slots in rank order (run once per call)."""
@@ -202,6 +209,7 @@ class InProcessCommunicator(Communicator):
         self.size = group.size
         self._kylix = KylixCommunicator(group.queues.transport(rank), backend="threads")
         self.stats = {"calls": 0, "bytes": 0, "kylix": self._kylix.stats}
+        self._n_splits = 0
 
     def allreduce(self, x, op="sum"):
         self._check_op(op)
@@ -237,7 +245,20 @@ class InProcessCommunicator(Communicator):
         self._kylix.barrier()
 
     def split(self, color, key=None):
-        return self._kylix.split(color, key)
+        """Sub-groups of the ranks with the same ``color`` (any hashable value), ordered by
+        ``key`` (default: rank): in-process communicators with the shared-memory all-reduce,
+        kept in ``group.children`` (their ``stats`` stay readable after the run)."""
+        key = self.rank if key is None else key
+        self._n_splits += 1
+        members = self._kylix.allgather((color, key, self.rank))
+        ranks = [r for _, r in sorted((k, r) for c, k, r in members if c == color)]
+        g = self.group
+        with g._lock:
+            sub = g.children.get((self._n_splits, color))
+            if sub is None:
+                sub = g.children[(self._n_splits, color)] = InProcessGroup(
+                    len(ranks), timeout=g.timeout, name=f"{g.name}/{color}")
+        return sub.communicator(ranks.index(self.rank))
 
 
 def run_in_threads(fn, size, groups=()):

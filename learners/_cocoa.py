@@ -53,7 +53,8 @@ logger = logging.getLogger(__name__)
 
 
 class _Hierarchy:
-    """World, node and cross-node groups for ``n_nodes`` nodes of ``per_node`` workers.
+    """``n_nodes`` nodes of ``per_node`` worker threads: one world group, and each worker's
+    node and cross-node groups split from it (``world.split``).
 
     Rank ``r`` lives on node ``r // per_node`` with local rank ``r % per_node``; its cross-node
     group joins the workers of the same local rank on every node (a two-level all-reduce).
@@ -63,22 +64,23 @@ class _Hierarchy:
         self.n_nodes, self.per_node = n_nodes, per_node
         self.size = n_nodes * per_node
         self.world = InProcessGroup(self.size, name="world")
-        self.nodes = [InProcessGroup(per_node, name=f"node{i}") for i in range(n_nodes)]
-        self.cross = [InProcessGroup(n_nodes, name=f"cross{i}") for i in range(per_node)]
 
     @property
     def groups(self):
-        return [self.world, *self.nodes, *self.cross]
+        return [self.world]  # aborting the world aborts the groups split from it
 
     def comms(self, rank):
+        """``(world, node, cross)`` communicators of worker ``rank`` (collective: every worker
+        calls it, in its own thread)."""
+        world = self.world.communicator(rank)
         node, local = divmod(rank, self.per_node)
-        return (self.world.communicator(rank), self.nodes[node].communicator(local),
-                self.cross[local].communicator(node))
+        return (world, world.split(("node", node)), world.split(("cross", local)))
 
     def stats(self):
-        agg = lambda gs: {k: sum(g.stats[k] for g in gs) for k in ("calls", "bytes")}  # noqa: E731
-        return {"world": dict(self.world.stats), "inner": agg(self.nodes),
-                "outer": agg(self.cross)}
+        kids = self.world.children.items()
+        agg = lambda kind: {k: sum(g.stats[k] for (_, c), g in kids if c[0] == kind)  # noqa: E731
+                            for k in ("calls", "bytes")}
+        return {"world": dict(self.world.stats), "inner": agg("node"), "outer": agg("cross")}
 
 
 # ---------------------------------------------------------------------------------------------

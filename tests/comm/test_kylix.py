@@ -217,3 +217,27 @@ def test_colliding_power_law_indices_shrink_down_the_layers():
     per_rank = np.array(_run(K, (2, 2, 2), fn))
     per_layer = per_rank.sum(axis=0)
     assert per_layer[1] < per_layer[0] and per_layer[2] < per_layer[1]
+
+
+def test_in_process_split_gives_shared_memory_subgroups():
+    """``InProcessGroup``'s split: node and cross groups of a 2 x 3 hierarchy, each an
+    in-process communicator whose all-reduce sums exactly its members (ordered by key)."""
+    from roofline.comm import InProcessCommunicator, InProcessGroup
+
+    world = InProcessGroup(6, timeout=30)
+
+    def one(r):
+        w = world.communicator(r)
+        node = w.split(r // 3)
+        cross = w.split(r % 3, key=-r)  # reversed order inside the cross groups
+        return (type(node) is InProcessCommunicator, node.rank, node.size,
+                float(node.allreduce(np.array([2.0 ** r]))[0]), cross.rank, cross.size,
+                float(cross.allreduce(np.array([2.0 ** r]))[0]))
+
+    out = run_in_threads(one, 6, [world])
+    for r, (is_ip, nr, ns, nsum, cr, cs, csum) in enumerate(out):
+        assert is_ip and (nr, ns) == (r % 3, 3) and (cr, cs) == (1 - r // 3, 2)
+        assert nsum == sum(2.0 ** q for q in range(6) if q // 3 == r // 3)
+        assert csum == sum(2.0 ** q for q in range(6) if q % 3 == r % 3)
+    assert len(world.children) == 5 and all(g.stats["calls"] == 1
+                                            for g in world.children.values())
