@@ -152,6 +152,9 @@ class InProcessGroup:
         self._lock = threading.Lock()
         self._barrier = threading.Barrier(self.size, action=self._reduce, timeout=timeout)
         self._done = threading.Barrier(self.size, timeout=timeout)
+        self._split_slots = [None] * self.size
+        self._split_in = threading.Barrier(self.size, timeout=timeout)
+        self._split_out = threading.Barrier(self.size, timeout=timeout)
         self._slots = [None] * self.size
         self._ops = [None] * self.size
         self._result = None
@@ -164,6 +167,8 @@ class InProcessGroup:
     def abort(self):
         self._barrier.abort()
         self._done.abort()
+        self._split_in.abort()
+        self._split_out.abort()
         self.queues.abort(f"{self.name} aborted")
         with self._lock:
             children = list(self.children.values())
@@ -250,9 +255,12 @@ class InProcessCommunicator(Communicator):
         kept in ``group.children`` (their ``stats`` stay readable after the run)."""
         key = self.rank if key is None else key
         self._n_splits += 1
-        members = self._kylix.allgather((color, key, self.rank))
-        ranks = [r for _, r in sorted((k, r) for c, k, r in members if c == color)]
         g = self.group
+        g._split_slots[self.rank] = (color, key)  # shared memory, as the dense all-reduce
+        g._split_in.wait()
+        members = list(g._split_slots)
+        g._split_out.wait()  # nobody deposits the next split before everyone has read
+        ranks = [r for _, r in sorted((k, r) for r, (c, k) in enumerate(members) if c == color)]
         with g._lock:
             sub = g.children.get((self._n_splits, color))
             if sub is None:
