@@ -11,20 +11,7 @@ from roofline.gmat.glm import (
     glm_adagrad_online_step,
     glm_adagrad_step,
 )
-
-
-def zipf_csc(n, m, dtype, rng, empty_cols=True):
-    """Power-law rows, some empty examples (columns)."""
-    nnz_per = rng.integers(0, 6, m) if empty_cols else rng.integers(1, 6, m)
-    rows, cols = [], []
-    for j, c in enumerate(nnz_per):
-        r = np.unique(np.minimum(rng.zipf(1.5, c) - 1, n - 1))
-        rows.append(r)
-        cols.append(np.full(len(r), j))
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    X = sp.csc_matrix((rng.normal(size=len(rows)).astype(dtype), (rows, cols)), shape=(n, m))
-    X.sort_indices()
-    return X
+from tests._helpers import zipf_csc
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -9,7 +9,7 @@ import pytest
 
 from roofline import gmat
 from roofline.gmat.glm import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
-from tests.gmat.test_fused import zipf_csc
+from tests._helpers import zipf_csc
 
 pytestmark = [
     pytest.mark.gpu,

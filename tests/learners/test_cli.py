@@ -13,34 +13,7 @@ from sklearn.datasets import dump_svmlight_file, make_classification
 from roofline.datasources import make_criteo_like_matrix
 from roofline.learners import load_checkpoint
 from roofline.learners._cli import build_from_config, main
-
-TINY = """
-[data]
-type = "criteo_like"
-n_examples = 4000
-n_bits = 12
-seed = 3
-heldout_fraction = 0.25
-batch_size = 250
-
-[model]
-loss = "logistic"
-
-[optimizer]
-type = "adagrad"
-lr = 0.1
-
-[[mixins]]
-type = "l2"
-reg2weight = 1e-6
-
-[[mixins]]
-type = "metrics"
-
-[learner]
-n_passes = 2
-eval_every = 4
-"""
+from tests.learners._configs import TINY
 
 
 def test_train_subprocess_then_predict(tmp_path):

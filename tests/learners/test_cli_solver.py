@@ -9,29 +9,7 @@ import pytest
 from roofline import datasources as ds
 from roofline.learners import CDOptions, fit_glm_cd, load_checkpoint
 from roofline.learners._cli import build_from_config, main
-
-CONFIG = """
-[data]
-type = "criteo_like"
-n_examples = 3000
-n_bits = 10
-seed = 3
-heldout_fraction = 0.2
-dtype = "float64"
-
-[model]
-loss = "logistic"
-dtype = "float64"
-
-[solver]
-alpha = 1e-2
-seed = 5
-solver = "cocoa"
-n_workers = 3
-tol = 1e-4
-max_iter = 200
-dual = true
-"""
+from tests.learners._configs import CD_CONFIG
 
 
 def _write(tmp_path, text, name="cd.toml"):
@@ -41,7 +19,7 @@ def _write(tmp_path, text, name="cd.toml"):
 
 
 def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
-    cfg = _write(tmp_path, CONFIG)
+    cfg = _write(tmp_path, CD_CONFIG)
     parts, resolved = build_from_config(cfg)
     problem, opts = parts["solver"]
     assert isinstance(opts, CDOptions)
@@ -78,16 +56,16 @@ def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
     ("alpha = 1e-2", "alpha = 0.0", "option 'alpha' must be > 0"),
 ])
 def test_solver_table_errors_name_the_key_and_file(tmp_path, old, new, match):
-    cfg = _write(tmp_path, CONFIG.replace(old, new))
+    cfg = _write(tmp_path, CD_CONFIG.replace(old, new))
     with pytest.raises((ValueError, TypeError), match=match) as e:
         build_from_config(cfg)
     assert "cd.toml [solver]" in str(e.value)
 
 
 def test_solver_table_excludes_the_minibatch_tables(tmp_path):
-    cfg = _write(tmp_path, CONFIG + "\n[optimizer]\ntype = \"sgd\"\n")
+    cfg = _write(tmp_path, CD_CONFIG + "\n[optimizer]\ntype = \"sgd\"\n")
     with pytest.raises(ValueError, match=r"\[solver\]: .*no \[optimizer\] table"):
         build_from_config(cfg)
-    cfg = _write(tmp_path, CONFIG.replace('loss = "logistic"', 'loss = "squared_hinge"'))
+    cfg = _write(tmp_path, CD_CONFIG.replace('loss = "logistic"', 'loss = "squared_hinge"'))
     with pytest.raises(ValueError, match="squared_hinge.*no coordinate-descent solver"):
         build_from_config(cfg)

@@ -16,8 +16,7 @@ import pytest  # noqa: E402
 from roofline.datasources import MatSource, make_criteo_like_matrix  # noqa: E402
 from roofline.learners import GLM, ADAGrad, Learner  # noqa: E402
 from roofline.learners._cli import main  # noqa: E402
-from tests.learners.test_cli import TINY  # noqa: E402
-from tests.learners.test_cli_solver import CONFIG as CD_CONFIG  # noqa: E402
+from tests.learners._configs import CD_CONFIG, TINY  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
