@@ -15,7 +15,7 @@ import logging
 import socket
 from urllib.parse import urlparse
 
-from ._base import CommError
+from ._base import CommError, PeerError
 from ._launch import Coordinator
 
 __all__ = ["run_on_dask"]
@@ -65,10 +65,10 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
         Number of ranks (default: one per worker, or ``len(parts)``); at most the number of
         workers, since every rank needs its own worker to run at the same time as the others.
     parts : list, optional
-        One item per rank, passed as ``fn``'s second argument: typically a Dask future (or
-        ``dask.delayed``) of that rank's data, which Dask moves to or finds on the rank's
-        worker.  Rank ``r`` is placed on a worker that already holds ``parts[r]`` when Dask
-        knows one.
+        One item per rank, passed as ``fn``'s second argument: typically a Dask future (or a
+        list of futures) of that rank's data, which Dask moves to or finds on the rank's
+        worker.  Rank ``r`` is placed on a worker that already holds ``parts[r]`` (its first
+        future) when Dask knows one.
     args, kwargs
         Further arguments of ``fn``, the same on every rank.
     timeout : float
@@ -87,10 +87,10 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
     Raises
     ------
     CommError
-        Too few workers, or a rank failed (the error names it; the others fail within
-        ``timeout`` with an error naming the rank they lost).
+        Too few workers, or a rank failed: the first failure ends the job and names its rank
+        (a rank whose worker died makes the others fail within ``timeout`` naming it).
     """
-    from distributed import wait
+    from distributed import as_completed, wait
 
     kwargs = kwargs or {}
     workers = sorted(client.scheduler_info()["workers"])
@@ -117,18 +117,26 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
                                  workers=[placement[r]], allow_other_workers=False, pure=False,
                                  key=f"roofline-rank-{r}-{coord.token.hex()[:8]}")
                    for r in range(n)]
-        wait(futures, timeout=timeout * 3)
-        results, errors = [], []
-        for r, f in enumerate(futures):
-            if f.status == "finished":
-                results.append(f.result())
-            else:
-                results.append(None)
-                errors.append(f"rank {r} (worker {placement[r]}): "
-                              f"{f.exception() if f.status == 'error' else f.status}")
-        if errors:
-            raise CommError("; ".join(errors))
-        return results
+        rank_of = {f.key: r for r, f in enumerate(futures)}
+        # the first failure ends the job: a rank whose worker died takes the others down with
+        # an error naming it (within ``timeout``), and Dask may keep retrying the dead one
+        for f in as_completed(futures, timeout=timeout * 3):
+            if f.status != "finished":
+                # the others fail soon after (naming the lost rank): collect them briefly so the
+                # root cause comes first
+                wait(futures, timeout=min(timeout, 5.0))
+                errors = []
+                for g in futures:
+                    if g.status in ("error", "cancelled", "lost"):
+                        why = g.exception() if g.status == "error" else g.status
+                        r = rank_of[g.key]
+                        what = (f"{type(why).__name__}: {why}"
+                                if isinstance(why, BaseException) else str(why))
+                        errors.append((isinstance(why, PeerError), r,
+                                       f"rank {r} (worker {placement[r]}) failed: {what}"))
+                client.cancel(futures)
+                raise CommError("; ".join(e[2] for e in sorted(errors)))
+        return [f.result() for f in futures]
     except TimeoutError as e:
         client.cancel(futures)
         raise CommError(f"the Dask job of {n} ranks did not finish within "
@@ -143,10 +151,12 @@ def _place(client, workers, parts, n):
 
     placement = [None] * n
     if parts is not None:
-        futures = [p for p in parts if isinstance(p, Future)]
+        # a part is a future, or a list/tuple of futures (placed by its first one)
+        firsts = [p[0] if isinstance(p, (list, tuple)) and p else p for p in parts]
+        futures = [p for p in firsts if isinstance(p, Future)]
         holders = client.who_has(futures) if futures else {}
         taken = set()
-        for r, p in enumerate(parts):
+        for r, p in enumerate(firsts):
             for w in sorted(holders.get(p.key, ()) if isinstance(p, Future) else ()):
                 if w in workers and w not in taken:
                     placement[r] = w
