@@ -48,6 +48,7 @@ API = [
     ("roofline.datasources", "roofline.datasources: data sources and configs"),
     ("roofline.learners", "roofline.learners: learners, models, optimizers, solvers, estimators"),
     ("roofline.comm", "roofline.comm: communicators (Kylix, TCP, MPI)"),
+    ("roofline.dask", "roofline.dask: the estimators on Dask collections"),
 ]
 
 
