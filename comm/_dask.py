@@ -124,11 +124,15 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
             if f.status != "finished":
                 # the others fail soon after (naming the lost rank): collect them briefly so the
                 # root cause comes first
-                wait(futures, timeout=min(timeout, 5.0))
+                try:
+                    wait(futures, timeout=min(timeout, 5.0))
+                except TimeoutError:  # a rank whose worker died stays pending: go on
+                    pass
                 errors = []
                 for g in futures:
-                    if g.status in ("error", "cancelled", "lost"):
-                        why = g.exception() if g.status == "error" else g.status
+                    if g.status != "finished":
+                        why = (g.exception() if g.status == "error" else
+                               f"{g.status} (its worker may have died)")
                         r = rank_of[g.key]
                         what = (f"{type(why).__name__}: {why}"
                                 if isinstance(why, BaseException) else str(why))

@@ -97,3 +97,22 @@ def test_more_ranks_than_workers_is_refused(client):
 def test_run_with_backend_dask_starts_and_stops_a_local_cluster():
     out = run(_sums, 2, backend="dask", timeout=30)
     assert [o[:3] for o in out] == [(0, 2, "tcp"), (1, 2, "tcp")]
+
+
+def _worker_dies_on_rank_1(comm):
+    import signal
+
+    comm.allreduce(np.ones(3))
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # the whole Dask worker process dies
+    return comm.allreduce(np.ones(3))
+
+
+def test_a_killed_worker_is_an_error_naming_its_rank(client):
+    import time
+
+    t = time.monotonic()
+    with pytest.raises(CommError, match="rank 1"):
+        run_on_dask(client, _worker_dies_on_rank_1, n=2, timeout=10)
+    assert time.monotonic() - t < 60  # no hang
+    client.wait_for_workers(3, timeout=60)  # the nanny restarts it for the next tests
