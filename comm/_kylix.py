@@ -417,7 +417,11 @@ class KylixCommunicator(Communicator):
         pos = np.searchsorted(cur, wcur)
         pos = np.minimum(pos, max(cur.size - 1, 0))
         found = (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
-        plan._final = (pos, None if found.all() else found)
+        found = None if found.all() else found
+        if found is None and pos.size == cur.size and (pos.size == 0 or (
+                pos[0] == 0 and pos[-1] == pos.size - 1)):
+            pos = None  # sorted distinct positions spanning the union: the identity
+        plan._final = (pos, found)
         plan._n_bottom = cur.size
 
     def _reduce(self, plan: KylixPlan, values):
@@ -444,7 +448,9 @@ class KylixCommunicator(Communicator):
             for m, g in zip(lay.maps, got, strict=True):
                 _scatter_add(acc, m, g)
         pos, found = plan._final
-        if found is None:  # every wanted index reached this node's range
+        if pos is None:  # the wanted indices are the union itself (want=None, the usual case)
+            res = acc
+        elif found is None:  # every wanted index reached this node's range
             res = _gather(acc, pos)
         else:
             res = np.zeros((pos.size, *tail), values.dtype)
