@@ -75,7 +75,14 @@ def _mark_holds(S, mark, allow_nonfinite):
 
 
 def gpu_available() -> bool:
-    """True when cupy is installed and a CUDA device is usable."""
+    """Whether the GPU path can run here.
+
+    Returns
+    -------
+    bool
+        True when cupy is installed and a CUDA device is usable; never raises (a missing or
+        broken driver reads as False).
+    """
     try:
         import cupy
     except Exception:
@@ -96,19 +103,52 @@ def _is_cupy_sparse(x) -> bool:
 
 
 def is_sparse(x) -> bool:
-    """True for scipy.sparse and cupyx.scipy.sparse matrices/arrays."""
+    """Whether ``x`` is a sparse matrix or array, on either device.
+
+    Parameters
+    ----------
+    x : object
+        Any object.
+
+    Returns
+    -------
+    bool
+        True for scipy.sparse and cupyx.scipy.sparse matrices/arrays (any format).
+    """
     return sp.issparse(x) or _is_cupy_sparse(x)
 
 
 def device_of(x) -> str:
-    """``"gpu"`` for cupy arrays and cupyx sparse matrices, ``"cpu"`` otherwise."""
+    """The device that holds ``x``.
+
+    Parameters
+    ----------
+    x : object
+        An array or sparse matrix (anything else reads as host data).
+
+    Returns
+    -------
+    {"cpu", "gpu"}
+        ``"gpu"`` for cupy arrays and cupyx sparse matrices, ``"cpu"`` otherwise.
+    """
     if type(x) is np.ndarray:  # the common case, without the module-name tests
         return "cpu"
     return "gpu" if (_is_cupy_array(x) or _is_cupy_sparse(x)) else "cpu"
 
 
 def get_array_module(x):
-    """The array module (numpy or cupy) that operates on ``x``."""
+    """The array module (numpy or cupy) that operates on ``x``.
+
+    Parameters
+    ----------
+    x : object
+        An array or sparse matrix.
+
+    Returns
+    -------
+    module
+        :mod:`cupy` when ``x`` is on the GPU (see :func:`device_of`), :mod:`numpy` otherwise.
+    """
     if device_of(x) == "gpu":
         import cupy
 
@@ -182,6 +222,28 @@ def as_dense(A, name: str = "A", ndim=(1, 2)):
 
     Does not copy and does not check finiteness (a pass over a large model per call would cost
     more than the primitive); learners check their inputs at their own boundary.
+
+    Parameters
+    ----------
+    A : numpy.ndarray or cupy.ndarray
+        The operand.
+    name : str, default "A"
+        Argument name used in error messages.
+    ndim : tuple of int, default (1, 2)
+        The accepted numbers of dimensions.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        ``A`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``A`` is sparse, not a numpy/cupy array, or of a dtype other than float32/float64
+        (non-native byte order included).
+    ValueError
+        ``A.ndim`` is not in ``ndim``.
     """
     if is_sparse(A):
         raise TypeError(f"{name} must be a dense array, got a sparse matrix ({type(A).__name__})")
@@ -214,6 +276,11 @@ def check_csc(S, name: str = "S", *, allow_nonfinite: bool = False, force: bool 
         Re-check even if ``S`` was validated before (after an in-place edit of a few entries,
         which the sample may miss; the primitives' kernels still never read or write out of
         bounds, and report out-of-range indices as a ``ValueError``).
+
+    Returns
+    -------
+    CSC matrix
+        ``S`` itself, marked as validated.
 
     Raises
     ------
@@ -302,6 +369,27 @@ def csc_from_arrays(cls, data, indices, indptr, shape, template=None):
     arrays and shape replaced: about 5x cheaper than the constructor, which matters for
     minibatch loops (a 1024-example step is a few hundred microseconds).  When scipy's attribute
     layout does not allow that, the constructor is used.
+
+    Parameters
+    ----------
+    cls : type
+        The sparse class of the result: a scipy CSC matrix/array class or
+        :class:`cupyx.scipy.sparse.csc_matrix` (whose constructor is used as is).
+    data : numpy.ndarray or cupy.ndarray
+        The values, length ``indptr[-1]`` or more.
+    indices : numpy.ndarray or cupy.ndarray
+        The row index of each value (int32 or int64, sorted within each column).
+    indptr : numpy.ndarray or cupy.ndarray
+        Column pointers, length ``shape[1] + 1``.
+    shape : tuple of int
+        ``(n_rows, n_columns)``.
+    template : sparse matrix of class ``cls``, optional
+        A matrix whose other attributes the result copies (the fast path).
+
+    Returns
+    -------
+    sparse matrix of class ``cls``
+        A CSC matrix whose ``data``, ``indices`` and ``indptr`` are the given arrays.
     """
     if cls.__module__.startswith("cupyx"):  # pragma: no cover - needs a GPU
         # cupyx's constructor takes the arrays as they are (no copy); newer cupy has a
@@ -336,10 +424,18 @@ def slice_columns(S, start: int, stop: int, name: str = "S"):
     S : CSC matrix, shape (n, m)
     start, stop : int
         Column range, ``0 <= start <= stop <= m``.
+    name : str, default "S"
+        Argument name used in error messages.
 
     Returns
     -------
-    CSC matrix of the same class as ``S``, shape ``(n, stop - start)``.
+    CSC matrix of the same class as ``S``, shape ``(n, stop - start)``
+        The columns, validated.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``S`` fails :func:`check_csc`, or the range is outside ``[0, m]``.
     """
     check_csc(S, name)
     m = S.shape[1]
@@ -389,6 +485,20 @@ def empty(shape, dtype=np.float32, *, order="F", device="cpu"):
     order : {"F", "C"}
         Fortran order (the default) keeps each column contiguous.
     device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        The uninitialised array (cupy on the GPU, whose allocations are 256-byte aligned).
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` is not float32 or float64.
+    ValueError
+        ``order`` or ``device`` is not one of the accepted values.
+    RuntimeError
+        ``device="gpu"`` and no CUDA device is usable.
     """
     return aligned_alloc(shape, _check_value_dtype(dtype, "dtype"), order=order, device=device)
 
@@ -416,7 +526,26 @@ def aligned_alloc(shape, dtype, *, order="C", device="cpu"):
 
 
 def zeros(shape, dtype=np.float32, *, order="F", device="cpu"):
-    """Like :func:`empty`, filled with zeros."""
+    """Like :func:`empty`, filled with zeros.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+    dtype : float32 or float64
+    order : {"F", "C"}
+        Fortran order (the default) keeps each column contiguous.
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        The zero-filled, cache-line-aligned array.
+
+    Raises
+    ------
+    TypeError, ValueError, RuntimeError
+        As :func:`empty`.
+    """
     out = empty(shape, dtype, order=order, device=device)
     out.fill(0)
     return out

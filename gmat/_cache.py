@@ -60,6 +60,12 @@ class BufferCache:
         like : array, optional
             Allocate on the same device (numpy or cupy) as ``like``; CPU when omitted.
             Buffers start on a 64-byte cache-line boundary.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The buffer for this (tag, shape, dtype, order, device): the same object as the
+            previous request with that key while it is cached, with whatever it holds.
         """
         device = "cpu" if like is None else device_of(like)
         shape = tuple(int(s) for s in (shape if np.iterable(shape) else (shape,)))
@@ -79,7 +85,23 @@ class BufferCache:
             return buf
 
     def zeros(self, shape, dtype, *, tag="", order="C", like=None):
-        """Like :meth:`empty`, filled with zeros."""
+        """Like :meth:`empty`, filled with zeros.
+
+        Parameters
+        ----------
+        shape : tuple of int
+        dtype : dtype
+        tag : hashable
+            Distinguishes buffers of the same shape that are live at the same time.
+        order : {"C", "F"}
+        like : array, optional
+            Allocate on the same device (numpy or cupy) as ``like``; CPU when omitted.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            The cached buffer for this key, zero-filled on every call.
+        """
         buf = self.empty(shape, dtype, tag=tag, order=order, like=like)
         buf.fill(0)
         return buf
@@ -121,6 +143,11 @@ def default_cache() -> BufferCache:
     primitive with ``cache=True`` and the same tag get different buffers, so concurrent
     minibatch loops never overwrite each other's results.  A :class:`BufferCache` passed
     explicitly is shared by whoever holds it (use distinct tags per thread).
+
+    Returns
+    -------
+    BufferCache
+        This thread's cache.
     """
     cache = getattr(_local, "cache", None)
     if cache is None:

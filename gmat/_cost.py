@@ -26,13 +26,18 @@ __all__ = ["Cost", "cost_mult_as", "cost_mult_ast", "cost_sddmm"]
 class Cost:
     """Compulsory traffic and arithmetic of one primitive call.
 
-    Attributes
+    The parameters are also the (read-only) attributes.
+
+    Parameters
     ----------
     primitive : str
+        Which primitive: ``"A*S"``, ``"A*S^T"`` or ``"SDDMM"``.
     k : int
         Rows of the dense operands.
     dtype : numpy.dtype
+        Value dtype of the operands.
     nnz : int
+        Stored entries of the sparse operand.
     bytes : int
         Compulsory bytes (sum of ``breakdown``).
     flops : int
@@ -50,7 +55,18 @@ class Cost:
     breakdown: dict = field(default_factory=dict)
 
     def roofline_time(self, machine: MachineRoofline | None = None) -> float:
-        """Lower bound on the run time: ``max(bytes / bandwidth, flops / flops ceiling)``."""
+        """Lower bound on the run time: ``max(bytes / bandwidth, flops / flops ceiling)``.
+
+        Parameters
+        ----------
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         m = machine or machine_roofline()
         return max(self.bytes / m.bandwidth, self.flops / m.flops(self.dtype))
 
@@ -58,12 +74,36 @@ class Cost:
         """BIDMach's main-memory figure: one dense word per multiply-add, i.e. a gflops
         "roofline" of ``bandwidth / itemsize``.  On power-law data with caches this is NOT a
         lower bound (hot columns are reused from cache); it is reported only to compare with
-        the seed's published numbers."""
+        the seed's published numbers.
+
+        Parameters
+        ----------
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        float
+            Seconds: ``flops * itemsize / bandwidth``.
+        """
         m = machine or machine_roofline()
         return self.flops / (m.bandwidth / np.dtype(self.dtype).itemsize)
 
     def fraction(self, seconds: float, machine: MachineRoofline | None = None) -> float:
-        """Fraction of the roofline achieved by a call that took ``seconds``."""
+        """Fraction of the roofline achieved by a call that took ``seconds``.
+
+        Parameters
+        ----------
+        seconds : float
+            Measured run time of the call.
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        float
+            ``roofline_time(machine) / seconds``: 1.0 is the hardware limit.
+        """
         return self.roofline_time(machine) / seconds
 
     def __str__(self) -> str:
@@ -90,7 +130,21 @@ def _nonempty_cols(S) -> int:
 
 
 def cost_mult_as(S, k: int) -> Cost:
-    """Cost of ``A * S`` for ``A`` of shape ``(k, n)`` (``out`` is ``k x m``)."""
+    """Cost of ``A * S`` for ``A`` of shape ``(k, n)`` (``out`` is ``k x m``).
+
+    Parameters
+    ----------
+    S : CSC matrix, shape (n, m)
+        The sparse operand (validated with :func:`check_csc`).
+    k : int
+        Rows of ``A``.
+
+    Returns
+    -------
+    Cost
+        Bytes: the sparse structure, each distinct row of ``S`` (a column of ``A``) read once,
+        the output written once; flops ``2 * k * nnz``.
+    """
     check_csc(S, "S")
     isz = S.dtype.itemsize
     nnz, sb = _sparse_bytes(S)
@@ -101,7 +155,21 @@ def cost_mult_as(S, k: int) -> Cost:
 
 
 def cost_mult_ast(S, k: int) -> Cost:
-    """Cost of ``A * S^T`` for ``A`` of shape ``(k, m)`` (``out`` is ``k x n``, all written)."""
+    """Cost of ``A * S^T`` for ``A`` of shape ``(k, m)`` (``out`` is ``k x n``, all written).
+
+    Parameters
+    ----------
+    S : CSC matrix, shape (n, m)
+        The sparse operand (validated with :func:`check_csc`).
+    k : int
+        Rows of ``A``.
+
+    Returns
+    -------
+    Cost
+        Bytes: the sparse structure, each non-empty column of ``S`` (a column of ``A``) read
+        once, the whole output written once; flops ``2 * k * nnz``.
+    """
     check_csc(S, "S")
     isz = S.dtype.itemsize
     nnz, sb = _sparse_bytes(S)
@@ -115,6 +183,21 @@ def cost_sddmm(S, k: int, scale: bool = True) -> Cost:
     """Cost of ``SDDMM(S, A, B)`` for ``A`` ``(k, n)``, ``B`` ``(k, m)`` (``out``: nnz values).
 
     Without ``scale`` the values of ``S`` need not be read.
+
+    Parameters
+    ----------
+    S : CSC matrix, shape (n, m)
+        The sparse operand (validated with :func:`check_csc`).
+    k : int
+        Rows of ``A`` and ``B``.
+    scale : bool, default True
+        Whether the products are multiplied by the values of ``S``.
+
+    Returns
+    -------
+    Cost
+        Bytes: the sparse structure, the touched columns of ``A`` and ``B`` read once, ``nnz``
+        values written; flops ``2 * k * nnz`` (plus ``nnz`` with ``scale``).
     """
     check_csc(S, "S")
     isz = S.dtype.itemsize

@@ -35,6 +35,21 @@ class FusedWorkspace:
         self._key = None
 
     def ensure(self, nnz: int, k: int, dtype) -> None:
+        """Make the host buffers hold a step of ``nnz`` stored entries and ``k`` outputs.
+
+        The per-entry buffers (``touched``, ``sval``, ``gbuf``) are reallocated, to the next
+        power of two of at least 16, only when ``nnz`` exceeds the capacity or ``k`` or the
+        dtype changes; the per-output ones (``eta``, ``g0``, ...) with them.
+
+        Parameters
+        ----------
+        nnz : int
+            Stored entries of the minibatch.
+        k : int
+            Outputs (rows of the model).
+        dtype : numpy.dtype
+            Value dtype of the model.
+        """
         key = (int(k), np.dtype(dtype))
         if nnz > self.capacity or self._key != key:
             cap = max(16, 1 << int(np.ceil(np.log2(max(nnz, 1)))))
@@ -52,7 +67,22 @@ class FusedWorkspace:
 
     def ensure_gpu(self, n: int, m: int, k: int, dtype) -> None:
         """The GPU buffers: ``gbuf`` (``n * k``) and ``mark`` (``n``) all zero between steps
-        (the update kernel clears what the scatter kernel set), ``D`` (``m * k``) and ``acc``."""
+        (the update kernel clears what the scatter kernel set), ``D`` (``m * k``) and ``acc``.
+
+        Reallocated when ``n``, ``k`` or the dtype change (``D`` also when ``m * k`` outgrows
+        it); ``acc`` is zeroed on every call.
+
+        Parameters
+        ----------
+        n : int
+            Features (columns of the model).
+        m : int
+            Examples of the minibatch.
+        k : int
+            Outputs (rows of the model).
+        dtype : numpy.dtype
+            Value dtype of the model.
+        """
         import cupy
 
         dtype = np.dtype(dtype)
@@ -72,7 +102,25 @@ class FusedWorkspace:
 
     def labels_T(self, y, k: int, m: int, dtype):
         """``y`` (``(k, m)`` or ``(m,)``) as an ``(m, k)`` C-contiguous array of ``dtype``: a
-        view when the layout allows, else a copy into a reused buffer."""
+        view when the layout allows, else a copy into a reused buffer.
+
+        Parameters
+        ----------
+        y : numpy.ndarray, shape (k, m) or (m,)
+            The labels.
+        k : int
+            Outputs.
+        m : int
+            Examples.
+        dtype : numpy.dtype
+            Value dtype of the result.
+
+        Returns
+        -------
+        numpy.ndarray, shape (m, k)
+            C-contiguous labels; a view of ``y`` or of the workspace's buffer (valid until the
+            next call).
+        """
         yT = y.reshape(m, 1) if y.ndim == 1 else y.T
         if yT.dtype == dtype and yT.flags.c_contiguous:
             return yT

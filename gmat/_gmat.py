@@ -73,22 +73,29 @@ class GMat:
 
     @property
     def shape(self):
+        """tuple of int: the shape of the wrapped array or matrix."""
         return self.value.shape
 
     @property
     def dtype(self):
+        """numpy.dtype: the value dtype (float32 or float64)."""
         return self.value.dtype
 
     @property
     def device(self) -> str:
+        """{"cpu", "gpu"}: where the wrapped value lives."""
         return device_of(self.value)
 
     @property
     def is_sparse(self) -> bool:
+        """bool: whether the wrapped value is a CSC matrix."""
         return is_sparse(self.value)
 
     @property
     def T(self):
+        """The transpose: a lazy one for a sparse matrix (only usable as the right operand of
+        ``*``, where ``A * S.T`` is :func:`mult_ast`), a ``GMat`` of the transposed view for
+        a dense array."""
         if self.is_sparse:
             return _Transposed(self)
         return GMat(self.value.T)
@@ -113,7 +120,22 @@ class GMat:
         return GMat(other).__mul__(self)
 
     def sddmm(self, S, B, *, scale: bool = True) -> GMat:
-        """``SDDMM(S, self, B)``: ``dot(self[:, i], B[:, j]) (* S[i, j])`` at the nonzeros of S."""
+        """``SDDMM(S, self, B)``: ``dot(self[:, i], B[:, j]) (* S[i, j])`` at the nonzeros of S.
+
+        Parameters
+        ----------
+        S : GMat or CSC matrix, shape (n, m)
+            The sparsity pattern (and, with ``scale``, the factors).
+        B : GMat or array, shape (k, m)
+            The right dense operand; ``self`` is the left one, shape ``(k, n)``.
+        scale : bool, default True
+            Multiply each product by the value of ``S``.
+
+        Returns
+        -------
+        GMat
+            A CSC matrix with the pattern of ``S`` holding the products (see :func:`sddmm`).
+        """
         S = S.value if isinstance(S, GMat) else S
         B = B.value if isinstance(B, GMat) else B
         return GMat(sddmm(S, self.value, B, scale=scale))

@@ -73,7 +73,27 @@ def resolve_loss(name, *, allowed=None, argname: str = "loss") -> str:
 
 
 def loss_code(name, *, allowed=None, argname: str = "loss") -> int:
-    """The kernels' code of a loss name or alias (:func:`resolve_loss`, then ``LOSS_CODES``)."""
+    """The kernels' code of a loss name or alias (:func:`resolve_loss`, then ``LOSS_CODES``).
+
+    Parameters
+    ----------
+    name : str
+        A canonical loss name (``LOSSES``) or an alias (``LOSS_ALIASES``).
+    allowed : sequence of str, optional
+        Canonical names the caller supports (default: all).
+    argname : str
+        The argument named in the error message.
+
+    Returns
+    -------
+    int
+        The integer the numba and CUDA kernels take for this loss.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or a loss outside ``allowed``.
+    """
     return LOSS_CODES[resolve_loss(name, allowed=allowed, argname=argname)]
 
 
@@ -205,7 +225,28 @@ def alpha_from_peer(peer: str, value: float, n_examples) -> float:
 
 
 def alpha_to_peer(peer: str, alpha: float, n_examples) -> float:
-    """Inverse of :func:`alpha_from_peer`: the peer's parameter for Roofline's ``alpha``."""
+    """Inverse of :func:`alpha_from_peer`: the peer's parameter for Roofline's ``alpha``.
+
+    Parameters
+    ----------
+    peer : {"C", "lasso", "ridge", "snapml", "vw"}
+        The peer convention (see :func:`alpha_from_peer`).
+    alpha : float
+        Roofline's regularisation strength (against the mean loss); positive.
+    n_examples : int or float
+        The number of examples (the sum of the example weights for weighted fits).
+
+    Returns
+    -------
+    float
+        The peer's value: ``C = 1 / (alpha n)``, ``Lasso`` ``alpha``, ``Ridge``
+        ``alpha * n``, snapml ``regularizer = alpha * n`` or VW ``--l2 alpha``.
+
+    Raises
+    ------
+    ValueError
+        ``peer`` is unknown or ``alpha`` is not positive.
+    """
     from_alpha = _peer(peer)[1]
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha!r}")

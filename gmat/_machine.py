@@ -33,7 +33,9 @@ _CACHE_VERSION = 2
 class MachineRoofline:
     """Measured ceilings of this machine on ``threads`` threads.
 
-    Attributes
+    The parameters are also the (read-only) attributes.
+
+    Parameters
     ----------
     bandwidth : float
         Sustained main-memory bandwidth in bytes/s used by the roofline: the best of the
@@ -71,7 +73,18 @@ class MachineRoofline:
         return self.load > 0.5 * max(self.threads, 1)
 
     def flops(self, dtype) -> float:
-        """Flops ceiling for ``dtype`` (float32 or float64)."""
+        """Flops ceiling for ``dtype`` (float32 or float64).
+
+        Parameters
+        ----------
+        dtype : numpy.dtype or type
+            float32, or anything else for the float64 ceiling.
+
+        Returns
+        -------
+        float
+            flop/s: ``flops32`` for float32, ``flops64`` otherwise.
+        """
         return self.flops32 if np.dtype(dtype) == np.float32 else self.flops64
 
     def __str__(self) -> str:
@@ -153,6 +166,11 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     repeat : int
         Repetitions; the best is kept (the machine may be shared).  The FMA loop runs in
         ``3 * repeat`` short bursts, so that one of them likely runs undisturbed.
+
+    Returns
+    -------
+    MachineRoofline
+        The measured ceilings, with the load average at the start of the measurement.
     """
     load = _load()
     threads = kernels.default_threads()
@@ -195,6 +213,12 @@ def machine_roofline(*, remeasure: bool = False) -> MachineRoofline:
         Force a new measurement (also forced by the environment variable
         ``ROOFLINE_REMEASURE=1``).  The cache lives in ``$ROOFLINE_CACHE_DIR`` (default
         ``~/.cache/roofline/machine.json``), keyed by host, CPU model and thread count.
+
+    Returns
+    -------
+    MachineRoofline
+        The cached ceilings of this host, CPU and thread count, or a new measurement
+        (:func:`measure_machine`, written to the cache; an unwritable cache is logged).
     """
     threads = kernels.default_threads()
     key = _key(threads)

@@ -35,6 +35,16 @@ def sigmoid(x, out=None):
     ----------
     x : array (float32/float64)
     out : array like ``x``, optional (may be ``x`` itself)
+
+    Returns
+    -------
+    array like ``x``
+        ``out`` (a new array when omitted) holding the logistic function of ``x``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``x`` is not a float32/float64 array, or ``out`` differs from it in shape or dtype.
     """
     as_dense(x, "x", ndim=(0, 1, 2))
     xp = get_array_module(x)
@@ -55,6 +65,16 @@ def expit(x, out=None):
     ----------
     x : array (float32/float64)
     out : array like ``x``, optional (may be ``x`` itself)
+
+    Returns
+    -------
+    array like ``x``
+        ``out`` (a new array when omitted) holding the logistic function of ``x``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``x`` is not a float32/float64 array, or ``out`` differs from it in shape or dtype.
     """
     as_dense(x, "x", ndim=(0, 1, 2))
     out = _out(x, out)
@@ -74,6 +94,17 @@ def log1pexp(x, out=None):
     ----------
     x : array (float32/float64)
     out : array like ``x``, optional (must not be ``x``)
+
+    Returns
+    -------
+    array like ``x``
+        ``out`` (a new array when omitted) holding ``log(1 + exp(x))``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``x`` is not a float32/float64 array, ``out`` differs from it in shape or dtype, or
+        ``out`` is ``x``.
     """
     as_dense(x, "x", ndim=(0, 1, 2))
     xp = get_array_module(x)
@@ -89,7 +120,29 @@ def log1pexp(x, out=None):
 
 
 def axpy(alpha, x, y):
-    """``y += alpha * x`` in place (BLAS axpy); returns ``y``."""
+    """``y += alpha * x`` in place (BLAS axpy); returns ``y``.
+
+    Parameters
+    ----------
+    alpha : float
+        The scale of ``x``.
+    x : array (float32/float64)
+        Added, scaled; not modified.
+    y : array like ``x``
+        Updated in place.
+
+    Returns
+    -------
+    array
+        ``y``.
+
+    Raises
+    ------
+    ValueError
+        ``x`` and ``y`` differ in shape.
+    TypeError
+        ``x`` and ``y`` differ in dtype, or one is not a float32/float64 array.
+    """
     as_dense(x, "x", ndim=(0, 1, 2))
     as_dense(y, "y", ndim=(0, 1, 2))
     if x.shape != y.shape:

@@ -54,12 +54,20 @@ def option(default, doc: str = "", *, kind=None, choices=None, low=None, high=No
         The allowed values.
     low, high : number, optional
         Inclusive bounds (``low`` exclusive with ``low_open=True``).
+    low_open : bool
+        Make ``low`` an exclusive bound (``value > low``).
     optional : bool
         ``None`` is also accepted (always so when ``default`` is ``None``).
     convert : callable, optional
         Applied to a value (not ``None``) before it is checked, e.g. ``np.dtype(v).name`` to
         accept ``np.float32`` for ``"float32"``; a ``TypeError``/``ValueError`` it raises is
         reported as a bad value of the option.
+
+    Returns
+    -------
+    dataclasses.Field
+        A dataclass field with this default (a copy per instance for a list or dict) whose
+        metadata carry the description and the checks that :meth:`Options.validate` applies.
     """
     if kind is None:
         kind = type(default) if default is not None else str
@@ -121,7 +129,30 @@ class Options:
 
     # -- validation --------------------------------------------------------------------------
     def validate(self, where: str = "") -> Options:
-        """Check (and normalise) every field; raise naming the option and ``where``."""
+        """Check (and normalise) every field; raise naming the option and ``where``.
+
+        Each value is converted (``convert``), checked against its type (an int is accepted,
+        and stored as a float, for a float option), finiteness, ``choices`` and bounds, then the
+        subclass's cross-field checks (``_check``) run.
+
+        Parameters
+        ----------
+        where : str
+            Where the options came from (file and table), prefixed to error messages.
+
+        Returns
+        -------
+        Options
+            ``self``, its fields normalised in place.
+
+        Raises
+        ------
+        OptionTypeError
+            A value of the wrong type.
+        ValueError
+            A bad value: ``None`` for a required option, not finite, not among the choices,
+            out of bounds, rejected by ``convert`` or by a cross-field check.
+        """
         prefix = f"{where}: " if where else ""
         for f in dataclasses.fields(self):
             meta = f.metadata
@@ -161,7 +192,13 @@ class Options:
 
     # -- dict / TOML -------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        """The options as a plain dict (``None`` values included)."""
+        """The options as a plain dict (``None`` values included).
+
+        Returns
+        -------
+        dict
+            Field name to value, in declaration order.
+        """
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
@@ -170,9 +207,22 @@ class Options:
 
         Parameters
         ----------
-        d : dict
+        d : dict or None
+            Option name to value; missing options take their defaults (``None``: all).
         where : str
             Where ``d`` came from (file and table), used in error messages.
+
+        Returns
+        -------
+        Options
+            An instance of ``cls``, validated.
+
+        Raises
+        ------
+        ValueError
+            An unknown key, a missing required one, or a bad value.
+        OptionTypeError
+            A value of the wrong type.
         """
         d = dict(d or {})
         names = [f.name for f in dataclasses.fields(cls)]
@@ -204,12 +254,43 @@ class Options:
         return obj
 
     def to_toml(self, table: str | None = None) -> str:
-        """TOML text of these options (under ``[table]`` when given)."""
+        """TOML text of these options (under ``[table]`` when given).
+
+        Parameters
+        ----------
+        table : str, optional
+            The table to write the options under; at the top level when omitted.
+
+        Returns
+        -------
+        str
+            TOML text (``None`` values omitted) that :meth:`from_toml` reads back.
+        """
         return to_toml({table: self.to_dict()} if table else self.to_dict())
 
     @classmethod
     def from_toml(cls, text: str, table: str | None = None, where: str = "<string>"):
-        """Parse options from TOML text (from ``[table]`` when given)."""
+        """Parse options from TOML text (from ``[table]`` when given).
+
+        Parameters
+        ----------
+        text : str
+            TOML text.
+        table : str, optional
+            The table holding the options (absent: all defaults); the top level when omitted.
+        where : str
+            Where the text came from, used in error messages.
+
+        Returns
+        -------
+        Options
+            An instance of ``cls``, validated.
+
+        Raises
+        ------
+        ValueError
+            Invalid TOML, an unknown key or a bad value (see :meth:`from_dict`).
+        """
         d = loads_toml(text, where)
         if table:
             d = d.get(table, {})
@@ -218,7 +299,13 @@ class Options:
 
     # -- printing ----------------------------------------------------------------------------
     def what(self) -> str:
-        """BIDMach's option table: name, type, value and description of every option."""
+        """BIDMach's option table: name, type, value and description of every option.
+
+        Returns
+        -------
+        str
+            The class name, then one aligned line per option (also what ``str(opts)`` gives).
+        """
         rows = [("Option Name", "Type", "Value", "Description")]
         for f in dataclasses.fields(self):
             meta = f.metadata or {}
@@ -272,6 +359,23 @@ def to_toml(d: dict, _prefix: str = "") -> str:
     Scalars and arrays come first, then one ``[table]`` per nested dict and one ``[[table]]``
     per element of a non-empty list of dicts, so ``tomllib.loads`` of the result gives back
     ``d`` without its ``None`` entries.
+
+    Parameters
+    ----------
+    d : dict
+        String keys to booleans, ints, floats, strings, lists, nested dicts or lists of dicts.
+    _prefix : str
+        Internal: the dotted name of the table ``d`` is written under (recursion).
+
+    Returns
+    -------
+    str
+        The TOML text (empty for an empty dict).
+
+    Raises
+    ------
+    TypeError
+        A value TOML cannot hold.
     """
     lines, tables = [], []
     for k, v in d.items():
@@ -296,7 +400,25 @@ def to_toml(d: dict, _prefix: str = "") -> str:
 # -- the TOML reader -------------------------------------------------------------------------
 
 def loads_toml(text: str, where: str = "<string>") -> dict:
-    """Parse TOML text; syntax errors become ``ValueError`` naming ``where``."""
+    """Parse TOML text; syntax errors become ``ValueError`` naming ``where``.
+
+    Parameters
+    ----------
+    text : str
+        TOML text.
+    where : str
+        Where the text came from, used in the error message.
+
+    Returns
+    -------
+    dict
+        The parsed document (:func:`tomllib.loads`).
+
+    Raises
+    ------
+    ValueError
+        Invalid TOML.
+    """
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -307,6 +429,23 @@ def load_toml(path) -> dict:
     """Read a TOML file; syntax errors become ``ValueError`` naming the file.
 
     A missing file raises ``FileNotFoundError`` (an ``OSError``) as ``open`` does.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    dict
+        The parsed document (:func:`tomllib.load`).
+
+    Raises
+    ------
+    ValueError
+        Invalid TOML.
+    OSError
+        The file cannot be read.
     """
     try:
         with open(path, "rb") as f:
