@@ -23,9 +23,12 @@ __all__ = ["DataSource", "DataSourceOptions", "MatSource", "MatSourceOptions", "
 class Minibatch:
     """One block of examples, in gmat layout (one column = one example).
 
-    Attributes
+    The parameters are also the attributes.
+
+    Parameters
     ----------
     X : CSC matrix or dense array, shape (n_features, n)
+        The examples, one per column.
     y : array, shape (n,) or (k, n), or None
         Labels (one column per example for multi-label targets).
     w : array, shape (n,), or None
@@ -41,6 +44,7 @@ class Minibatch:
 
     @property
     def n_examples(self) -> int:
+        """int: the number of examples (columns of ``X``)."""
         return int(self.X.shape[1])
 
     def __repr__(self) -> str:
@@ -58,7 +62,7 @@ class DataSourceOptions(Options):
     """Options common to every DataSource (an :class:`~roofline.gmat.Options`: validated on
     construction, printable, round-tripping to TOML).
 
-    Attributes
+    Parameters
     ----------
     batch_size : int
         Examples per minibatch (the last one of a pass may be smaller unless ``drop_last``).
@@ -102,6 +106,8 @@ class DataSource:
 
     @property
     def batch_size(self) -> int:
+        """int: examples per minibatch (``opts.batch_size``; the last one of a pass may be
+        smaller)."""
         return self.opts.batch_size
 
     @property
@@ -116,25 +122,77 @@ class DataSource:
 
         BIDMach's ``evalStep``: minibatch ``i`` of a pass is held out when
         ``i % every == every - 1``.  See :class:`HeldOut`.
+
+        Parameters
+        ----------
+        every : int, default 11
+            The held-out period (>= 2).
+        part : {"train", "test"}
+            ``"train"`` keeps the other minibatches, ``"test"`` only the held-out ones.
+
+        Returns
+        -------
+        HeldOut
+            A source wrapping this one.
         """
         from ._stages import HeldOut
 
         return HeldOut(self, every=every, part=part)
 
     def shuffle(self, buffer_size: int, *, seed) -> DataSource:
-        """Shuffle examples through a buffer of ``buffer_size`` examples (see :class:`Shuffle`)."""
+        """Shuffle examples through a buffer of ``buffer_size`` examples (see :class:`Shuffle`).
+
+        Parameters
+        ----------
+        buffer_size : int
+            Examples mixed at a time (the memory bound).
+        seed : int
+            Pass ``p`` uses ``np.random.default_rng([seed, p])``.
+
+        Returns
+        -------
+        Shuffle
+            A source wrapping this one.
+        """
         from ._stages import Shuffle
 
         return Shuffle(self, buffer_size=buffer_size, seed=seed)
 
     def to_device(self, device: str = "gpu") -> DataSource:
-        """Move every minibatch to ``device`` (see :class:`ToDevice`)."""
+        """Move every minibatch to ``device`` (see :class:`ToDevice`).
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            Where the minibatches' arrays go.
+
+        Returns
+        -------
+        ToDevice
+            A source wrapping this one.
+
+        Raises
+        ------
+        RuntimeError
+            ``device="gpu"`` and no CUDA device is usable.
+        """
         from ._stages import ToDevice
 
         return ToDevice(self, device=device)
 
     def prefetch(self, depth: int = 2) -> DataSource:
-        """Produce minibatches on a background thread, ``depth`` ahead (see :class:`Prefetch`)."""
+        """Produce minibatches on a background thread, ``depth`` ahead (see :class:`Prefetch`).
+
+        Parameters
+        ----------
+        depth : int, default 2
+            Minibatches produced ahead of the consumer (the queue bound).
+
+        Returns
+        -------
+        Prefetch
+            A source wrapping this one.
+        """
         from ._prefetch import Prefetch
 
         return Prefetch(self, depth=depth)

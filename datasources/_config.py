@@ -192,7 +192,24 @@ def _table(type_name, opts) -> dict:
 
 def datasource_to_config(source) -> dict:
     """The config dict that rebuilds ``source`` and its stages with
-    :func:`datasource_from_config` (options round-trip; paths are written as given)."""
+    :func:`datasource_from_config` (options round-trip; paths are written as given).
+
+    Parameters
+    ----------
+    source : DataSource
+        A file source (a type of ``SOURCE_TYPES``), possibly wrapped in stages.
+
+    Returns
+    -------
+    dict
+        ``{"source": {"type": ..., options..., "paths": [...]}, "stages": [...]}``, the
+        stages innermost first.
+
+    Raises
+    ------
+    TypeError
+        The innermost source has no config type (in-memory data such as :class:`MatSource`).
+    """
     stages = []
     s = source
     while isinstance(s, Stage):
@@ -214,5 +231,16 @@ def datasource_to_config(source) -> dict:
 
 def config_to_toml(config: dict) -> str:
     """TOML text of a config dict (``{"source": {...}, "stages": [...]}``): ``[source]`` and
-    one ``[[stages]]`` table per stage, written by :func:`roofline.gmat.to_toml`."""
+    one ``[[stages]]`` table per stage, written by :func:`roofline.gmat.to_toml`.
+
+    Parameters
+    ----------
+    config : dict
+        A config as :func:`datasource_to_config` returns it.
+
+    Returns
+    -------
+    str
+        TOML text that :func:`datasource_from_config` accepts once parsed (``tomllib``).
+    """
     return to_toml({"source": config["source"], "stages": list(config.get("stages", [])) or None})

@@ -40,7 +40,18 @@ _MAX_LOGGED = 10
 
 def criteo_field_seeds(hash_seed: int = 0) -> np.ndarray:
     """Per-field MurmurHash3 seeds: field ``f`` (0-12 = I1-I13, 13-38 = C1-C26) uses
-    ``(hash_seed + f) mod 2^32``."""
+    ``(hash_seed + f) mod 2^32``.
+
+    Parameters
+    ----------
+    hash_seed : int, default 0
+        The seed of field 0.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (39,)
+        The seed of each field.
+    """
     return (np.int64(hash_seed) + np.arange(N_INT + N_CAT, dtype=np.int64)) & 0xFFFFFFFF
 
 
@@ -105,7 +116,18 @@ class CriteoSource(TextSource):
 
     def feature_blocks(self):
         """``[(start, stop), ...]`` column range of each field (39 pure blocks) in the
-        ``"per_field"`` layout, ordered I1..I13, C1..C26."""
+        ``"per_field"`` layout, ordered I1..I13, C1..C26.
+
+        Returns
+        -------
+        list of tuple of int
+            39 half-open ``(start, stop)`` row ranges of ``2^n_bits`` columns each.
+
+        Raises
+        ------
+        ValueError
+            The source's layout is not ``"per_field"``.
+        """
         if self.opts.layout != "per_field":
             raise ValueError("feature_blocks() needs layout='per_field'")
         b = 1 << self.opts.n_bits

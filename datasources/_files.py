@@ -399,6 +399,36 @@ def read_shard(path, fmt=None, *, n_features=None, validate=True, _prealloc=None
     zip CRC-32, an HDF5 dataset its fletcher32 checksum), when its arrays disagree in shape or
     dtype, or, with ``validate``, when the CSC structure is invalid (unsorted or out-of-range
     indices, non-finite values) or a weight is negative or not finite.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A local path or an fsspec URL.
+    fmt : {"npz", "h5"}, optional
+        The shard format; from the file name's suffix when omitted.
+    n_features : int, optional
+        The expected number of rows (features), e.g. that of the first shard of a set.
+    validate : bool, default True
+        Run the full CSC check (:func:`roofline.gmat.check_csc`) and the weights' check.
+    _prealloc : optional
+        Internal (:class:`FileSource`): arrays of a known layout to read a local shard into.
+    _expect : dict, optional
+        Internal (:class:`FileSource`): the shard's manifest record, checked against the file
+        (conversion id, example count, nnz, array checksums).
+
+    Returns
+    -------
+    X : scipy.sparse.csc_matrix, shape (n_features, n)
+        The examples as columns.
+    y : numpy.ndarray or None
+        Labels, last axis of length ``n``.
+    w : numpy.ndarray, shape (n,), or None
+        Example weights.
+
+    Raises
+    ------
+    ValueError
+        As above, the message naming the shard.
     """
     name = display_name(path)
     fmt = _format_of(name, fmt)
@@ -755,7 +785,19 @@ class FileSource(DataSource):
         self._pass += 1
 
     def shard_order(self, pass_index: int | None = None) -> np.ndarray:
-        """Shard indices in reading order for a pass (the current one by default)."""
+        """Shard indices in reading order for a pass (the current one by default).
+
+        Parameters
+        ----------
+        pass_index : int, optional
+            The pass (0 for the first); the current pass when omitted.
+
+        Returns
+        -------
+        numpy.ndarray of int
+            A permutation of ``range(n_shards)``: drawn from
+            ``default_rng([seed, pass_index])`` with ``order="random"``, the identity otherwise.
+        """
         p = self._pass if pass_index is None else pass_index
         n = len(self.paths)
         if self.opts.order == "random":
@@ -888,7 +930,25 @@ class ShardWriter:
                 _makedirs(parent)
 
     def write(self, X, y=None, w=None):
-        """Append examples (columns of the CSC matrix ``X``)."""
+        """Append examples (columns of the CSC matrix ``X``).
+
+        Every ``examples_per_shard`` examples accumulated are written as one shard.
+
+        Parameters
+        ----------
+        X : CSC matrix, shape (n_features, n)
+            The examples; ``n_features`` must be that of the earlier blocks.
+        y : array, last axis of length n, optional
+            Labels.
+        w : array, shape (n,), optional
+            Example weights.
+
+        Raises
+        ------
+        ValueError, TypeError
+            ``X`` is not a valid CSC matrix, or its rows or the lengths of ``y``/``w`` do not
+            match.
+        """
         gmat.check_csc(X, "X")
         if self.n_features is None:
             self.n_features = X.shape[0]
@@ -955,7 +1015,15 @@ class ShardWriter:
 
     def close(self):
         """Write the last shard, then the manifest (atomically, after every shard is on disk);
-        returns the shard paths."""
+        returns the shard paths.
+
+        A second call does nothing and returns the same list.
+
+        Returns
+        -------
+        list of str
+            The paths of the shards written, in order.
+        """
         if self._closed:
             return self.paths
         for mb in self._rb.finish():
@@ -991,6 +1059,31 @@ def write_shards(source, pattern, *, dirs=None, examples_per_shard=100_000, form
 
     Returns the list of shard paths (read them back with ``FileSource(pattern, dirs=dirs)``);
     the manifest is written last, at :func:`manifest_path` ``(pattern, dirs)``.
+
+    Parameters
+    ----------
+    source : DataSource
+        A source yielding CSC minibatches; one pass is written.
+    pattern : str
+        Shard file name with an ``{i}`` field (suffix ``.npz``, ``.h5`` or ``.hdf5``).
+    dirs : list of str, optional
+        Stripe the shards over these directories.
+    examples_per_shard : int, default 100000
+        Examples per shard (the last one may hold fewer).
+    format : {"npz", "h5"}, optional
+        The shard format; from ``pattern``'s suffix when omitted.
+    compress : bool, default False
+        Compressed npz / gzip HDF5 datasets.
+
+    Returns
+    -------
+    list of str
+        The paths of the shards written.
+
+    Raises
+    ------
+    TypeError
+        ``source`` is not a DataSource, or it yields dense minibatches.
     """
     if not isinstance(source, DataSource):
         raise TypeError(

@@ -29,7 +29,18 @@ __all__ = ["Stage", "HeldOut", "HeldOutOptions", "Shuffle", "ShuffleOptions", "T
 
 
 class Stage(DataSource):
-    """Base of the stages: forwards ``n_features``, ``batch_size``, ``close`` to ``source``."""
+    """Base of the stages: forwards ``n_features``, ``batch_size``, ``close`` to ``source``.
+
+    Parameters
+    ----------
+    source : DataSource
+        The wrapped source.
+
+    Raises
+    ------
+    TypeError
+        ``source`` is not a :class:`DataSource`.
+    """
 
     def __init__(self, source):
         if not isinstance(source, DataSource):
@@ -96,7 +107,20 @@ class HeldOut(Stage):
 
 
 def split_heldout(source, every: int = 11):
-    """``(train, test)`` views of ``source`` (see :class:`HeldOut`)."""
+    """``(train, test)`` views of ``source`` (see :class:`HeldOut`).
+
+    Parameters
+    ----------
+    source : DataSource
+        The source to split.
+    every : int, default 11
+        Minibatch ``i`` of a pass is held out when ``i % every == every - 1``.
+
+    Returns
+    -------
+    train, test : HeldOut
+        The two sides; together they hold every minibatch once.
+    """
     return HeldOut(source, every=every, part="train"), HeldOut(source, every=every, part="test")
 
 
@@ -197,6 +221,18 @@ class ToDevice(Stage):
 
     Put it after :class:`Prefetch`'s source (``src.to_device("gpu").prefetch(2)``) so that the
     host-to-device copy of the next minibatch overlaps work on the current one.
+
+    Parameters
+    ----------
+    source : DataSource
+        The wrapped source.
+    device : {"gpu", "cpu"}
+        Where the minibatches' arrays go.
+
+    Raises
+    ------
+    RuntimeError
+        ``device="gpu"`` and no CUDA device is usable.
     """
 
     def __init__(self, source, *, device="gpu"):

@@ -311,6 +311,26 @@ def load_svmlight(path, **kwargs):
 
     A convenience over :class:`SVMLightSource` (same parameters, except ``batch_size``);
     useful to build a :class:`MatSource` or for comparisons.
+
+    Parameters
+    ----------
+    path : str, path-like, or list of them
+        The file(s), as ``paths`` of :class:`SVMLightSource`.
+    **kwargs
+        The other parameters of :class:`SVMLightSource` (``n_features``, ``zero_based``,
+        ``dtype``, ``on_error``, ...).
+
+    Returns
+    -------
+    X : scipy.sparse.csc_matrix, shape (n_features, n_examples)
+        The examples as columns.
+    y : numpy.ndarray, shape (n_examples,)
+        The labels, of the options' ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        A malformed line (with ``on_error="raise"``) or a bad option.
     """
     from ._base import _hstack
 

@@ -167,11 +167,41 @@ def make_criteo_like_matrix(n_examples, *, seed, n_bits=20, layout="hashed", has
     """The examples of :func:`make_criteo_like` (same ``seed`` and generator parameters),
     hashed as :class:`CriteoSource` would hash them, without writing text.
 
+    Parameters
+    ----------
+    n_examples : int
+        Examples generated.
+    seed : int
+        The only source of randomness (as in :func:`make_criteo_like`).
+    n_bits : int, default 20
+        Hash width ``b`` (1 to 30): ``2^b`` columns (per field with ``"per_field"``).
+    layout : {"hashed", "per_field"}
+        ``"hashed"``: the fields share ``2^b`` columns; ``"per_field"``: one block of ``2^b``
+        per field.
+    hash_seed : int, default 0
+        Field ``f`` hashes with seed ``(hash_seed + f) mod 2^32``.
+    dtype : float32 or float64
+        Dtype of the values and labels.
+    n_categories : int or sequence of 26 ints, optional
+        Cardinality of each categorical field (default :data:`CRITEO_LIKE_CARDINALITIES`).
+    zipf_a : float
+        Zipf exponent of category popularity.
+    missing_rate : float
+        Mean fraction of missing values per field.
+    bias, scale : float
+        Planted logistic model: ``logit = bias + scale / sqrt(39) * sum of field weights``.
+
     Returns
     -------
     X : scipy.sparse.csc_matrix, shape (n_features, n_examples)
         ``n_features = 2^n_bits`` (``"hashed"``) or ``39 * 2^n_bits`` (``"per_field"``).
     y : ndarray (n_examples,) of ``dtype``, values 0/1
+        The click labels.
+
+    Raises
+    ------
+    ValueError
+        A bad ``layout``, ``n_bits`` or generator parameter.
     """
     card = _check_common(n_examples, seed, n_categories, zipf_a, missing_rate)
     if layout not in ("hashed", "per_field"):
