@@ -89,10 +89,14 @@ SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 class CDResult:
     """What a coordinate-descent solver returns.
 
-    Attributes
+    The parameters are also the attributes.
+
+    Parameters
     ----------
     coef : ndarray, shape (n_features,)
+        The coefficients.
     intercept : float
+        The intercept (0 without one).
     n_iter : int
         Epochs (passes over the data) for ``scd``/``tpa-scd``/``pure-block``; communication
         rounds for ``cocoa``/``hcocoa``.
@@ -109,8 +113,22 @@ class CDResult:
         ``gap <= tol * |objective|`` was reached.
     time : float
         Wall seconds of the whole call (including checks and setup).
+    check_time : float
+        Seconds spent computing the checks (objective and gap), excluded from ``times``.
     dual_coef : ndarray or None
         The dual variables (one per example) for the dual solvers.
+    solver : str
+        The solver that ran (``"scd"``, ``"cocoa"``, ``"newton"``, ...).
+    loss : str
+        The canonical loss name (``"squared"``, ``"logistic"``, ``"hinge"``).
+    penalty : {"l2", "l1"}
+        The regulariser.
+    alpha : float
+        Its strength, against the mean loss.
+    dual : bool
+        Whether the dual problem was solved.
+    info : dict
+        Solver-specific details (threads used, communication counters, stop reasons, ...).
     """
 
     coef: np.ndarray
@@ -133,6 +151,8 @@ class CDResult:
 
     @property
     def relative_gap(self) -> float:
+        """float: the last duality gap over the last objective, ``gap / |P|``: what
+        ``converged`` compares with ``tol``."""
         return self.gap / max(abs(float(self.objective[-1])), 1e-300)
 
 

@@ -36,7 +36,9 @@ VERSION = 1
 class Checkpoint:
     """A loaded checkpoint.
 
-    Attributes
+    The parameters are also the attributes.
+
+    Parameters
     ----------
     model : Model
         The rebuilt model (class from the registry, options and parameters restored).
@@ -172,6 +174,16 @@ def save_checkpoint(path, model, optimizer=None, extra: dict | None = None) -> N
 
 def load_checkpoint(path) -> Checkpoint:
     """Load a checkpoint written by :func:`save_checkpoint`.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The checkpoint file.
+
+    Returns
+    -------
+    Checkpoint
+        The rebuilt model (on the host), the optimizer's saved state and the metadata.
 
     Raises
     ------

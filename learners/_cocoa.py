@@ -367,10 +367,22 @@ def pure_blocks(X, max_blocks=512):
     blocks: each feature (most frequent first) joins the first block in which none of its
     examples is taken yet.
 
+    Parameters
+    ----------
+    X : CSC matrix, shape (n_features, n_examples)
+        The examples.
+    max_blocks : int, default 512
+        The most blocks allowed.
+
     Returns
     -------
     blocks : ndarray of int64, shape (n_features,)
         The block of every feature.
+
+    Raises
+    ------
+    ValueError
+        More than ``max_blocks`` blocks would be needed.
     """
     A = gmat.cd.feature_major(X)
     nnz = np.diff(A.indptr)
@@ -387,7 +399,26 @@ def pure_blocks(X, max_blocks=512):
 
 def check_pure_blocks(X, blocks):
     """Raise ``ValueError`` unless ``blocks`` (one id per feature) partitions the features of
-    ``X`` into pure blocks (no example with two non-zeros in one block)."""
+    ``X`` into pure blocks (no example with two non-zeros in one block).
+
+    Parameters
+    ----------
+    X : CSC matrix, shape (n_features, n_examples)
+        The examples.
+    blocks : array-like of int, shape (n_features,)
+        A non-negative block id per feature.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_features,)
+        ``blocks``, as int64.
+
+    Raises
+    ------
+    ValueError
+        A bad shape or id, or an example with two non-zeros in one block (named in the
+        message).
+    """
     blocks = np.asarray(blocks)
     if blocks.shape != (X.shape[0],):
         raise ValueError(f"blocks must have shape ({X.shape[0]},) (one id per feature), got "

@@ -43,29 +43,101 @@ class Mixin:
     opts: Options | None = None
 
     def init(self, learner) -> None:
-        """Called once by the learner before training."""
+        """Called once by the learner before training.
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner; the base keeps its buffer cache (``learner.cache``) for temporaries.
+        """
         self._cache = getattr(learner, "cache", None)
 
     def penalty(self, model) -> float:
-        """The term's value at the current model."""
+        """The term's value at the current model.
+
+        Parameters
+        ----------
+        model : Model
+            The model (its ``coef``).
+
+        Returns
+        -------
+        float
+            The term, in the mean-loss scale (added to the reported objective); the base
+            mixin's is 0.
+        """
         return 0.0
 
     def add_gradient(self, model, G, g0) -> None:
-        """Add the term's gradient into ``G`` (k x n, mean-loss scale) and ``g0`` (k,)."""
+        """Add the term's gradient into ``G`` (k x n, mean-loss scale) and ``g0`` (k,).
+
+        Called by the optimizers after the loss gradient; the base mixin's is a no-op.
+
+        Parameters
+        ----------
+        model : Model
+            The model at which the gradient is taken.
+        G : array, shape (k, n)
+            Gradient of the coefficients, updated in place.
+        g0 : array, shape (k,)
+            Gradient of the intercept, updated in place.
+        """
 
     def prox(self, model, step) -> None:
-        """Apply the proximal operator with step size ``step`` (scalar or array like coef)."""
+        """Apply the proximal operator with step size ``step`` (scalar or array like coef).
+
+        Called after each update; the base mixin's is a no-op.
+
+        Parameters
+        ----------
+        model : Model
+            The model, whose ``coef`` is updated in place.
+        step : float or array like ``model.coef``
+            The step size of the update just applied (per coefficient for ADAGrad).
+        """
 
     def on_step(self, learner, info: dict) -> None:
-        """After each training minibatch (``info``: loss_sum, weight_sum, n_examples)."""
+        """After each training minibatch (``info``: loss_sum, weight_sum, n_examples).
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner.
+        info : dict
+            ``loss_sum`` (weighted loss of the minibatch before the step), ``weight_sum`` and
+            ``n_examples``.
+        """
 
     def on_eval(self, learner, record: dict) -> None:
-        """After each held-out evaluation (``record``: one row of the trace)."""
+        """After each held-out evaluation (``record``: one row of the trace).
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner.
+        record : dict
+            The evaluation's row of the trace (``heldout_loss`` among others).
+        """
 
     def on_pass_end(self, learner, info: dict) -> None:
-        """At the end of each pass."""
+        """At the end of each pass.
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner.
+        info : dict
+            ``pass`` (the pass just ended, from 0) among others.
+        """
 
     def state(self) -> dict:
+        """What a checkpoint saves of this mixin.
+
+        Returns
+        -------
+        dict
+            Picklable state; empty for the stateless base.
+        """
         return {}
 
     def __repr__(self):
@@ -85,6 +157,13 @@ class L2Regularizer(Mixin):
 
     ``reg2weight`` is Roofline's ``alpha`` (:mod:`roofline.gmat.glm`: the vocabulary, and
     ``alpha_from_peer`` for scikit-learn's ``C``, snapml's ``regularizer``, VW's ``--l2``).
+
+    Parameters
+    ----------
+    reg2weight : float, optional
+        ``alpha`` (>= 0); overrides ``opts``.
+    opts : L2Options, optional
+        The options; defaults when omitted (``reg2weight=1e-6``).
     """
 
     def __init__(self, reg2weight: float | None = None, opts: L2Options | None = None):
@@ -94,6 +173,7 @@ class L2Regularizer(Mixin):
 
     @property
     def l2(self) -> float:
+        """float: the L2 weight ``alpha`` (``opts.reg2weight``)."""
         return self.opts.reg2weight
 
     def penalty(self, model) -> float:
@@ -121,7 +201,15 @@ class L1Options(Options):
 
 class L1Regularizer(Mixin):
     """``alpha ||W||_1`` (``reg1weight``, mean-loss scale) through the proximal
-    (soft-threshold) step after each update."""
+    (soft-threshold) step after each update.
+
+    Parameters
+    ----------
+    reg1weight : float, optional
+        ``alpha`` (>= 0); overrides ``opts``.
+    opts : L1Options, optional
+        The options; defaults when omitted (``reg1weight=1e-6``).
+    """
 
     smooth = False
 
@@ -132,6 +220,7 @@ class L1Regularizer(Mixin):
 
     @property
     def l1(self) -> float:
+        """float: the L1 weight ``alpha`` (``opts.reg1weight``)."""
         return self.opts.reg1weight
 
     def penalty(self, model) -> float:
@@ -166,6 +255,13 @@ class MetricsOptions(Options):
 
 class MetricsRecorder(Mixin):
     """Record per-pass metrics: training loss, latest held-out loss, throughput, model size.
+
+    Parameters
+    ----------
+    path : str, optional
+        A CSV file rewritten with every record at the end of each pass; ignored with ``opts``.
+    opts : MetricsOptions, optional
+        The options (``path``).
 
     Attributes
     ----------

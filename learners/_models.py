@@ -58,22 +58,82 @@ class Model:
     opts: Options
 
     def init(self, n_features: int) -> None:  # pragma: no cover - abstract
+        """Allocate the parameters for ``n_features`` features.
+
+        Parameters
+        ----------
+        n_features : int
+            Rows of the data (features).
+        """
         raise NotImplementedError
 
     @property
     def initialized(self) -> bool:  # pragma: no cover - abstract
+        """bool: whether :meth:`init` (or a load) has allocated the parameters."""
         raise NotImplementedError
 
     def parameters(self) -> dict:  # pragma: no cover - abstract
+        """The trainable arrays, which optimizers update in place.
+
+        Returns
+        -------
+        dict
+            Name to array (numpy or cupy).
+        """
         raise NotImplementedError
 
     def gradient(self, batch, cache):  # pragma: no cover - abstract
+        """Loss and gradient of a minibatch at the current parameters.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The examples (columns of ``batch.X``), labels and weights.
+        cache : BufferCache or None
+            Where to take the temporaries and outputs from (fresh arrays when None).
+
+        Returns
+        -------
+        tuple
+            ``(loss_sum, weight_sum, ...)`` followed by the gradients of the parameters; see
+            :meth:`GLM.gradient`.
+        """
         raise NotImplementedError
 
     def loss(self, batch, cache) -> tuple[float, float]:  # pragma: no cover - abstract
+        """The loss of a minibatch at the current parameters.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The examples, labels and weights.
+        cache : BufferCache or None
+            Where to take the temporaries from (fresh arrays when None).
+
+        Returns
+        -------
+        loss_sum : float
+            The weighted sum of the examples' losses.
+        weight_sum : float
+            The sum of the weights (the number of examples without weights).
+        """
         raise NotImplementedError
 
     def predict(self, X, cache=None):  # pragma: no cover - abstract
+        """Predictions for the examples (columns) of ``X``.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples.
+        cache : BufferCache, optional
+            Where to take temporaries from.
+
+        Returns
+        -------
+        array
+            One prediction per example (and output).
+        """
         raise NotImplementedError
 
     @property
@@ -83,7 +143,13 @@ class Model:
         return gmat.device_of(next(iter(params.values()))) if params else "cpu"
 
     def to_device(self, device: str) -> None:  # pragma: no cover - abstract
-        """Move the parameters to ``device`` (``"cpu"`` or ``"gpu"``)."""
+        """Move the parameters to ``device`` (``"cpu"`` or ``"gpu"``).
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            Where the parameters go.
+        """
         raise NotImplementedError
 
 
@@ -130,24 +196,36 @@ class GLM(Model):
     # -- parameters ---------------------------------------------------------------------------
     @property
     def dtype(self) -> np.dtype:
+        """numpy.dtype: the value dtype of the model (``opts.dtype``)."""
         return np.dtype(self.opts.dtype)
 
     @property
     def n_outputs(self) -> int:
+        """int: ``k``, the outputs trained at once (``opts.n_outputs``)."""
         return self.opts.n_outputs
 
     @property
     def n_features(self) -> int | None:
+        """int or None: columns of ``coef``; None before :meth:`init`."""
         return None if self.coef is None else int(self.coef.shape[1])
 
     @property
     def initialized(self) -> bool:
+        """bool: whether ``coef`` is allocated."""
         return self.coef is not None
 
     def init(self, n_features: int, device: str = "cpu") -> None:
         """Allocate ``coef`` (zeros, or ``N(0, init_scale^2)``) and a zero intercept on
         ``device`` (``"cpu"`` or ``"gpu"``; the random start is drawn on the host, so it is the
-        same on both)."""
+        same on both).
+
+        Parameters
+        ----------
+        n_features : int
+            Columns of ``coef`` (rows of the data).
+        device : {"cpu", "gpu"}
+            Where the parameters are allocated.
+        """
         k, dt = self.opts.n_outputs, self.dtype
         if self.opts.init_scale > 0:
             rng = np.random.default_rng(self.opts.seed)
@@ -160,7 +238,18 @@ class GLM(Model):
         self.intercept = gmat.zeros(k, dt, device=device)
 
     def to_device(self, device: str) -> None:
-        """Move ``coef`` and ``intercept`` to ``device`` (no copy when already there)."""
+        """Move ``coef`` and ``intercept`` to ``device`` (no copy when already there).
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            Where the parameters go.
+
+        Raises
+        ------
+        RuntimeError
+            The model is not initialised.
+        """
         self._check_init()
         self.coef = _fortran(gmat.to_device(self.coef, device))
         self.intercept = gmat.to_device(self.intercept, device)
@@ -171,7 +260,20 @@ class GLM(Model):
 
     def set_parameters(self, coef, intercept=None) -> None:
         """Set the model from arrays (copied into Fortran-ordered arrays of the model dtype, on
-        the device of ``coef``: numpy or cupy)."""
+        the device of ``coef``: numpy or cupy).
+
+        Parameters
+        ----------
+        coef : array, shape (k, n_features) or (n_features,) when k == 1
+            The coefficients.
+        intercept : float or array of shape (k,), optional
+            The intercepts (broadcast to ``k``); zeros when omitted.
+
+        Raises
+        ------
+        ValueError
+            ``coef`` has a number of rows other than ``n_outputs``.
+        """
         xp = gmat.get_array_module(coef)
         coef = xp.asarray(coef, dtype=self.dtype)
         if coef.ndim == 1:
@@ -190,6 +292,13 @@ class GLM(Model):
             self.intercept = xp.array(xp.broadcast_to(xp.asarray(b, self.dtype), (k,)))
 
     def parameters(self) -> dict:
+        """The trainable arrays, which optimizers update in place.
+
+        Returns
+        -------
+        dict
+            ``{"coef": coef, "intercept": intercept}`` (None before :meth:`init`).
+        """
         return {"coef": self.coef, "intercept": self.intercept}
 
     def _check_ready(self, X):
@@ -212,7 +321,32 @@ class GLM(Model):
 
     # -- forward ------------------------------------------------------------------------------
     def linear(self, X, cache=None, tag="glm.eta"):
-        """``eta = W X + b``, shape ``(k, m)`` (Fortran order)."""
+        """``eta = W X + b``, shape ``(k, m)`` (Fortran order).
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples, on the model's device and of its dtype.
+        cache : BufferCache, optional
+            Where to take the result from (a new array when omitted).
+        tag : str
+            The result's tag in ``cache``.
+
+        Returns
+        -------
+        array, shape (k, m), Fortran order
+            The margins; a buffer of ``cache`` when given (overwritten by the next call with
+            the same tag).
+
+        Raises
+        ------
+        RuntimeError
+            The model is not initialised.
+        TypeError
+            ``X`` is on another device or of another dtype than the model.
+        ValueError
+            ``X`` has a number of rows other than ``n_features``.
+        """
         self._check_ready(X)
         k, m = self.coef.shape[0], X.shape[1]
         if gmat.is_sparse(X):
@@ -236,7 +370,22 @@ class GLM(Model):
     def predict(self, X, cache=None):
         """Mean prediction: probabilities for ``logistic``, ``eta`` otherwise.
 
-        Returns an array of shape ``(k, m)``, or ``(m,)`` when ``k == 1`` (a new array).
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples, on the model's device and of its dtype.
+        cache : BufferCache, optional
+            Not used: the result is always a new array.
+
+        Returns
+        -------
+        array, shape (k, m) or (m,) when k == 1
+            A new array.
+
+        Raises
+        ------
+        RuntimeError, TypeError, ValueError
+            As :meth:`linear`.
         """
         eta = self.linear(X, cache=None)
         if self.loss_name == "logistic":
@@ -244,7 +393,23 @@ class GLM(Model):
         return eta[0].copy() if eta.shape[0] == 1 else eta
 
     def decision_function(self, X):
-        """``eta = W X + b`` as a new array, ``(k, m)`` or ``(m,)`` when ``k == 1``."""
+        """``eta = W X + b`` as a new array, ``(k, m)`` or ``(m,)`` when ``k == 1``.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples, on the model's device and of its dtype.
+
+        Returns
+        -------
+        array, shape (k, m) or (m,) when k == 1
+            The margins.
+
+        Raises
+        ------
+        RuntimeError, TypeError, ValueError
+            As :meth:`linear`.
+        """
         eta = self.linear(X, cache=None)
         return eta[0].copy() if eta.shape[0] == 1 else eta
 
@@ -263,7 +428,18 @@ class GLM(Model):
 
     def check_labels(self, y) -> None:
         """Raise ``ValueError`` for labels the loss cannot take (NaN; outside [0, 1] for
-        logistic; anything but {0, 1} (or {-1, 1}) for the hinge losses)."""
+        logistic; anything but {0, 1} (or {-1, 1}) for the hinge losses).
+
+        Parameters
+        ----------
+        y : array
+            Labels, any shape.
+
+        Raises
+        ------
+        ValueError
+            Labels the loss cannot take (see :func:`roofline.gmat.glm.check_labels`).
+        """
         gmat.glm.check_labels(y, self.loss_name)
 
     def loss_deriv(self, eta, y, w, cache=None, D=None):
@@ -348,13 +524,35 @@ class GLM(Model):
         return loss_sum, weight_sum, D
 
     def loss(self, batch, cache=None):
-        """``(loss_sum, weight_sum)`` of a minibatch (see :meth:`loss_deriv`)."""
+        """``(loss_sum, weight_sum)`` of a minibatch (see :meth:`loss_deriv`).
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The examples, labels (``(k, m)`` or ``(m,)``) and weights.
+        cache : BufferCache, optional
+            Where to take the temporaries from.
+
+        Returns
+        -------
+        loss_sum : float
+            ``sum_j w_j sum_r l(y_rj, eta_rj)``.
+        weight_sum : float
+            ``sum_j w_j`` (``m`` without weights).
+        """
         eta = self.linear(batch.X, cache=cache, tag="glm.eval_eta")
         loss_sum, weight_sum, _ = self.loss_deriv(eta, batch.y, batch.w, cache, D=None)
         return loss_sum, weight_sum
 
     def gradient(self, batch, cache=None):
         """Loss and *summed* gradient of a minibatch.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The examples, labels (``(k, m)`` or ``(m,)``) and weights.
+        cache : BufferCache, optional
+            Where to take the outputs and temporaries from (new arrays when omitted).
 
         Returns
         -------
@@ -390,7 +588,18 @@ class GLM(Model):
         return loss_sum, weight_sum, G, g0, D
 
     def flops_per_step(self, batch) -> int:
-        """Multiply-add flops of the step's primitives (``A*S`` and ``A*S^T``): ``4 nnz k``."""
+        """Multiply-add flops of the step's primitives (``A*S`` and ``A*S^T``): ``4 nnz k``.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The minibatch (its ``X``; a dense one counts every entry).
+
+        Returns
+        -------
+        int
+            ``4 * nnz * k``.
+        """
         nnz = batch.X.nnz if gmat.is_sparse(batch.X) else batch.X.size
         return 4 * int(nnz) * self.opts.n_outputs
 

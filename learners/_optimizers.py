@@ -41,7 +41,20 @@ def _buffer(cache, shape, dtype, tag, like):
 
 
 class Optimizer:
-    """Base class.  ``batch = True`` for optimizers that drive whole passes themselves."""
+    """Base class.  ``batch = True`` for optimizers that drive whole passes themselves.
+
+    Parameters
+    ----------
+    opts : Options, optional
+        The options, an instance of the class's ``options_class`` (defaults when omitted).
+    **kwargs
+        Override fields of ``opts`` (``SGD(lr=0.05)``).
+
+    Raises
+    ------
+    ValueError, OptionTypeError
+        An unknown option or a bad value.
+    """
 
     batch = False
     opts: Options
@@ -56,19 +69,65 @@ class Optimizer:
     options_class = Options
 
     def init(self, model, cache=None) -> None:
-        """Allocate state for ``model`` (called by the learner before training)."""
+        """Allocate state for ``model`` (called by the learner before training).
+
+        Resets the step counter ``t``; subclasses allocate their accumulators next to the
+        model's parameters (numpy or cupy).
+
+        Parameters
+        ----------
+        model : Model
+            The initialised model.
+        cache : BufferCache, optional
+            The learner's buffer cache.
+        """
         self.t = 0
 
     def state(self) -> dict:
-        """Arrays and scalars to checkpoint (``t`` and accumulators)."""
+        """Arrays and scalars to checkpoint (``t`` and accumulators).
+
+        Returns
+        -------
+        dict
+            Name to numpy/cupy array or numpy scalar; :meth:`set_state` takes it back.
+        """
         return {"t": np.int64(self.t)}
 
     def set_state(self, state: dict) -> None:
+        """Restore what :meth:`state` returned (from a checkpoint).
+
+        Parameters
+        ----------
+        state : dict
+            The saved state; arrays go to the device of the current accumulators.
+        """
         self.t = int(state["t"])
 
     # -- minibatch step -----------------------------------------------------------------------
     def step(self, model, batch, mixins=(), cache=None):
-        """One update from one minibatch; returns ``(loss_sum, weight_sum)`` before the step."""
+        """One update from one minibatch; returns ``(loss_sum, weight_sum)`` before the step.
+
+        The model's summed gradient is divided by the minibatch's weight, the mixins add their
+        gradient terms, :meth:`apply` updates the model, and the mixins' proximal steps follow.
+
+        Parameters
+        ----------
+        model : Model
+            The model, updated in place.
+        batch : Minibatch
+            The examples, labels and weights.
+        mixins : sequence of Mixin
+            The terms added to the objective.
+        cache : BufferCache, optional
+            Where to take the temporaries from.
+
+        Returns
+        -------
+        loss_sum : float
+            The weighted loss of the minibatch at the model before the step.
+        weight_sum : float
+            The minibatch's total weight.
+        """
         loss_sum, weight_sum, G, g0, _ = model.gradient(batch, cache)
         if weight_sum > 0:
             inv = 1.0 / weight_sum
@@ -83,7 +142,24 @@ class Optimizer:
         return loss_sum, weight_sum
 
     def apply(self, model, G, g0, cache):  # pragma: no cover - abstract
-        """Apply the update from the mean gradient; return the step size(s) for prox."""
+        """Apply the update from the mean gradient; return the step size(s) for prox.
+
+        Parameters
+        ----------
+        model : Model
+            The model, updated in place.
+        G : array, shape (k, n)
+            Mean gradient of the coefficients (the mixins' terms included); may be overwritten.
+        g0 : array, shape (k,)
+            Mean gradient of the intercept.
+        cache : BufferCache or None
+            Where to take the temporaries from.
+
+        Returns
+        -------
+        float or array like ``G``
+            The step size, or the per-coefficient step sizes, given to the mixins' ``prox``.
+        """
         raise NotImplementedError
 
     def __repr__(self):
@@ -108,7 +184,15 @@ class SGDOptions(Options):
 
 
 class SGD(Optimizer):
-    """Minibatch stochastic gradient descent: ``W -= lr_t * mean gradient``."""
+    """Minibatch stochastic gradient descent: ``W -= lr_t * mean gradient``.
+
+    Parameters
+    ----------
+    opts : SGDOptions, optional
+        The options (defaults when omitted).
+    **kwargs
+        Override fields of ``opts`` (``SGD(lr=0.05)``).
+    """
 
     options_class = SGDOptions
 
@@ -160,6 +244,13 @@ class ADAGrad(Optimizer):
     the unit of data delivery and bookkeeping; ``lr`` is a per-example step (the gradient is not
     averaged over the minibatch), and the training loss reported is VW's progressive validation
     loss (each example's loss before its own update).
+
+    Parameters
+    ----------
+    opts : ADAGradOptions, optional
+        The options (defaults when omitted).
+    **kwargs
+        Override fields of ``opts`` (``ADAGrad(lr=0.5, fused=False)``).
     """
 
     options_class = ADAGradOptions
@@ -204,6 +295,23 @@ class ADAGrad(Optimizer):
         return tmp
 
     def can_fuse(self, model, batch, mixins) -> bool:
+        """Whether :meth:`step` takes the fused path for this minibatch.
+
+        Parameters
+        ----------
+        model : Model
+            The model.
+        batch : Minibatch
+            The minibatch.
+        mixins : sequence of Mixin
+            The terms added to the objective.
+
+        Returns
+        -------
+        bool
+            True with ``fused=True``, a sparse minibatch of fewer than
+            :data:`roofline.gmat.glm.MAX_NNZ` nonzeros, and only fusable (L1/L2) mixins.
+        """
         return (
             self.opts.fused
             and gmat.is_sparse(batch.X)
@@ -212,6 +320,35 @@ class ADAGrad(Optimizer):
         )
 
     def step(self, model, batch, mixins=(), cache=None):
+        """One update from one minibatch; returns ``(loss_sum, weight_sum)`` before the step.
+
+        Fused when :meth:`can_fuse` says so (one gmat call for a :class:`GLM`, the fused update
+        over the touched columns otherwise), else the generic step of :class:`Optimizer`.
+
+        Parameters
+        ----------
+        model : Model
+            The model, updated in place.
+        batch : Minibatch
+            The examples, labels and weights.
+        mixins : sequence of Mixin
+            The terms added to the objective.
+        cache : BufferCache, optional
+            Where to take the temporaries from.
+
+        Returns
+        -------
+        loss_sum : float
+            The weighted loss of the minibatch before the step (with ``online=True``, each
+            example's loss before its own update).
+        weight_sum : float
+            The minibatch's total weight.
+
+        Raises
+        ------
+        ValueError
+            ``online=True`` on a minibatch or model the online step cannot take.
+        """
         if not self.can_fuse(model, batch, mixins):
             if self.opts.online:
                 raise ValueError(
@@ -290,6 +427,13 @@ class LBFGS(Optimizer):
     non-finite objective values raise ``FloatingPointError``.
 
     Non-smooth mixins (L1) are refused: use SGD/ADAGrad (proximal steps) or a CD solver.
+
+    Parameters
+    ----------
+    opts : LBFGSOptions, optional
+        The options (defaults when omitted).
+    **kwargs
+        Override fields of ``opts`` (``LBFGS(max_iter=50)``).
     """
 
     batch = True
@@ -308,6 +452,27 @@ class LBFGS(Optimizer):
 
         ``feature_scale`` (host float64 array of ``n_features``), when given, is updated in
         place to the running maximum of each feature's ``|value|`` over the pass.
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner: its model, mixins, cache and training minibatches.
+        with_grad : bool, default True
+            Also compute the gradient.
+        feature_scale : numpy.ndarray of float64, shape (n_features,), optional
+            Updated in place as above.
+
+        Returns
+        -------
+        float or tuple
+            The objective ``mean loss + mixins' penalties``; with ``with_grad``,
+            ``(f, G, g0)`` with the mean gradient as host arrays (``G`` ``(k, n)``, ``g0``
+            ``(k,)``).
+
+        Raises
+        ------
+        ValueError
+            The pass yielded no examples, or the total example weight is not positive.
         """
         model, cache = learner.model, learner.cache
         k, n = model.coef.shape
@@ -357,7 +522,28 @@ class LBFGS(Optimizer):
         return np.where(big, np.ldexp(1.0, e - 1), 1.0)
 
     def run(self, learner) -> None:
-        """Minimise the objective with scipy's L-BFGS-B; one pass per evaluation."""
+        """Minimise the objective with scipy's L-BFGS-B; one pass per evaluation.
+
+        The model ends at scipy's final iterate; ``self.result`` holds scipy's result.  The
+        learner may stop the run after any iteration (its stopping rules).
+
+        Parameters
+        ----------
+        learner : Learner
+            The learner whose model is trained.
+
+        Raises
+        ------
+        ValueError
+            A non-smooth mixin.
+        FloatingPointError
+            A non-finite objective value.
+
+        Warns
+        -----
+        sklearn.exceptions.ConvergenceWarning
+            A stop on ``max_iter``/``max_passes``, or an abnormal line-search stop.
+        """
         from scipy.optimize import minimize
 
         bad = [m for m in learner.mixins if not m.smooth]
