@@ -47,6 +47,13 @@ class CommError(RuntimeError):
 class PeerError(CommError):
     """A peer died, closed its connection or broke the group.
 
+    Parameters
+    ----------
+    message : str
+        What happened (naming the peer).
+    peer : int, optional
+        The rank of the peer at fault, when known.
+
     Attributes
     ----------
     peer : int or None
@@ -59,7 +66,17 @@ class PeerError(CommError):
 
 
 class CommTimeoutError(PeerError, TimeoutError):
-    """A peer did not answer within the communicator's timeout (the message names it)."""
+    """A peer did not answer within the communicator's timeout (the message names it).
+
+    Also a :class:`TimeoutError`.
+
+    Parameters
+    ----------
+    message : str
+        What timed out (naming the peer and the timeout).
+    peer : int, optional
+        The rank of the peer waited for, when known.
+    """
 
 
 class MessageError(CommError):
@@ -116,11 +133,50 @@ class Transport(abc.ABC):
     def send(self, peer: int, tag: int, payload, layer: int = 0xFFFF) -> None:
         """Send ``payload`` (bytes-like, or a list of bytes-like sent as their concatenation)
         to ``peer`` under ``tag``; ``layer`` (the Kylix layer, informational) may be carried in
-        the message header."""
+        the message header.
+
+        Parameters
+        ----------
+        peer : int
+            The destination rank.
+        tag : int
+            The message tag; messages with one tag between two ranks arrive in order.
+        payload : bytes-like or list of bytes-like
+            The message.
+        layer : int
+            The Kylix layer that sends it (``0xFFFF``: none).
+
+        Raises
+        ------
+        PeerError
+            ``peer`` is known dead or its connection broke.
+        """
 
     @abc.abstractmethod
     def recv(self, peer: int, tag: int) -> bytes | memoryview:
-        """The next payload from ``peer`` under ``tag``."""
+        """The next payload from ``peer`` under ``tag``.
+
+        Parameters
+        ----------
+        peer : int
+            The source rank.
+        tag : int
+            The message tag.
+
+        Returns
+        -------
+        bytes or memoryview
+            The payload.
+
+        Raises
+        ------
+        CommTimeoutError
+            Nothing arrived within the transport's ``timeout``.
+        PeerError
+            ``peer`` is known dead.
+        MessageError
+            The message failed its checks.
+        """
 
     def close(self) -> None:  # noqa: B027 - optional for transports without resources
         """Release sockets, files or queues (idempotent)."""
@@ -131,12 +187,50 @@ class Transport(abc.ABC):
 
     def try_recv(self, peer: int, tag: int):
         """The next payload from ``peer`` under ``tag`` if one has arrived, else ``None``;
-        :class:`PeerError` when nothing is queued and ``peer`` is known dead."""
+        :class:`PeerError` when nothing is queued and ``peer`` is known dead.
+
+        Parameters
+        ----------
+        peer : int
+            The source rank.
+        tag : int
+            The message tag.
+
+        Returns
+        -------
+        bytes, memoryview or None
+            The payload, or None when none has arrived.
+
+        Raises
+        ------
+        PeerError
+            Nothing is queued and ``peer`` is known dead.
+        NotImplementedError
+            The transport cannot poll (``can_poll`` is False).
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot poll")
 
     def wait_arrival(self, seen: int, timeout: float) -> int:
         """Block until the count of arrived messages differs from ``seen`` (or ``timeout``
-        seconds pass) and return the count; ``seen=-1`` returns the count at once."""
+        seconds pass) and return the count; ``seen=-1`` returns the count at once.
+
+        Parameters
+        ----------
+        seen : int
+            The count the caller saw last, or -1.
+        timeout : float
+            The most seconds to wait.
+
+        Returns
+        -------
+        int
+            The number of messages that have arrived at this rank so far.
+
+        Raises
+        ------
+        NotImplementedError
+            The transport cannot poll (``can_poll`` is False).
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot poll")
 
 
@@ -159,7 +253,18 @@ class SparsePlan(abc.ABC):
         """Sums over every rank at ``want``: ``values`` has ``len(indices)`` rows (1-D, or 2-D
         ``(len(indices), k)``), the result ``len(want)`` rows of the same trailing shape and
         dtype; indices no rank contributed sum to zero.  Collective: every rank of the plan's
-        communicator calls it."""
+        communicator calls it.
+
+        Parameters
+        ----------
+        values : array, shape (len(indices),) or (len(indices), k)
+            This rank's values at its ``indices`` (numpy, or cupy).
+
+        Returns
+        -------
+        array, shape (len(want),) or (len(want), k)
+            The sums, a new array of the input's kind and dtype.
+        """
 
 
 class Communicator(abc.ABC):
@@ -192,31 +297,119 @@ class Communicator(abc.ABC):
     @abc.abstractmethod
     def allreduce(self, x, op: str = "sum"):
         """Element-wise ``op`` (``"sum"`` or ``"max"``) of ``x`` over the group, as a new array,
-        bit-identical on every rank."""
+        bit-identical on every rank.
+
+        Parameters
+        ----------
+        x : array
+            This rank's array (numpy, or cupy); the same shape and dtype on every rank.
+        op : {"sum", "max"}
+            The reduction.
+
+        Returns
+        -------
+        array
+            The reduction, a new array of the input's kind, shape and dtype.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``op``.
+        CommError
+            A peer failed or timed out (:class:`PeerError`, :class:`CommTimeoutError`).
+        """
 
     @abc.abstractmethod
     def sparse_plan(self, indices, want=None) -> SparsePlan:
         """Configure a sparse all-reduce for this rank's ``indices`` (int, any order, duplicates
-        summed) and the indices it ``want``s back (default: ``indices``)."""
+        summed) and the indices it ``want``s back (default: ``indices``).
+
+        Collective: the ranks exchange their index sets once, so that each
+        :meth:`SparsePlan.reduce` moves only values.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            The indices this rank contributes values at.
+        want : array-like of int, optional
+            The indices whose sums this rank receives (default: ``indices``).
+
+        Returns
+        -------
+        SparsePlan
+            The configured plan.
+        """
 
     def sparse_allreduce(self, indices, values, want=None):
         """Each rank contributes ``values`` at ``indices``; returns the sums at ``want``
-        (default: this rank's ``indices``).  One-shot form of :meth:`sparse_plan`."""
+        (default: this rank's ``indices``).  One-shot form of :meth:`sparse_plan`.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            The indices this rank contributes values at.
+        values : array, shape (len(indices),) or (len(indices), k)
+            The values at ``indices``.
+        want : array-like of int, optional
+            The indices whose sums this rank receives (default: ``indices``).
+
+        Returns
+        -------
+        array, shape (len(want),) or (len(want), k)
+            The sums over every rank (zero where no rank contributed).
+        """
         return self.sparse_plan(indices, want).reduce(values)
 
     @abc.abstractmethod
     def broadcast(self, x, root: int = 0):
         """``x`` of rank ``root`` on every rank (an array, or any picklable object; the other
-        ranks' ``x`` is ignored)."""
+        ranks' ``x`` is ignored).
+
+        Parameters
+        ----------
+        x : array or picklable object
+            The value on ``root``; ignored elsewhere.
+        root : int, default 0
+            The rank that sends.
+
+        Returns
+        -------
+        array or object
+            ``root``'s ``x`` (a new array on every rank).
+        """
 
     @abc.abstractmethod
     def gather(self, x, root: int = 0):
         """The list of every rank's ``x`` (arrays or picklable objects), by rank, on ``root``;
-        ``None`` elsewhere."""
+        ``None`` elsewhere.
+
+        Parameters
+        ----------
+        x : array or picklable object
+            This rank's value.
+        root : int, default 0
+            The rank that receives.
+
+        Returns
+        -------
+        list or None
+            ``size`` values, by rank, on ``root``; None on the other ranks.
+        """
 
     @abc.abstractmethod
     def allgather(self, x) -> list:
-        """The list of every rank's ``x``, by rank, on every rank."""
+        """The list of every rank's ``x``, by rank, on every rank.
+
+        Parameters
+        ----------
+        x : array or picklable object
+            This rank's value.
+
+        Returns
+        -------
+        list
+            ``size`` values, by rank.
+        """
 
     @abc.abstractmethod
     def barrier(self) -> None:
@@ -225,11 +418,35 @@ class Communicator(abc.ABC):
     @abc.abstractmethod
     def split(self, color: int, key: int | None = None) -> Communicator:
         """A communicator of the ranks that gave the same ``color``, ordered by ``(key, rank)``
-        (``key`` defaults to this rank)."""
+        (``key`` defaults to this rank).
+
+        Parameters
+        ----------
+        color : int
+            The group this rank joins.
+        key : int, optional
+            This rank's sort key within its new group (default: its rank).
+
+        Returns
+        -------
+        Communicator
+            The sub-communicator of this rank's color.
+        """
 
     def dup(self) -> Communicator:
         """A communicator of the same ranks whose messages never mix with this one's (for a
-        second thread of each rank).  Collective: every rank calls it, in the same order."""
+        second thread of each rank).  Collective: every rank calls it, in the same order.
+
+        Returns
+        -------
+        Communicator
+            The duplicate.
+
+        Raises
+        ------
+        NotImplementedError
+            The backend cannot duplicate its communicators.
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot be duplicated")
 
     def close(self) -> None:  # noqa: B027 - backends without resources need nothing

@@ -203,6 +203,26 @@ class DiskCluster:
 
         The messages go through a fresh subdirectory of ``spool_dir``, removed after a
         successful run and kept (for inspection) after a failed one.
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(comm, *args)``, run by one thread per node with that node's
+            :class:`KylixCommunicator`.
+        args : tuple
+            The further arguments of ``fn``.
+
+        Returns
+        -------
+        list
+            ``fn``'s result on each node, by node.  ``self.stats`` then holds the run's bytes
+            and messages per Kylix layer and the bytes written to disk.
+
+        Raises
+        ------
+        Exception
+            The first failure of a node (the others are woken and fail with
+            :class:`PeerError`).
         """
         spool = tempfile.mkdtemp(prefix="run-", dir=self.spool_dir)
         abort = QueueGroup(1)  # its abort flag wakes the nodes waiting on files
@@ -232,11 +252,39 @@ class DiskCluster:
         return out
 
     def sparse_allreduce(self, indices, values, wants=None):
-        """Every node's sums at ``wants[r]`` (default its ``indices[r]``)."""
+        """Every node's sums at ``wants[r]`` (default its ``indices[r]``).
+
+        Parameters
+        ----------
+        indices : sequence of array-like of int
+            Node ``r`` contributes at ``indices[r]``.
+        values : sequence of arrays
+            Node ``r``'s values at ``indices[r]``.
+        wants : sequence of array-like of int, optional
+            Node ``r`` receives the sums at ``wants[r]``.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            Node ``r``'s sums, by node.
+        """
         wants = [None] * self.n_nodes if wants is None else wants
         return self.run(lambda c: c.sparse_allreduce(indices[c.rank], values[c.rank],
                                                      wants[c.rank]))
 
     def allreduce(self, arrays, op="sum"):
-        """Every node's dense all-reduce of ``arrays[r]``."""
+        """Every node's dense all-reduce of ``arrays[r]``.
+
+        Parameters
+        ----------
+        arrays : sequence of arrays
+            Node ``r``'s array (one shape and dtype).
+        op : {"sum", "max"}
+            The reduction.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            The reduction as each node received it, by node.
+        """
         return self.run(lambda c: c.allreduce(arrays[c.rank], op))

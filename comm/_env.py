@@ -50,6 +50,17 @@ def from_environment(*, timeout: float | None = None, degrees=None,
     replication : int, optional
         Under the launcher: replicas per logical node (default: the launcher's
         ``--replication``, else 1); see :class:`~roofline.comm.ReplicatedTransport`.
+
+    Returns
+    -------
+    Communicator
+        A TCP :class:`KylixCommunicator` under the launcher, an :class:`MPICommunicator` under
+        MPI, else a :class:`KylixCommunicator` of one rank (``backend="single"``).
+
+    Raises
+    ------
+    CommError
+        The launcher's environment variables are incomplete or malformed.
     """
     env = os.environ
     if ENV_COORD in env:
@@ -111,6 +122,7 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         in a module, not in ``__main__`` of an interactive session), and its arguments and
         result picklable.
     n : int
+        The number of ranks (>= 1).
     backend : {"threads", "tcp", "mpi", "disk", "dask"}
         ``"threads"``: threads of this process (Kylix over in-process queues); ``"tcp"``: ``n``
         local processes joined by Kylix over TCP; ``"mpi"``: ``mpiexec -n n`` (the one beside
@@ -118,6 +130,10 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         messages as files in a temporary spool directory (:class:`DiskCluster`); ``"dask"``:
         one rank per worker of ``client`` (:func:`run_on_dask`), or of a local cluster of
         ``n`` worker processes started for this call when ``client`` is None.
+    args : tuple
+        Further positional arguments of ``fn``.
+    kwargs : dict, optional
+        Keyword arguments of ``fn``.
     timeout : float
         Seconds a rank waits for a peer; the whole run is bounded by a few times this.
     client : distributed.Client, optional
@@ -128,10 +144,18 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         succeeds when every node has a replica that returns, and the results of replicas that
         died are ``None``.
 
+    Returns
+    -------
+    list
+        ``fn``'s result on each rank, by rank.
+
     Raises
     ------
     CommError
         When a rank fails: the message names the rank and its error.
+    ValueError
+        ``n < 1``, an unknown backend, or ``replication`` with a backend other than
+        ``"tcp"``.
     """
     kwargs = kwargs or {}
     if n < 1:

@@ -275,6 +275,22 @@ def _members(rank, cum, k):
 class KylixPlan(SparsePlan):
     """A configured sparse all-reduce (see :meth:`KylixCommunicator.sparse_plan`).
 
+    Construction is collective (the configuration phase exchanges the index sets).
+
+    Parameters
+    ----------
+    comm : KylixCommunicator
+        The communicator whose ranks share the plan.
+    indices : array-like of int
+        This rank's contributed indices (non-negative, any order, duplicates summed).
+    want : array-like of int or None
+        The indices whose sums this rank receives (None: ``indices``).
+
+    Raises
+    ------
+    ValueError
+        A negative index.
+
     Attributes
     ----------
     indices, want : ndarray of int64
@@ -567,7 +583,18 @@ class KylixCommunicator(Communicator):
 
     def dup(self):
         """The same ranks under a new tag namespace (no communication: every rank derives the
-        same tag from the number of splits and duplicates made so far)."""
+        same tag from the number of splits and duplicates made so far).
+
+        Returns
+        -------
+        KylixCommunicator
+            The duplicate, over the same transport.
+
+        Raises
+        ------
+        CommError
+            This communicator is closed.
+        """
         self._check_open()
         self._splits += 1
         tag = hash((self._tag, self._splits, -1)) & 0x7FFFFFFF  # ints: the same in every process

@@ -73,7 +73,21 @@ class Coordinator:
         self._thread.start()
 
     def env(self, rank: int, timeout: float | None = None) -> dict:
-        """The environment variables of worker ``rank``."""
+        """The environment variables of worker ``rank``.
+
+        Parameters
+        ----------
+        rank : int
+            The worker's rank.
+        timeout : float, optional
+            The worker's communication timeout (default: the coordinator's).
+
+        Returns
+        -------
+        dict
+            Variable name to value: rank, size, coordinator address, job token and timeout,
+            which :func:`from_environment` reads.
+        """
         return {ENV_RANK: str(rank), ENV_SIZE: str(self.size),
                 ENV_COORD: f"{self.address[0]}:{self.address[1]}",
                 ENV_TOKEN: self.token.hex(),
@@ -132,6 +146,7 @@ class Coordinator:
         self._sock.close()
 
     def close(self):
+        """Stop accepting registrations and close the listening socket (idempotent)."""
         self._closed = True
         try:
             self._sock.close()
@@ -157,6 +172,35 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
     With ``replication=r > 1`` the ranks form ``n / r`` nodes of ``r`` replicas (their
     :func:`~roofline.comm.from_environment` communicators are replicated): the job succeeds
     when every node has a replica that exits 0, and failed replicas are reported, not fatal.
+
+    Parameters
+    ----------
+    n : int
+        The number of ranks (worker processes).
+    argv : list of str
+        The script and its arguments, run by every worker as ``python argv...``.
+    timeout : float
+        Seconds the coordinator waits for the ranks to register, and the workers'
+        communication timeout.
+    python : str, optional
+        The Python executable (default: this one, ``sys.executable``).
+    env : dict, optional
+        Extra environment variables of the workers.
+    grace : float, optional
+        Seconds the other ranks get to fail on their own after a rank fails (default:
+        ``timeout``).
+    replication : int
+        Replicas per node; must divide ``n``.
+
+    Returns
+    -------
+    int
+        0 when the job succeeded, else the exit code of the first failing rank.
+
+    Raises
+    ------
+    ValueError
+        ``replication`` is below 1 or does not divide ``n``.
     """
     r_ = int(replication)
     if r_ < 1 or n % r_:

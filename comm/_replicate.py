@@ -70,7 +70,18 @@ class ReplicatedTransport(Transport):
         self._next = collections.defaultdict(int)  # (node, tag) -> number of the next message
 
     def replicas(self, node: int) -> range:
-        """The physical ranks of logical node ``node``."""
+        """The physical ranks of logical node ``node``.
+
+        Parameters
+        ----------
+        node : int
+            A logical rank.
+
+        Returns
+        -------
+        range
+            Its ``replication`` consecutive physical ranks.
+        """
         return range(node * self.replication, (node + 1) * self.replication)
 
     def _lost(self, q, err):

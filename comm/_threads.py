@@ -58,10 +58,32 @@ class QueueGroup:
         self._arrivals = 0
 
     def transport(self, rank: int) -> QueueTransport:
+        """The transport of rank ``rank``.
+
+        Parameters
+        ----------
+        rank : int
+            ``0 <= rank < size``.
+
+        Returns
+        -------
+        QueueTransport
+            A new transport of that rank over the group's queues.
+        """
         return QueueTransport(self, rank)
 
     def abort(self, reason: str = "aborted", peer: int | None = None):
-        """Wake every waiting rank with a :class:`~roofline.comm.PeerError`."""
+        """Wake every waiting rank with a :class:`~roofline.comm.PeerError`.
+
+        Every later receive of the group fails the same way.
+
+        Parameters
+        ----------
+        reason : str
+            The error's message.
+        peer : int, optional
+            The rank at fault, carried by the error, when known.
+        """
         with self._cv:
             self._aborted = (reason, peer)
             self._arrivals += 1
@@ -69,7 +91,20 @@ class QueueGroup:
 
 
 class QueueTransport(Transport):
-    """One rank of a :class:`QueueGroup`."""
+    """One rank of a :class:`QueueGroup`.
+
+    Parameters
+    ----------
+    group : QueueGroup
+        The group.
+    rank : int
+        This transport's rank, ``0 <= rank < group.size``.
+
+    Raises
+    ------
+    ValueError
+        ``rank`` outside the group.
+    """
 
     backend = "threads"
     shares_process = True
@@ -162,9 +197,24 @@ class InProcessGroup:
         self.stats = {"calls": 0, "bytes": 0}
 
     def communicator(self, rank: int) -> InProcessCommunicator:
+        """The communicator of rank ``rank``.
+
+        Parameters
+        ----------
+        rank : int
+            ``0 <= rank < size``.
+
+        Returns
+        -------
+        InProcessCommunicator
+            A new communicator of that rank.
+        """
         return InProcessCommunicator(self, rank)
 
     def abort(self):
+        """Break the group: every rank waiting in (or later entering) a collective of it, or of
+        a group split from it, fails (``threading.BrokenBarrierError`` or
+        :class:`~roofline.comm.PeerError`)."""
         self._barrier.abort()
         self._done.abort()
         self._split_in.abort()
@@ -201,6 +251,18 @@ class InProcessCommunicator(Communicator):
 
     ``stats`` keeps the CD workers' counters ``calls`` and ``bytes`` (bytes this rank
     contributed to dense all-reduces) beside Kylix's per-layer counters.
+
+    Parameters
+    ----------
+    group : InProcessGroup
+        The group.
+    rank : int
+        This communicator's rank, ``0 <= rank < group.size``.
+
+    Raises
+    ------
+    ValueError
+        ``rank`` outside the group.
     """
 
     backend = "threads"
@@ -252,7 +314,20 @@ class InProcessCommunicator(Communicator):
     def split(self, color, key=None):
         """Sub-groups of the ranks with the same ``color`` (any hashable value), ordered by
         ``key`` (default: rank): in-process communicators with the shared-memory all-reduce,
-        kept in ``group.children`` (their ``stats`` stay readable after the run)."""
+        kept in ``group.children`` (their ``stats`` stay readable after the run).
+
+        Parameters
+        ----------
+        color : hashable
+            The sub-group this rank joins.
+        key : optional
+            This rank's sort key within its sub-group (default: its rank).
+
+        Returns
+        -------
+        InProcessCommunicator
+            This rank's communicator in its sub-group.
+        """
         key = self.rank if key is None else key
         self._n_splits += 1
         g = self.group
@@ -274,6 +349,27 @@ def run_in_threads(fn, size, groups=()):
 
     The first exception of any rank aborts ``groups`` (so the others stop waiting) and is
     re-raised here.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(rank)``, run by one thread per rank (by this thread when ``size == 1``).
+    size : int
+        The number of ranks.
+    groups : sequence
+        Objects with an ``abort()`` method (:class:`QueueGroup`, :class:`InProcessGroup`)
+        aborted when a rank fails.
+
+    Returns
+    -------
+    list
+        ``fn``'s result on each rank, by rank.
+
+    Raises
+    ------
+    BaseException
+        The first root-cause exception of a rank (in preference to the
+        ``BrokenBarrierError``/:class:`PeerError` of the ranks that lost it).
     """
     results = [None] * size
     errors = [None] * size
