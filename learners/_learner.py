@@ -21,6 +21,15 @@ The model and the optimizer state live on the device of the training source's mi
 (``datasource.device``), or where ``device=`` says (``"cpu"`` or ``"gpu"``); minibatches are
 moved there, and :meth:`Learner.predict` returns predictions on the device of the source's data.
 
+Data-parallel training (BIDMach's ParLearner over Kylix): ``Learner(..., comm=comm,
+sync_every=N)`` trains one replica per rank of ``comm`` on that rank's minibatches (minibatch
+``i`` of the source goes to rank ``i % size``, unless the source is sharded itself, e.g.
+``FileSource(..., rank=, size=)``) and every N minibatches combines the replicas' changes with
+a sparse all-reduce (:mod:`roofline.learners._parallel`): model averaging, replicas
+bit-identical after every sync, or elastic averaging (``elastic < 1``).  Every rank ends with
+the same model; optimizer state (ADAGrad's sums) stays local.  With one rank the learner is
+exactly the single-process one.
+
 The trace (one row per evaluation) records the training and held-out loss, examples/s and the
 primitives' gflop/s; ``early_stopping`` stops after ``patience`` evaluations without improvement.
 """
@@ -43,6 +52,7 @@ from roofline import gmat
 from roofline.gmat import Options, option
 
 from ._checkpoint import load_checkpoint, save_checkpoint
+from ._parallel import ModelSync, check_comm
 
 __all__ = ["Learner", "LearnerOptions", "TrainResult"]
 
@@ -73,6 +83,22 @@ class LearnerOptions(Options):
     roofline_gauge: str = option("auto", "report the fraction of the machine's roofline the "
                                          "step's primitives (A*S, A*S^T) achieve: 'auto' = when "
                                          "the progress bar is shown", choices=("auto", "on", "off"))
+
+    sync_every: int = option(10, "data-parallel training (comm=): combine the replicas every N "
+                                 "training minibatches of each rank", low=1)
+    elastic: float = option(1.0, "data-parallel training: 1 = model averaging (replicas "
+                                 "bit-identical after each sync); below 1, BIDMach's elastic "
+                                 "averaging: each replica moves this fraction of the way to the "
+                                 "average", low=0.0, low_open=True, high=1.0)
+    sync: str = option("auto", "data-parallel training: exchange the changed features with a "
+                               "sparse all-reduce (Kylix) or the whole model with a dense one; "
+                               "'auto' = sparse for sparse minibatches",
+                       choices=("auto", "sparse", "dense"))
+    shard: str = option("auto", "data-parallel training: 'batches' = rank r trains on "
+                                "minibatches i % size == r of the source; 'none' = the source "
+                                "already holds this rank's part; 'auto' = 'none' for a source "
+                                "sharded itself (opts.size > 1), else 'batches'",
+                        choices=("auto", "batches", "none"))
 
     def _check(self, prefix):
         if self.holdout_every == 1:
@@ -144,12 +170,16 @@ class Learner:
     opts : LearnerOptions, optional
     cache : gmat.BufferCache, optional
         Buffers of the steady-state loop (a new cache by default).
+    comm : roofline.comm.Communicator, optional
+        Train data-parallel on the ranks of ``comm`` (every rank builds the same learner and
+        calls :meth:`train`); see ``sync_every``, ``elastic``, ``sync`` and ``shard`` in
+        :class:`LearnerOptions`.  A group of one trains exactly as without ``comm``.
     **kwargs
         Override fields of ``opts``.
     """
 
     def __init__(self, datasource, model, optimizer, mixins=(), heldout=None, opts=None,
-                 cache=None, **kwargs):
+                 cache=None, comm=None, **kwargs):
         base = (opts or LearnerOptions()).to_dict()
         base.update(kwargs)
         self.opts = LearnerOptions.from_dict(base, "Learner")
@@ -159,6 +189,8 @@ class Learner:
         self.mixins = list(mixins)
         self.heldout = heldout
         self.cache = cache if cache is not None else gmat.BufferCache()
+        self.comm = None if comm is None else check_comm(comm)
+        self._sync = None
         self.trace: list[dict] = []
         self._ready = False
         self._examples = 0
@@ -192,10 +224,46 @@ class Learner:
                                    f"after training started on the {dev.upper()}")
             self.model.to_device(dev)
         if not self._ready:
+            self._setup_comm()
             self.optimizer.init(self.model, self.cache)
             for m in self.mixins:
                 m.init(self)
             self._ready = True
+
+    @property
+    def parallel(self) -> bool:
+        """Whether this learner trains data-parallel (``comm`` of more than one rank)."""
+        return self.comm is not None and self.comm.size > 1
+
+    def _setup_comm(self):
+        if not self.parallel:
+            return
+        if self.optimizer.batch:
+            raise ValueError(f"Learner(comm=...) trains minibatch optimizers data-parallel; "
+                             f"{type(self.optimizer).__name__} is a batch optimizer (use the "
+                             f"estimators' distributed solvers for full-batch methods)")
+        if not (hasattr(self.model, "coef") and hasattr(self.model, "intercept")):
+            raise TypeError(f"Learner(comm=...) needs a model with coef and intercept (a GLM), "
+                            f"got {type(self.model).__name__}")
+        o = self.opts
+        ds_size = getattr(getattr(self.datasource, "opts", None), "size", 1)
+        ds_rank = getattr(getattr(self.datasource, "opts", None), "rank", 0)
+        if ds_size > 1 and (ds_size, ds_rank) != (self.comm.size, self.comm.rank):
+            raise ValueError(f"the training source is sharded for rank {ds_rank} of {ds_size} "
+                             f"but comm is rank {self.comm.rank} of {self.comm.size}")
+        self._shard = o.shard == "batches" or (o.shard == "auto" and ds_size == 1)
+        sparse = o.sync == "sparse"
+        if o.sync == "auto":
+            X = getattr(self.datasource, "X", None)
+            if X is None:  # peek at the first minibatch
+                gen = iter(self.datasource)
+                first = next(gen, None)
+                getattr(gen, "close", lambda: None)()
+                X = None if first is None else first.X
+            local = X is not None and gmat.is_sparse(X)
+            # every rank must take the same branch: sparse only if every rank's data are
+            sparse = bool(self.comm.allreduce(np.array([float(not local)]))[0] == 0)
+        self._sync = ModelSync(self.comm, self.model, elastic=o.elastic, sparse=sparse)
 
     def _is_heldout(self, i: int) -> bool:
         h = self.opts.holdout_every
@@ -302,9 +370,13 @@ class Learner:
                     self._pass = p
                     passes += 1
                     seen = self._examples
-                    self._run_pass()
-                    if self._examples == seen:
-                        if self._examples == 0:
+                    if self.parallel:
+                        got = self._run_pass_comm()
+                    else:
+                        self._run_pass()
+                        got = self._examples - seen
+                    if got == 0:
+                        if self._total_examples() == 0:
                             raise ValueError(f"the training source {self.datasource!r} yielded "
                                              f"no training examples in pass {p + 1}")
                         logger.warning("pass %d: the training source yielded no examples "
@@ -316,7 +388,10 @@ class Learner:
                                          f"weight {weight!r}: example weights must be "
                                          f"non-negative and not all zero")
                     # a pass cut short by early stopping was recorded when it stopped
-                    rec = self.trace[-1] if self._stop else self._record(force_heldout=True)
+                    rec = (self.trace[-1] if self._stop and self.trace
+                           else self._record(force_heldout=True))
+                    if self.parallel:  # the ranks stop together
+                        self._stop = self._any_rank(self._stop)
                     info = {"pass": p, **rec}
                     for m in self.mixins:
                         m.on_pass_end(self, info)
@@ -324,6 +399,8 @@ class Learner:
                         self.save_checkpoint(o.checkpoint, extra={"pass": p + 1})
                     if self._stop:
                         break
+            if self._sync is not None:
+                self._sync.finish()
         finally:
             self._pbar.close()
             self._pbar = None
@@ -337,37 +414,81 @@ class Learner:
             stopped_early=self._stop, best_heldout_loss=best,
         )
 
+    def _total_examples(self) -> int:
+        if not self.parallel:
+            return self._examples
+        return int(self.comm.allreduce(np.array([float(self._examples)]))[0])
+
+    def _any_rank(self, flag: bool) -> bool:
+        return bool(self.comm.allreduce(np.array([float(bool(flag))]))[0] > 0)
+
     def _run_pass(self):
-        o = self.opts
         self._pass_weight = 0.0
         for i, batch in enumerate(self.datasource):
-            batch = self._on_model_device(batch)
-            if self._is_heldout(i):
-                ls, ws = self.model.loss(batch, self.cache)
-                self._ho[0] += ls
-                self._ho[1] += ws
-                continue
-            ts = time.perf_counter()
-            ls, ws = self.optimizer.step(self.model, batch, self.mixins, self.cache)
-            dt = time.perf_counter() - ts
-            self._step_time += dt
-            self._gauge_t[0] += dt
-            self._gauge_t[1] += 1
-            self._last_batch = batch
-            self._flops += self.model.flops_per_step(batch)
-            self._steps += 1
-            self._win[0] += ls
-            self._win[1] += ws
-            self._pass_weight += ws
-            self._count_examples(batch)
-            if self.mixins:
-                info = {"loss_sum": ls, "weight_sum": ws, "n_examples": batch.n_examples}
-                for m in self.mixins:
-                    m.on_step(self, info)
-            if o.eval_every and self._steps % o.eval_every == 0:
-                self._record()
-                if self._stop:
-                    return
+            if self._one_batch(i, batch):
+                return
+
+    def _run_pass_comm(self) -> int:
+        """One data-parallel pass: this rank's minibatches, a sync every ``sync_every`` steps
+        and, once every rank has finished its pass, a last one.  Returns the pass's examples
+        over all ranks (and sets ``_pass_weight`` to the ranks' total weight)."""
+        o, comm = self.opts, self.comm
+        self._pass_weight = 0.0
+        seen = self._examples
+        it = enumerate(self.datasource)
+        done = stopped = False
+        while True:
+            n = self._steps
+            while not done and self._steps - n < o.sync_every:
+                nxt = next(it, None)
+                if nxt is None:
+                    done = True
+                    break
+                i, batch = nxt
+                if self._shard and i % comm.size != comm.rank:
+                    continue
+                if self._one_batch(i, batch):
+                    done = stopped = True
+            all_done, stop = self._sync.sync(done=done, stop=stopped)
+            if all_done:
+                break
+        tot = comm.allreduce(np.array([float(self._examples - seen), self._pass_weight,
+                                       float(stop)]))
+        self._pass_weight = float(tot[1])
+        self._stop = self._stop or bool(tot[2] > 0)
+        return int(tot[0])
+
+    def _one_batch(self, i, batch) -> bool:
+        """Evaluate (held out) or train on minibatch ``i``; True when training should stop."""
+        o = self.opts
+        batch = self._on_model_device(batch)
+        if self._is_heldout(i):
+            ls, ws = self.model.loss(batch, self.cache)
+            self._ho[0] += ls
+            self._ho[1] += ws
+            return False
+        ts = time.perf_counter()
+        ls, ws = self.optimizer.step(self.model, batch, self.mixins, self.cache)
+        dt = time.perf_counter() - ts
+        self._step_time += dt
+        self._gauge_t[0] += dt
+        self._gauge_t[1] += 1
+        self._last_batch = batch
+        self._flops += self.model.flops_per_step(batch)
+        self._steps += 1
+        self._win[0] += ls
+        self._win[1] += ws
+        self._pass_weight += ws
+        self._count_examples(batch)
+        if self.mixins:
+            info = {"loss_sum": ls, "weight_sum": ws, "n_examples": batch.n_examples}
+            for m in self.mixins:
+                m.on_step(self, info)
+        if o.eval_every and self._steps % o.eval_every == 0:
+            self._record()
+            if self._stop:
+                return True
+        return False
 
     def _after_batch_iteration(self, iteration: int, objective: float) -> bool:
         """Called by batch optimizers after each iteration; returns True to stop."""

@@ -1,0 +1,171 @@
+"""Data-parallel minibatch training: BIDMach's ParLearner over a :mod:`roofline.comm` group.
+
+Every rank trains a replica of the model on its own minibatches; every ``sync_every`` minibatches
+the replicas are combined (:class:`ModelSync`):
+
+* **model averaging** (``elastic=1``, the default).  All ranks hold the same *centre* ``c`` (the
+  model at the last sync).  Rank ``r`` sends the change ``w_r - c`` of the features it changed
+  since then through one sparse all-reduce (Kylix); every rank adds the mean change (the sum
+  over the ranks divided by the number of ranks whose replica moved) to the centre and copies
+  the centre into its replica: the dense all-reduce of ``w_r - c`` computed sparsely.  The sums
+  are bit-identical on every rank, so the replicas are bit-identical after every sync.
+* **elastic averaging** (``0 < elastic < 1``, BIDMach's ``elastic_weight``): the centre moves
+  the same way, but each replica moves only ``elastic`` of the way towards it
+  (``w_r += elastic * (c - w_r)`` on the exchanged features) and keeps the rest of its own
+  deviation, which it sends again at the next sync.  The replicas differ between syncs; at the
+  end of training every replica is set to the centre.
+
+The exchanged index set of a rank is the set of features where its replica differs from the
+centre (computed exactly, so any optimizer or mixin is allowed).  The Kylix plan is configured
+for the *cumulative* set (every feature the rank has exchanged so far) and reused while no rank
+changes a feature outside its plan, which is the steady state from the second pass on; a
+rebuild grows the plan and gathers the union of the ranks' sets (what every rank receives, so
+that all replicas update the same features).  Dense minibatches (every feature changes) use the
+dense all-reduce instead.  The intercept and a few flags (pass finished, replica moved, plan
+outgrown, stop) travel in one small dense all-reduce per sync.
+
+Optimizer state (ADAGrad's sums of squared gradients, momentum) stays local to each rank: it
+is never averaged, so each rank's step sizes reflect the gradients it has seen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline import gmat
+
+__all__ = ["ModelSync", "check_comm"]
+
+
+def check_comm(comm):
+    """``comm`` if it looks like a :class:`roofline.comm.Communicator`, else ``TypeError``."""
+    need = ("rank", "size", "allreduce", "sparse_plan", "allgather", "broadcast")
+    missing = [a for a in need if not hasattr(comm, a)]
+    if missing:
+        raise TypeError(f"comm must be a roofline.comm.Communicator (rank, size, allreduce, "
+                        f"sparse_plan, allgather, broadcast), got {type(comm).__name__} "
+                        f"without {', '.join(missing)}")
+    return comm
+
+
+def _host(a):
+    return np.ascontiguousarray(gmat.to_device(a, "cpu"))
+
+
+class ModelSync:
+    """Synchronise the replicas of a GLM-like model (``coef`` of shape ``(k, n)``, ``intercept``
+    of shape ``(k,)``) across the ranks of ``comm``.
+
+    Parameters
+    ----------
+    comm : Communicator
+    model : Model
+        Initialised; its parameters are replaced by rank 0's on construction (collective).
+    elastic : float
+        1 for model averaging, ``0 < elastic < 1`` for elastic averaging.
+    sparse : bool
+        Sparse (Kylix) exchange of the changed features, else a dense all-reduce of the change.
+
+    Attributes
+    ----------
+    stats : dict
+        ``syncs``, ``plans`` (Kylix plans configured), ``plan_reuses``, ``features``
+        (exchanged feature rows summed over syncs, this rank).
+    """
+
+    def __init__(self, comm, model, *, elastic: float = 1.0, sparse: bool = True):
+        self.comm, self.model = comm, model
+        self.alpha = float(elastic)
+        self.sparse = bool(sparse)
+        coef = comm.broadcast(_host(model.coef), root=0)
+        b = comm.broadcast(_host(model.intercept), root=0)
+        model.set_parameters(gmat.to_device(coef, model.device), gmat.to_device(b, model.device))
+        xp = gmat.get_array_module(model.coef)
+        self.center = xp.array(model.coef, copy=True, order="F")
+        self.center_b = _host(model.intercept).astype(np.float64)
+        self.plan = None
+        self.plan_idx = np.empty(0, np.int64)
+        self.union = np.empty(0, np.int64)
+        self.stats = {"syncs": 0, "plans": 0, "plan_reuses": 0, "features": 0}
+
+    def _changed(self):
+        xp = gmat.get_array_module(self.model.coef)
+        return _host(xp.flatnonzero(xp.any(self.model.coef != self.center, axis=0))).astype(
+            np.int64)
+
+    def sync(self, *, done: bool = False, stop: bool = False) -> tuple[bool, bool]:
+        """One collective sync.  Returns ``(all_done, any_stop)``: whether every rank has
+        finished its pass, and whether any rank asked to stop."""
+        m = self.model
+        changed = self._changed() if self.sparse else None
+        db = _host(m.intercept).astype(np.float64) - self.center_b
+        if self.sparse:
+            moved = changed.size > 0 or bool(np.any(db != 0))
+            grow = changed.size > 0 and (self.plan is None or not bool(np.all(
+                np.isin(changed, self.plan_idx, assume_unique=True))))
+        else:
+            xp = gmat.get_array_module(m.coef)
+            moved = bool(xp.any(m.coef != self.center)) or bool(np.any(db != 0))
+            grow = False
+        head = np.concatenate([[float(done), float(moved), float(grow), float(stop)], db])
+        head = self.comm.allreduce(head)
+        all_done = head[0] == self.comm.size
+        n_moved, rebuild, any_stop = head[1], head[2] > 0, head[3] > 0
+        if n_moved == 0:
+            return bool(all_done), bool(any_stop)
+        self.stats["syncs"] += 1
+        dt = m.dtype
+        self.center_b = (self.center_b + head[4:] / n_moved).astype(dt).astype(np.float64)
+        if self.sparse:
+            self._sparse_step(changed, rebuild, n_moved)
+        else:
+            self._dense_step(n_moved)
+        xp = gmat.get_array_module(m.intercept)
+        cb = xp.asarray(self.center_b.astype(m.dtype))
+        if self.alpha == 1.0:
+            m.intercept[...] = cb
+        else:
+            m.intercept += m.dtype.type(self.alpha) * (cb - m.intercept)
+        return bool(all_done), bool(any_stop)
+
+    def _sparse_step(self, changed, rebuild, n_moved):
+        m, xp = self.model, gmat.get_array_module(self.model.coef)
+        if rebuild:
+            self.plan_idx = np.union1d(self.plan_idx, changed)
+            self.union = np.unique(np.concatenate(self.comm.allgather(self.plan_idx)))
+            self.plan = self.comm.sparse_plan(self.plan_idx, want=self.union)
+            self.stats["plans"] += 1
+        else:
+            self.stats["plan_reuses"] += 1
+        vals = np.zeros((self.plan_idx.size, m.coef.shape[0]), m.dtype)
+        if changed.size:
+            pos = np.searchsorted(self.plan_idx, changed)
+            ci = xp.asarray(changed)
+            vals[pos] = _host((m.coef[:, ci] - self.center[:, ci]).T)
+        self.stats["features"] += int(self.plan_idx.size)
+        s = self.plan.reduce(vals)
+        u = xp.asarray(self.union)
+        self.center[:, u] += xp.asarray(np.ascontiguousarray((s / m.dtype.type(n_moved)).T))
+        if self.alpha == 1.0:
+            m.coef[:, u] = self.center[:, u]
+        else:
+            m.coef[:, u] += m.dtype.type(self.alpha) * (self.center[:, u] - m.coef[:, u])
+
+    def _dense_step(self, n_moved):
+        m, xp = self.model, gmat.get_array_module(self.model.coef)
+        d = _host(m.coef - self.center)
+        s = self.comm.allreduce(d)
+        self.stats["features"] += int(d.shape[1])
+        self.center += xp.asarray((s / m.dtype.type(n_moved)).astype(m.dtype))
+        if self.alpha == 1.0:
+            m.coef[...] = self.center
+        else:
+            m.coef += m.dtype.type(self.alpha) * (self.center - m.coef)
+
+    def finish(self) -> None:
+        """After the last sync: every replica becomes the centre (bit-identical on all ranks;
+        a no-op after model averaging)."""
+        m = self.model
+        m.coef[...] = self.center
+        xp = gmat.get_array_module(m.intercept)
+        m.intercept[...] = xp.asarray(self.center_b.astype(m.dtype))
