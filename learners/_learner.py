@@ -94,6 +94,12 @@ class LearnerOptions(Options):
                                "sparse all-reduce (Kylix) or the whole model with a dense one; "
                                "'auto' = sparse for sparse minibatches",
                        choices=("auto", "sparse", "dense"))
+    sync_plan: str = option("grow", "data-parallel training, sparse sync: the Kylix plan "
+                                    "covers every feature the rank has exchanged so far "
+                                    "('grow': reused once the set is stable, e.g. from the "
+                                    "second pass on) or the features changed since the last "
+                                    "sync ('window': smaller messages, a new plan whenever a "
+                                    "rank leaves its plan)", choices=("grow", "window"))
     shard: str = option("auto", "data-parallel training: 'batches' = rank r trains on "
                                 "minibatches i % size == r of the source; 'none' = the source "
                                 "already holds this rank's part; 'auto' = 'none' for a source "
@@ -263,7 +269,8 @@ class Learner:
             local = X is not None and gmat.is_sparse(X)
             # every rank must take the same branch: sparse only if every rank's data are
             sparse = bool(self.comm.allreduce(np.array([float(not local)]))[0] == 0)
-        self._sync = ModelSync(self.comm, self.model, elastic=o.elastic, sparse=sparse)
+        self._sync = ModelSync(self.comm, self.model, elastic=o.elastic, sparse=sparse,
+                               grow=o.sync_plan == "grow")
 
     def _is_heldout(self, i: int) -> bool:
         h = self.opts.holdout_every

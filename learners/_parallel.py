@@ -73,10 +73,12 @@ class ModelSync:
         (exchanged feature rows summed over syncs, this rank).
     """
 
-    def __init__(self, comm, model, *, elastic: float = 1.0, sparse: bool = True):
+    def __init__(self, comm, model, *, elastic: float = 1.0, sparse: bool = True,
+                 grow: bool = True):
         self.comm, self.model = comm, model
         self.alpha = float(elastic)
         self.sparse = bool(sparse)
+        self.grow = bool(grow)
         coef = comm.broadcast(_host(model.coef), root=0)
         b = comm.broadcast(_host(model.intercept), root=0)
         model.set_parameters(gmat.to_device(coef, model.device), gmat.to_device(b, model.device))
@@ -85,8 +87,10 @@ class ModelSync:
         self.center_b = _host(model.intercept).astype(np.float64)
         self.plan = None
         self.plan_idx = np.empty(0, np.int64)
+        self.in_plan = np.zeros(model.coef.shape[1], bool)  # mask of plan_idx
         self.union = np.empty(0, np.int64)
-        self.stats = {"syncs": 0, "plans": 0, "plan_reuses": 0, "features": 0}
+        self.stats = {"syncs": 0, "plans": 0, "plan_reuses": 0, "features": 0,
+                      "bytes_union": 0, "bytes_reduce": 0}
 
     def _changed(self):
         xp = gmat.get_array_module(self.model.coef)
@@ -101,23 +105,26 @@ class ModelSync:
         db = _host(m.intercept).astype(np.float64) - self.center_b
         if self.sparse:
             moved = changed.size > 0 or bool(np.any(db != 0))
-            grow = changed.size > 0 and (self.plan is None or not bool(np.all(
-                np.isin(changed, self.plan_idx, assume_unique=True))))
+            outgrown = changed.size > 0 and (self.plan is None
+                                             or not bool(self.in_plan[changed].all()))
+            size = (self.plan_idx.size + int(np.count_nonzero(~self.in_plan[changed]))
+                    if self.grow else changed.size)
         else:
             xp = gmat.get_array_module(m.coef)
             moved = bool(xp.any(m.coef != self.center)) or bool(np.any(db != 0))
-            grow = False
-        head = np.concatenate([[float(done), float(moved), float(grow), float(stop)], db])
+            outgrown, size = False, 0
+        head = np.concatenate([[float(done), float(moved), float(outgrown), float(stop),
+                                float(size)], db])
         head = self.comm.allreduce(head)
         all_done = head[0] == self.comm.size
-        n_moved, rebuild, any_stop = head[1], head[2] > 0, head[3] > 0
+        n_moved, rebuild, any_stop, n_total = head[1], head[2] > 0, head[3] > 0, int(head[4])
         if n_moved == 0:
             return bool(all_done), bool(any_stop)
         self.stats["syncs"] += 1
         dt = m.dtype
-        self.center_b = (self.center_b + head[4:] / n_moved).astype(dt).astype(np.float64)
+        self.center_b = (self.center_b + head[5:] / n_moved).astype(dt).astype(np.float64)
         if self.sparse:
-            self._sparse_step(changed, rebuild, n_moved)
+            self._sparse_step(changed, rebuild, n_moved, n_total)
         else:
             self._dense_step(n_moved)
         xp = gmat.get_array_module(m.intercept)
@@ -128,13 +135,20 @@ class ModelSync:
             m.intercept += m.dtype.type(self.alpha) * (cb - m.intercept)
         return bool(all_done), bool(any_stop)
 
-    def _sparse_step(self, changed, rebuild, n_moved):
+    def _sparse_step(self, changed, rebuild, n_moved, n_total):
         m, xp = self.model, gmat.get_array_module(self.model.coef)
+        sent = self.comm.stats["bytes_sent"]
         if rebuild:
-            self.plan_idx = np.union1d(self.plan_idx, changed)
-            self.union = np.unique(np.concatenate(self.comm.allgather(self.plan_idx)))
+            if not self.grow:
+                self.in_plan[self.plan_idx] = False
+            self.in_plan[changed] = True
+            self.plan_idx = np.flatnonzero(self.in_plan)
+            self.union = self._union(self.plan_idx, n_total)
+            sent1 = self.comm.stats["bytes_sent"]
+            self.stats["bytes_union"] += sent1 - sent
             self.plan = self.comm.sparse_plan(self.plan_idx, want=self.union)
             self.stats["plans"] += 1
+            sent = sent1
         else:
             self.stats["plan_reuses"] += 1
         vals = np.zeros((self.plan_idx.size, m.coef.shape[0]), m.dtype)
@@ -144,12 +158,33 @@ class ModelSync:
             vals[pos] = _host((m.coef[:, ci] - self.center[:, ci]).T)
         self.stats["features"] += int(self.plan_idx.size)
         s = self.plan.reduce(vals)
+        self.stats["bytes_reduce"] += self.comm.stats["bytes_sent"] - sent
         u = xp.asarray(self.union)
         self.center[:, u] += xp.asarray(np.ascontiguousarray((s / m.dtype.type(n_moved)).T))
         if self.alpha == 1.0:
             m.coef[:, u] = self.center[:, u]
         else:
             m.coef[:, u] += m.dtype.type(self.alpha) * (self.center[:, u] - m.coef[:, u])
+
+    def _union(self, idx, n_total):
+        """The union of every rank's ``idx`` (sorted), gathered as int32 indices or as packed
+        bitmaps of the ``n_features`` columns, whichever is smaller (``n_total``: the sum of
+        the ranks' sizes, the same on every rank)."""
+        n = self.model.coef.shape[1]
+        if n_total * 4 > n // 8 + 1:
+            bits = np.zeros(n, bool)
+            bits[idx] = True
+            got = self.comm.allgather(np.packbits(bits))
+            acc = got[0].copy()
+            for g in got[1:]:
+                acc |= g
+            return np.flatnonzero(np.unpackbits(acc, count=n)).astype(np.int64)
+        it = np.int32 if n < 2**31 else np.int64
+        got = self.comm.allgather(idx.astype(it))
+        bits = np.zeros(n, bool)
+        for g in got:
+            bits[g] = True
+        return np.flatnonzero(bits)
 
     def _dense_step(self, n_moved):
         m, xp = self.model, gmat.get_array_module(self.model.coef)
