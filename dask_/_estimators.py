@@ -187,6 +187,28 @@ class _DaskGLM:
         return self._apply("predict", X, dtype=dtype, drop_axis=1)
 
 
+def _parameter_docs(doc):
+    """The entries of the numpydoc Parameters section of ``doc`` (None or a docstring), as
+    ``{name: [header line, description lines...]}``, dedented (each name of a ``a, b : type``
+    entry gets the whole entry)."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    out, current, i = {}, None, 0
+    while i < len(lines) and not (lines[i].strip() == "Parameters" and i + 1 < len(lines)
+                                  and set(lines[i + 1].strip()) == {"-"}):
+        i += 1
+    for j in range(i + 2, len(lines)):
+        line = lines[j]
+        if j + 1 < len(lines) and line.strip() and set(lines[j + 1].strip()) == {"-"}:
+            break  # the next section's title
+        if line and not line[0].isspace():
+            current = [line.rstrip()]
+            for n in line.split(" : ")[0].split(","):
+                out[n.strip()] = current
+        elif current is not None and line.strip():
+            current.append(line.rstrip())
+    return out
+
+
 def _dask_class(local, name, summary, **defaults_):
     """A Dask estimator class: ``local``'s parameters (without ``comm``) plus ``client``, with
     ``solver="cocoa"`` by default (a solver that runs over a communicator) and the other
@@ -212,14 +234,25 @@ def _dask_class(local, name, summary, **defaults_):
             setattr(self, k, kwargs.get(k, defaults[k]))
 
     __init__.__signature__ = sig.replace(parameters=params)
-    extra = "".join(f", ``{k}`` to ``{v!r}``" for k, v in defaults_.items())
+    local_docs = _parameter_docs(local.__doc__)
+    entries = []
+    for k in names:
+        if k == "client":
+            entries += ["client : distributed.Client, optional",
+                        "    The cluster (default: the current client)."]
+            continue
+        default = "optional" if defaults[k] is None else f"default={defaults[k]!r}"
+        entries += local_docs.get(k) or [
+            f"{k} : {default}", f"    As for :class:`roofline.learners.{local.__name__}`."]
+        if k in new_defaults:
+            entries.append(f"    Here the default is ``{new_defaults[k]!r}``.")
     doc = (f"{summary}\n\n    {local.__name__} (roofline.learners) fitted on Dask collections: "
            f"each worker holding partitions is one rank of a Kylix TCP job "
-           f"(:func:`roofline.comm.run_on_dask`).\n\n    Parameters\n    ----------\n"
-           f"    client : distributed.Client, optional\n        The cluster (default: the "
-           f"current client).\n    **params\n        The parameters of "
-           f":class:`roofline.learners.{local.__name__}` except ``comm``; ``solver`` defaults "
-           f"to ``'cocoa'``{extra}.\n")
+           f"(:func:`roofline.comm.run_on_dask`).  The parameters are those of "
+           f":class:`roofline.learners.{local.__name__}` except ``comm``, plus ``client``; "
+           f"``solver`` defaults to ``'cocoa'`` (a solver that runs over a communicator)."
+           f"\n\n    Parameters\n    ----------\n"
+           + "".join(f"    {line}\n" for line in entries))
     return type(name, (_DaskGLM, local), {"__init__": __init__, "_local": local,
                                           "__doc__": doc, "__module__": __name__})
 
