@@ -74,7 +74,8 @@ class LearnerOptions(Options):
     patience: int = option(3, "evaluations without improvement before stopping", low=1)
     min_delta: float = option(0.0, "improvement smaller than this does not count", low=0.0)
     progress: bool = option(True, "show a tqdm bar (only on a terminal)")
-    checkpoint: str | None = option(None, "checkpoint file written at pass ends", kind=str)
+    checkpoint: str | None = option(None, "checkpoint file written at pass ends (data-parallel "
+                                          "training: one per rank, '<file>.rank<r>')", kind=str)
     checkpoint_every: int = option(1, "passes between checkpoints", low=1)
     device: str = option("auto", "where the model and the optimizer state live: 'auto' = the "
                                  "device of the training source's minibatches "
@@ -403,7 +404,7 @@ class Learner:
                     for m in self.mixins:
                         m.on_pass_end(self, info)
                     if o.checkpoint and (p + 1) % o.checkpoint_every == 0:
-                        self.save_checkpoint(o.checkpoint, extra={"pass": p + 1})
+                        self.save_checkpoint(self._checkpoint_path(), extra={"pass": p + 1})
                     if self._stop:
                         break
             if self._sync is not None:
@@ -420,6 +421,12 @@ class Learner:
             examples_per_s=self._examples / dt if dt > 0 else math.nan,
             stopped_early=self._stop, best_heldout_loss=best,
         )
+
+    def _checkpoint_path(self) -> str:
+        """``opts.checkpoint``; in data-parallel training ``<path>.rank<r>`` (each rank's
+        optimizer state is its own)."""
+        path = os.fspath(self.opts.checkpoint)
+        return f"{path}.rank{self.comm.rank}" if self.parallel else path
 
     def _total_examples(self) -> int:
         if not self.parallel:

@@ -126,3 +126,42 @@ def test_bad_sync_every_and_comm():
         return True
 
     assert rcomm.run(batch_opt, 2, backend="threads") == [True, True]
+
+
+def test_presharded_source_early_stopping_and_checkpoints(tmp_path):
+    """shard='none' (each rank passes its own part), early stopping decided together (no
+    deadlock, same model), one checkpoint per rank."""
+    Xtr, ytr, Xte, yte = data()
+    ck = str(tmp_path / "ck.npz")
+
+    def work(c):
+        part = np.arange(Xtr.shape[1]) % c.size == c.rank
+        L = Learner(MatSource(Xtr[:, part], ytr[part], batch_size=500), GLM(loss="logistic"),
+                    ADAGrad(lr=0.5), heldout=MatSource(Xte, yte, batch_size=4000), n_passes=30,
+                    progress=False, comm=c, sync_every=3, shard="none", early_stopping=True,
+                    patience=1, eval_every=2, checkpoint=ck)
+        res = L.train()
+        return L.model.coef.copy(), res.stopped_early, res.n_passes
+
+    outs = rcomm.run(work, 2, backend="threads")
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    assert outs[0][1] and outs[1][1]
+    assert outs[0][2] == outs[1][2] < 30
+    assert (tmp_path / "ck.npz.rank0").exists() and (tmp_path / "ck.npz.rank1").exists()
+
+
+def test_source_sharded_for_another_rank_is_an_error(tmp_path):
+    from roofline.datasources import FileSource, ShardWriter
+
+    Xtr, ytr, _, _ = data()
+    pattern = str(tmp_path / "s-{i}.npz")
+    with ShardWriter(pattern, examples_per_shard=5000) as w:
+        w.write(Xtr, ytr)
+
+    def work(c):
+        src = FileSource(pattern, rank=1 - c.rank, size=2)
+        with pytest.raises(ValueError, match="sharded for rank"):
+            Learner(src, GLM(), ADAGrad(), comm=c, progress=False).train()
+        return True
+
+    assert rcomm.run(work, 2, backend="threads") == [True, True]
