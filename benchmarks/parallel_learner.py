@@ -6,6 +6,9 @@ One run, one table: ``Learner(MatSource, GLM(logistic), ADAGrad, comm=comm, sync
 
 * ``sparse``: the changed features' changes through a Kylix sparse all-reduce (plan reused
   while no rank outgrows it);
+* ``sparse/sched<b>``: the same with the power-law schedule (``sync_schedule=b``: from the
+  second pass on, the b most frequent features every sync, the next b every 2nd, the next 2b
+  every 4th, ...);
 * ``dense``: the whole model's change through the dense all-reduce.
 
 Data: ``datasources.make_criteo_like_matrix`` (hashed Zipf categorical fields, planted logistic
@@ -36,7 +39,7 @@ import numpy as np  # noqa: E402
 from roofline import comm as rcomm  # noqa: E402
 
 
-def _work(comm, args, sync, plan):
+def _work(comm, args, sync, plan, block=0):
     import numba
 
     from roofline.datasources import MatSource, make_criteo_like_matrix
@@ -50,7 +53,7 @@ def _work(comm, args, sync, plan):
     Xte, yte = X[:, args.examples:].tocsc(), y[args.examples:]
     L = Learner(MatSource(Xtr, ytr, batch_size=args.batch), GLM(loss="logistic"),
                 ADAGrad(lr=args.lr), n_passes=args.passes, progress=False, comm=comm,
-                sync_every=args.sync_every, sync=sync, sync_plan=plan)
+                sync_every=args.sync_every, sync=sync, sync_plan=plan, sync_schedule=block)
     comm.barrier()
     b0 = comm.stats["bytes_sent"]
     t = time.perf_counter()
@@ -73,6 +76,8 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.2, help="ADAGrad learning rate")
     ap.add_argument("--passes", type=int, default=1, help="passes over the training data")
     ap.add_argument("--sync-every", type=int, default=8, help="minibatches between syncs")
+    ap.add_argument("--schedule-block", type=int, default=4096,
+                    help="block b of the power-law schedule row (sync_schedule)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4], help="process counts")
     args = ap.parse_args(argv)
     print(f"Criteo-like data: {args.examples} train + {args.test} held-out examples, "
@@ -80,11 +85,14 @@ def main(argv=None):
           f"{args.passes} pass(es); machine: {os.cpu_count()} cores")
     rows = []
     for k in args.ranks:
-        for sync, plan in (("sparse", "grow"), ("sparse", "window"), ("dense", "grow")):
-            if k == 1 and (sync, plan) != ("sparse", "grow"):
+        for sync, plan, block in (("sparse", "grow", 0), ("sparse", "window", 0),
+                                  ("sparse", "grow", args.schedule_block), ("dense", "grow", 0)):
+            if k == 1 and (sync, plan, block) != ("sparse", "grow", 0):
                 continue  # one rank never syncs
-            outs = rcomm.run(_work, k, backend="tcp", args=(args, sync, plan), timeout=600)
-            name = f"{sync}/{plan}" if sync == "sparse" else sync
+            outs = rcomm.run(_work, k, backend="tcp", args=(args, sync, plan, block),
+                             timeout=600)
+            name = (f"sparse/sched{block}" if block else f"{sync}/{plan}" if sync == "sparse"
+                    else sync)
             if len({o["digest"] for o in outs}) != 1:
                 raise AssertionError(f"K={k} {sync}: the ranks' models differ")
             dt = max(o["seconds"] for o in outs)

@@ -101,6 +101,11 @@ class LearnerOptions(Options):
                                     "second pass on) or the features changed since the last "
                                     "sync ('window': smaller messages, a new plan whenever a "
                                     "rank leaves its plan)", choices=("grow", "window"))
+    sync_schedule: int = option(0, "data-parallel training, sparse sync: the power-law "
+                                   "schedule's block b (0: off).  From the second pass on, the b "
+                                   "most frequent features (counted in the first pass) are "
+                                   "exchanged every sync, the next b every 2nd, the next 2b "
+                                   "every 4th, ...; every feature at pass ends", low=0)
     shard: str = option("auto", "data-parallel training: 'batches' = rank r trains on "
                                 "minibatches i % size == r of the source; 'none' = the source "
                                 "already holds this rank's part; 'auto' = 'none' for a source "
@@ -271,7 +276,7 @@ class Learner:
             # every rank must take the same branch: sparse only if every rank's data are
             sparse = bool(self.comm.allreduce(np.array([float(not local)]))[0] == 0)
         self._sync = ModelSync(self.comm, self.model, elastic=o.elastic, sparse=sparse,
-                               grow=o.sync_plan == "grow")
+                               grow=o.sync_plan == "grow", block=o.sync_schedule)
 
     def _is_heldout(self, i: int) -> bool:
         h = self.opts.holdout_every
@@ -461,11 +466,14 @@ class Learner:
                 i, batch = nxt
                 if self._shard and i % comm.size != comm.rank:
                     continue
+                if not self._is_heldout(i):
+                    self._sync.observe(batch.X)
                 if self._one_batch(i, batch):
                     done = stopped = True
             all_done, stop = self._sync.sync(done=done, stop=stopped)
             if all_done:
                 break
+        self._sync.end_pass()
         tot = comm.allreduce(np.array([float(self._examples - seen), self._pass_weight,
                                        float(stop)]))
         self._pass_weight = float(tot[1])

@@ -24,6 +24,15 @@ that all replicas update the same features).  Dense minibatches (every feature c
 dense all-reduce instead.  The intercept and a few flags (pass finished, replica moved, plan
 outgrown, stop) travel in one small dense all-reduce per sync.
 
+The power-law schedule (``block=b``, Kylix/BIDMach's point that rare features need rare
+exchanges): the first pass counts every feature's occurrences; at its end the ranks add their
+counts and rank the features (the same order everywhere).  From then on sync round ``s``
+exchanges the features of tiers ``t`` with ``s % 2^t == 0``: tier 0 = the ``b`` most frequent,
+tier 1 the next ``b``, tier 2 the next ``2b``, ... (capped at ``max_tier``); a feature's pending
+change waits in its replica until its tier's turn.  Each level keeps its own Kylix plan.  The
+last sync of a pass exchanges every tier, so the replicas are identical at pass ends (and
+between, on the tiers just exchanged).
+
 Optimizer state (ADAGrad's sums of squared gradients, momentum) stays local to each rank: it
 is never averaged, so each rank's step sizes reflect the gradients it has seen.
 """
@@ -74,7 +83,7 @@ class ModelSync:
     """
 
     def __init__(self, comm, model, *, elastic: float = 1.0, sparse: bool = True,
-                 grow: bool = True):
+                 grow: bool = True, block: int = 0, max_tier: int = 8):
         self.comm, self.model = comm, model
         self.alpha = float(elastic)
         self.sparse = bool(sparse)
@@ -89,6 +98,13 @@ class ModelSync:
         self.plan_idx = np.empty(0, np.int64)
         self.in_plan = np.zeros(model.coef.shape[1], bool)  # mask of plan_idx
         self.union = np.empty(0, np.int64)
+        # the power-law schedule: feature counts of the first pass, then tiers
+        self.block, self.max_tier = int(block), int(max_tier)
+        self.counts = np.zeros(model.coef.shape[1], np.float64) if self.block else None
+        self.tier = None
+        self._round = 0
+        self._level = -1
+        self._slots = {}
         self.stats = {"syncs": 0, "plans": 0, "plan_reuses": 0, "features": 0,
                       "bytes_union": 0, "bytes_reduce": 0}
 
@@ -97,11 +113,56 @@ class ModelSync:
         return _host(xp.flatnonzero(xp.any(self.model.coef != self.center, axis=0))).astype(
             np.int64)
 
-    def sync(self, *, done: bool = False, stop: bool = False) -> tuple[bool, bool]:
+    def observe(self, X) -> None:
+        """Count the features of a training minibatch (the first pass, for the schedule)."""
+        if self.counts is not None and self.tier is None and gmat.is_sparse(X):
+            idx = _host(X.indices)
+            self.counts += np.bincount(idx, minlength=self.counts.size)[: self.counts.size]
+
+    def end_pass(self) -> None:
+        """After a pass: once, rank the features by their count over all ranks and set each
+        feature's tier (collective).  Tier 0: the ``block`` most frequent; tier ``t >= 1``:
+        positions ``[block 2^(t-1), block 2^t)``, capped at ``max_tier``."""
+        if self.counts is None or self.tier is not None or not self.sparse:
+            return
+        total = self.comm.allreduce(self.counts)
+        order = np.argsort(-total, kind="stable")
+        pos = np.empty(order.size, np.int64)
+        pos[order] = np.arange(order.size)
+        tier = np.zeros(order.size, np.int64)
+        big = pos >= self.block
+        tier[big] = np.floor(np.log2(pos[big] / self.block)).astype(np.int64) + 1
+        self.tier = np.minimum(tier, self.max_tier).astype(np.int8)
+        self.counts = None
+
+    def _select(self, level):
+        """Switch to the Kylix plan of schedule level ``level`` (one plan per level)."""
+        if level == self._level:
+            return
+        self._slots[self._level] = (self.plan, self.plan_idx, self.in_plan, self.union)
+        n = self.model.coef.shape[1]
+        self.plan, self.plan_idx, self.in_plan, self.union = self._slots.get(level) or (
+            None, np.empty(0, np.int64), np.zeros(n, bool), np.empty(0, np.int64))
+        self._level = level
+
+    def sync(self, *, done: bool = False, stop: bool = False,
+             full: bool = False) -> tuple[bool, bool]:
         """One collective sync.  Returns ``(all_done, any_stop)``: whether every rank has
-        finished its pass, and whether any rank asked to stop."""
+        finished its pass, and whether any rank asked to stop.  With the power-law schedule,
+        sync round ``s`` exchanges the tiers ``t`` with ``s % 2^t == 0`` (all of them when
+        ``full``, and in an extra full round once every rank is done)."""
         m = self.model
         changed = self._changed() if self.sparse else None
+        sched = self.sparse and self.tier is not None
+        if sched:
+            if full:
+                level = self.max_tier
+            else:
+                self._round += 1
+                r = self._round
+                level = min((r & -r).bit_length() - 1, self.max_tier)
+            changed = changed[self.tier[changed] <= level]
+            self._select(level)
         db = _host(m.intercept).astype(np.float64) - self.center_b
         if self.sparse:
             moved = changed.size > 0 or bool(np.any(db != 0))
@@ -118,8 +179,17 @@ class ModelSync:
         head = self.comm.allreduce(head)
         all_done = head[0] == self.comm.size
         n_moved, rebuild, any_stop, n_total = head[1], head[2] > 0, head[3] > 0, int(head[4])
+        if sched and all_done and not full:  # the pass ends with every tier exchanged
+            if n_moved:
+                self._apply(head, changed, rebuild, n_moved, n_total)
+            return self.sync(done=True, stop=bool(any_stop), full=True)
         if n_moved == 0:
             return bool(all_done), bool(any_stop)
+        self._apply(head, changed, rebuild, n_moved, n_total)
+        return bool(all_done), bool(any_stop)
+
+    def _apply(self, head, changed, rebuild, n_moved, n_total):
+        m = self.model
         self.stats["syncs"] += 1
         dt = m.dtype
         self.center_b = (self.center_b + head[5:] / n_moved).astype(dt).astype(np.float64)
@@ -133,7 +203,6 @@ class ModelSync:
             m.intercept[...] = cb
         else:
             m.intercept += m.dtype.type(self.alpha) * (cb - m.intercept)
-        return bool(all_done), bool(any_stop)
 
     def _sparse_step(self, changed, rebuild, n_moved, n_total):
         m, xp = self.model, gmat.get_array_module(self.model.coef)
