@@ -166,6 +166,19 @@ class TrainResult:
         return plot_trace(self.trace, axes, path=path)
 
 
+def _source_shard(ds) -> tuple[int, int]:
+    """``(rank, size)`` of the first source in a chain of stages (``.source``) whose options
+    have them (a ``FileSource(..., rank=, size=)`` under ``Prefetch`` or ``HeldOut``);
+    ``(0, 1)`` when none does."""
+    seen = 0
+    while ds is not None and seen < 100:
+        o = getattr(ds, "opts", None)
+        if hasattr(o, "size") and hasattr(o, "rank"):
+            return int(o.rank), int(o.size)
+        ds, seen = getattr(ds, "source", None), seen + 1
+    return 0, 1
+
+
 class Learner:
     """Train a model on a DataSource with an optimizer and mixins.
 
@@ -258,8 +271,7 @@ class Learner:
             raise TypeError(f"Learner(comm=...) needs a model with coef and intercept (a GLM), "
                             f"got {type(self.model).__name__}")
         o = self.opts
-        ds_size = getattr(getattr(self.datasource, "opts", None), "size", 1)
-        ds_rank = getattr(getattr(self.datasource, "opts", None), "rank", 0)
+        ds_rank, ds_size = _source_shard(self.datasource)
         if ds_size > 1 and (ds_size, ds_rank) != (self.comm.size, self.comm.rank):
             raise ValueError(f"the training source is sharded for rank {ds_rank} of {ds_size} "
                              f"but comm is rank {self.comm.rank} of {self.comm.size}")

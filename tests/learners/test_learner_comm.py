@@ -150,7 +150,7 @@ def test_presharded_source_early_stopping_and_checkpoints(tmp_path):
     assert (tmp_path / "ck.npz.rank0").exists() and (tmp_path / "ck.npz.rank1").exists()
 
 
-def test_source_sharded_for_another_rank_is_an_error(tmp_path):
+def test_sharded_file_source(tmp_path):
     from roofline.datasources import FileSource, ShardWriter
 
     Xtr, ytr, _, _ = data()
@@ -159,12 +159,16 @@ def test_source_sharded_for_another_rank_is_an_error(tmp_path):
         w.write(Xtr, ytr)
 
     def work(c):
-        src = FileSource(pattern, rank=1 - c.rank, size=2)
+        src = FileSource(pattern, rank=1 - c.rank, size=2).prefetch(1)
         with pytest.raises(ValueError, match="sharded for rank"):
             Learner(src, GLM(), ADAGrad(), comm=c, progress=False).train()
-        return True
+        # the right shard, under a stage: not sharded again by minibatch
+        L = Learner(FileSource(pattern, rank=c.rank, size=2).prefetch(1),
+                    GLM(loss="logistic"), ADAGrad(lr=0.1), comm=c, progress=False)
+        return L.train().n_examples
 
-    assert rcomm.run(work, 2, backend="threads") == [True, True]
+    n = rcomm.run(work, 2, backend="threads")
+    assert sum(n) == Xtr.shape[1] and min(n) > 0
 
 
 def test_power_law_schedule_sends_fewer_bytes_same_quality():
