@@ -47,7 +47,23 @@ __all__ = ["ModelSync", "check_comm"]
 
 
 def check_comm(comm):
-    """``comm`` if it looks like a :class:`roofline.comm.Communicator`, else ``TypeError``."""
+    """Check that ``comm`` looks like a :class:`roofline.comm.Communicator`.
+
+    Parameters
+    ----------
+    comm : object
+        The ``comm=`` argument of :class:`~roofline.learners.Learner`.
+
+    Returns
+    -------
+    Communicator
+        ``comm`` itself.
+
+    Raises
+    ------
+    TypeError
+        When it lacks one of the attributes the data-parallel learner uses.
+    """
     need = ("rank", "size", "allreduce", "sparse_plan", "allgather", "broadcast")
     missing = [a for a in need if not hasattr(comm, a)]
     if missing:
@@ -74,6 +90,13 @@ class ModelSync:
         1 for model averaging, ``0 < elastic < 1`` for elastic averaging.
     sparse : bool
         Sparse (Kylix) exchange of the changed features, else a dense all-reduce of the change.
+    grow : bool
+        Sparse sync: the Kylix plan covers every feature exchanged so far (reused once stable),
+        else the features changed since the last sync.
+    block : int
+        The power-law schedule's block ``b`` (0: every changed feature at every sync).
+    max_tier : int
+        The schedule's last tier (exchanged every ``2^max_tier`` syncs at least).
 
     Attributes
     ----------
@@ -114,7 +137,13 @@ class ModelSync:
             np.int64)
 
     def observe(self, X) -> None:
-        """Count the features of a training minibatch (the first pass, for the schedule)."""
+        """Count the features of a training minibatch (the first pass, for the schedule).
+
+        Parameters
+        ----------
+        X : CSC matrix, shape (n_features, n)
+            The minibatch's examples (dense minibatches are not counted).
+        """
         if self.counts is not None and self.tier is None and gmat.is_sparse(X):
             idx = _host(X.indices)
             self.counts += np.bincount(idx, minlength=self.counts.size)[: self.counts.size]
@@ -147,10 +176,28 @@ class ModelSync:
 
     def sync(self, *, done: bool = False, stop: bool = False,
              full: bool = False) -> tuple[bool, bool]:
-        """One collective sync.  Returns ``(all_done, any_stop)``: whether every rank has
-        finished its pass, and whether any rank asked to stop.  With the power-law schedule,
-        sync round ``s`` exchanges the tiers ``t`` with ``s % 2^t == 0`` (all of them when
-        ``full``, and in an extra full round once every rank is done)."""
+        """One collective sync (every rank calls it, the same number of times).
+
+        With the power-law schedule, sync round ``s`` exchanges the tiers ``t`` with
+        ``s % 2^t == 0`` (all of them when ``full``, and in an extra full round once every rank
+        is done).
+
+        Parameters
+        ----------
+        done : bool
+            This rank has finished its pass (it takes part with its pending change only).
+        stop : bool
+            This rank asks every rank to stop (early stopping).
+        full : bool
+            Exchange every tier of the schedule.
+
+        Returns
+        -------
+        all_done : bool
+            Every rank has finished its pass.
+        any_stop : bool
+            Some rank asked to stop.
+        """
         m = self.model
         changed = self._changed() if self.sparse else None
         sched = self.sparse and self.tier is not None
