@@ -178,9 +178,7 @@ STRICT_EXCLUDE = {
     "learners/_auto.py",
     "learners/_cd.py",
     "learners/_estimators.py",
-    "learners/_learner.py",
     "learners/_newton.py",
-    "learners/_parallel.py",
     "learners/_vw_hybrid.py",
 }
 

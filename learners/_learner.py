@@ -122,16 +122,24 @@ class LearnerOptions(Options):
 class TrainResult:
     """What :meth:`Learner.train` returns.
 
-    Attributes
+    Parameters
     ----------
     trace : list of dict
         One row per evaluation (see :class:`Learner`).
-    n_passes, n_steps, n_examples : int
-        Passes started, optimizer steps (minibatches or L-BFGS iterations), examples trained on.
+    n_passes : int
+        Passes over the training data started.
+    n_steps : int
+        Optimizer steps (minibatches, or L-BFGS iterations).
+    n_examples : int
+        Examples trained on (counted once per pass).
     seconds : float
+        Wall-clock seconds of the training loop.
     examples_per_s : float
+        ``n_examples / seconds``.
     stopped_early : bool
+        Whether the held-out loss stopped the run before ``n_passes``.
     best_heldout_loss : float
+        The lowest held-out loss of the trace (NaN without held-out data).
     """
 
     trace: list = field(default_factory=list)
@@ -330,6 +338,13 @@ class Learner:
 
     @property
     def has_heldout(self) -> bool:
+        """Whether the learner evaluates on held-out data (a ``heldout`` source, or every
+        ``holdout_every``-th minibatch held out).
+
+        Returns
+        -------
+        bool
+        """
         return self.heldout is not None or self.opts.holdout_every > 0
 
     def _count_examples(self, batch):
@@ -612,6 +627,11 @@ class Learner:
     def evaluate(self, datasource=None) -> dict:
         """Mean loss of the model on ``datasource`` (default: the held-out minibatches).
 
+        Parameters
+        ----------
+        datasource : DataSource, optional
+            The examples to evaluate on.
+
         Returns
         -------
         dict
@@ -625,13 +645,23 @@ class Learner:
         return out
 
     def objective(self) -> float:
-        """Training objective (mean loss over the training minibatches plus penalties)."""
+        """Training objective (mean loss over the training minibatches plus penalties).
+
+        Returns
+        -------
+        float
+        """
         self._check_model()
         return self._evaluate_batches(self.training_batches())["loss"] + sum(
             m.penalty(self.model) for m in self.mixins)
 
     def predict(self, datasource=None):
         """Predictions (probabilities for logistic models) for every example of ``datasource``.
+
+        Parameters
+        ----------
+        datasource : DataSource, optional
+            The examples to predict (default: the training source).
 
         Returns
         -------
@@ -653,12 +683,36 @@ class Learner:
 
     # -- checkpoints and traces ---------------------------------------------------------------
     def save_checkpoint(self, path, extra: dict | None = None) -> None:
-        """Atomically write the model and the optimizer state to ``path``."""
+        """Atomically write the model and the optimizer state to ``path``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The checkpoint file.
+        extra : dict, optional
+            More metadata stored beside the step count.
+        """
         save_checkpoint(path, self.model, self.optimizer,
                         extra={"steps": getattr(self, "_steps", 0), **(extra or {})})
 
     def load_checkpoint(self, path) -> dict:
-        """Restore the model parameters and optimizer state from ``path``; returns its meta."""
+        """Restore the model parameters and optimizer state from ``path``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A checkpoint written by :meth:`save_checkpoint`.
+
+        Returns
+        -------
+        dict
+            The checkpoint's metadata.
+
+        Raises
+        ------
+        ValueError
+            When the checkpoint's model options or optimizer class differ from this learner's.
+        """
         ck = load_checkpoint(path)
         if ck.meta["model_opts"] != self.model.opts.to_dict():
             raise ValueError(
@@ -676,7 +730,12 @@ class Learner:
         return ck.meta
 
     def write_trace(self, path) -> None:
-        """Write the trace as CSV (``.csv``) or JSON (any other extension)."""
+        """Write the trace as CSV (``.csv``) or JSON (any other extension).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        """
         path = os.fspath(path)
         if path.endswith(".csv"):
             with open(path, "w", newline="") as f:
@@ -690,7 +749,12 @@ class Learner:
 
     def what(self) -> str:
         """Every component's option table (BIDMach's ``opts.what``): learner, model, optimizer,
-        mixins and, when it has dataclass options, the datasource."""
+        mixins and, when it has dataclass options, the datasource.
+
+        Returns
+        -------
+        str
+        """
         import dataclasses
 
         parts = [self.opts.what(), self.model.opts.what(), self.optimizer.opts.what()]
