@@ -35,6 +35,7 @@ from ._optimizers import (
     Optimizer,
     SGDOptions,
 )
+from ._vw import VWHybridResult, fit_vw_hybrid
 
 __all__ = [
     "ADAGrad",
@@ -66,11 +67,13 @@ __all__ = [
     "SGD",
     "SGDOptions",
     "TrainResult",
+    "VWHybridResult",
     "alpha_from_peer",
     "alpha_to_peer",
     "check_pure_blocks",
     "fit_glm_cd",
     "fit_glm_cd_stream",
+    "fit_vw_hybrid",
     "load_checkpoint",
     "option",
     "pure_blocks",

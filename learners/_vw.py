@@ -1,0 +1,262 @@
+"""Vowpal Wabbit's AllReduce learner (Agarwal, Chapelle, Dudik, Langford 2014): one online pass
+per rank, a per-feature weighted average of the ranks' models, then L-BFGS on the global
+objective with the loss and gradient all-reduced every iteration.
+
+The objective is :func:`fit_glm_cd`'s: ``P(w, b) = mean_i loss(y_i, x_i . w + b) +
+alpha / 2 ||w||^2`` over every rank's examples (``b`` unregularised).
+
+1. **Online pass** (``online_passes``): each rank runs Vowpal Wabbit's online ADAGrad over its
+   own examples (:class:`~roofline.learners.ADAGrad` with ``online=True``: per-example adaptive
+   steps), from zero.
+2. **Averaging**: feature ``j``'s weight is the average of the ranks' weights, each weighted by
+   the rank's squared-gradient sum for ``j`` (a rank that saw feature ``j`` often counts more;
+   one that never saw it does not count), as VW's ``--span_server`` averaging does.
+3. **L-BFGS** (``scipy.optimize``'s L-BFGS-B, warm-started from the average): every evaluation
+   sums the ranks' loss and gradient with one dense all-reduce, so every rank runs the same
+   iterations on bit-identical numbers and ends with the same model.
+
+Warm-starting from the online average is the paper's point: L-BFGS then needs fewer of its
+(expensive, one all-reduce each) iterations than from zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+import scipy.special
+from sklearn.exceptions import ConvergenceWarning
+
+from roofline.datasources import MatSource
+
+__all__ = ["VWHybridResult", "fit_vw_hybrid"]
+
+logger = logging.getLogger(__name__)
+
+_LOSSES = ("logistic", "squared")
+
+
+class VWHybridResult:
+    """What :func:`fit_vw_hybrid` returns (the same on every rank).
+
+    Parameters
+    ----------
+    coef : ndarray, shape (n_features,)
+    intercept : float
+    n_iter : int
+        L-BFGS iterations.
+    n_evals : int
+        Objective and gradient evaluations (one all-reduce each).
+    objective : ndarray
+        The objective after each L-BFGS iteration (the warm start first).
+    grad_norm : float
+        The final gradient's max-norm.
+    converged : bool
+    time : float
+        Seconds of the whole fit.
+    online_time : float
+        Seconds of the online pass and the averaging.
+    start_objective : float
+        The objective at the averaged online model (at zero with ``online_passes=0``).
+    """
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __repr__(self):
+        return (f"VWHybridResult(n_iter={self.n_iter}, objective={self.objective[-1]:.6g}, "
+                f"converged={self.converged}, time={self.time:.3g}s)")
+
+
+def _labels(y, loss):
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if not np.isfinite(y).all():
+        raise ValueError("y contains NaN or infinite values")
+    if loss == "logistic":
+        bad = ~np.isin(y, (-1.0, 0.0, 1.0))
+        if bad.any():
+            raise ValueError(f"logistic labels must be in {{-1, 1}} or {{0, 1}}, got "
+                             f"{y[bad][0]!r}")
+        return np.where(y > 0, 1.0, -1.0)
+    return y
+
+
+def _online(X, y, loss, alpha, fit_intercept, passes, lr, batch_size):
+    """One rank's online ADAGrad passes: ``(coef, intercept, sumsq, sumsq0)``."""
+    from roofline.learners import GLM, ADAGrad, L2Regularizer, Learner
+
+    d, n = X.shape
+    if n == 0 or passes == 0:
+        return np.zeros(d), 0.0, np.zeros(d), 0.0
+    target = (y > 0).astype(np.float64) if loss == "logistic" else y
+    model = GLM(loss=loss, fit_intercept=fit_intercept, dtype="float64")
+    opt = ADAGrad(lr=lr, online=True)
+    src = MatSource(sp.csc_matrix(X, dtype=np.float64), target, batch_size=batch_size)
+    learner = Learner(src, model, opt, mixins=[L2Regularizer(alpha)], n_passes=passes,
+                      progress=False)
+    learner.train()
+    coef = np.asarray(model.coef, dtype=np.float64).ravel()
+    b = float(np.asarray(model.intercept).ravel()[0]) if fit_intercept else 0.0
+    sumsq = np.asarray(opt.sumsq, dtype=np.float64).ravel() - opt.opts.initsumsq
+    sumsq0 = float(np.asarray(opt.sumsq0).ravel()[0]) - opt.opts.initsumsq
+    return coef, b, np.maximum(sumsq, 0.0), max(sumsq0, 0.0)
+
+
+def _loss_grad(X, y, w, b, loss):
+    """Sum of the losses of this rank's examples, their gradient in ``w`` and in ``b``."""
+    eta = X.T @ w + b
+    if loss == "logistic":
+        m = y * eta
+        total = float(np.logaddexp(0.0, -m).sum())
+        dl = -y * scipy.special.expit(-m)
+    else:
+        r = eta - y
+        total = 0.5 * float(r @ r)
+        dl = r
+    return total, X @ dl, float(dl.sum())
+
+
+def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True,
+                  online_passes=1, learning_rate=0.5, batch_size=1024, max_iter=200,
+                  tol=1e-6, verbose=0):
+    """Fit a GLM with Vowpal Wabbit's hybrid learner: online pass, average, then L-BFGS.
+
+    Parameters
+    ----------
+    X : CSC matrix or ndarray, shape (n_features, n_examples)
+        This rank's examples as columns (the project layout).
+    y : array, shape (n_examples,)
+        Targets (``squared``) or binary labels in {-1, 1} or {0, 1} (``logistic``).
+    loss : {"logistic", "squared"}
+    alpha : float
+        L2 strength of the mean-loss objective (``alpha_from_peer`` converts scikit-learn's
+        ``C`` and VW's ``--l2``).
+    comm : roofline.comm.Communicator, optional
+        The ranks of the job (each holding its own examples); ``None``: this process alone.
+    fit_intercept : bool
+        An unregularised intercept.
+    online_passes : int
+        Online ADAGrad passes before L-BFGS (``0``: L-BFGS from zero).
+    learning_rate : float
+        The online pass's per-example ADAGrad step.
+    batch_size : int
+        Examples per minibatch of the online pass (the unit of data delivery only).
+    max_iter : int
+        L-BFGS iterations; reaching it without meeting ``tol`` warns
+        (:class:`~sklearn.exceptions.ConvergenceWarning`).
+    tol : float
+        Stop when the gradient's max-norm is below ``tol`` times its value at zero (scale
+        free), or the objective stops decreasing (relative ``1e-3 * tol``).
+    verbose : int
+        ``>= 1``: log every L-BFGS iteration at INFO.
+
+    Returns
+    -------
+    VWHybridResult
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, labels, ``alpha <= 0`` or options, naming the argument; also when the
+        ranks disagree on the number of features.
+    """
+    t0 = time.perf_counter()
+    if loss not in _LOSSES:
+        raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+    if not (np.isscalar(alpha) and np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+    for name, v, low in (("online_passes", online_passes, 0), ("max_iter", max_iter, 1),
+                         ("batch_size", batch_size, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    if not (learning_rate > 0 and tol > 0):
+        raise ValueError(f"learning_rate and tol must be positive, got {learning_rate!r}, "
+                         f"{tol!r}")
+    if sp.issparse(X):
+        X = sp.csc_matrix(X, dtype=np.float64)
+        if not np.isfinite(X.data).all():
+            raise ValueError("X contains NaN or infinite values")
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_features, n_examples), got shape {X.shape}")
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinite values")
+    y = _labels(y, loss)
+    d, n_local = X.shape
+    if y.shape[0] != n_local:
+        raise ValueError(f"y has {y.shape[0]} entries but X has {n_local} examples (columns); "
+                         "X must be (n_features, n_examples)")
+    if comm is None:
+        from roofline.comm import from_environment
+
+        comm = from_environment()  # alone: a group of one
+    dims = comm.allgather(d)
+    if len(set(dims)) != 1:
+        raise ValueError(f"the ranks' X have different numbers of features: {dims}")
+    n = int(comm.allreduce(np.array([n_local], dtype=np.int64))[0])
+    if n == 0:
+        raise ValueError("no examples on any rank")
+
+    # 1-2. online pass on every rank, then the per-feature weighted average
+    coef, b, G, G0 = _online(X, y, loss, alpha, fit_intercept, online_passes, learning_rate,
+                             batch_size)
+    tot = comm.allreduce(np.concatenate([G * coef, [G0 * b], G, [G0]]))
+    num, den = tot[:d + 1], tot[d + 1:]
+    w0 = np.divide(num, den, out=np.zeros(d + 1), where=den > 0)
+    online_time = time.perf_counter() - t0
+
+    # 3. L-BFGS on the all-reduced objective
+    evals = [0]
+
+    def fun(x):
+        w, bb = x[:d], (x[d] if fit_intercept else 0.0)
+        total, g, g0 = _loss_grad(X, y, w, bb, loss)
+        s = comm.allreduce(np.concatenate([[total], g, [g0]]))
+        evals[0] += 1
+        f = s[0] / n + 0.5 * alpha * float(w @ w)
+        grad = np.empty(d + 1)
+        grad[:d] = s[1:d + 1] / n + alpha * w
+        grad[d] = s[d + 1] / n if fit_intercept else 0.0
+        return f, grad
+
+    g_zero = np.abs(fun(np.zeros(d + 1))[1]).max()
+    history = []
+    x0 = w0 if fit_intercept else np.r_[w0[:d], 0.0]
+    start = fun(x0)[0]
+    history.append(start)
+
+    def callback(xk):
+        history.append(fun_cache.get(xk.tobytes(), np.nan))
+        if verbose:
+            logger.info("vw-hybrid L-BFGS iteration %d: objective %.10g", len(history) - 1,
+                        history[-1])
+
+    fun_cache = {}
+
+    def fun_cached(x):
+        f, g = fun(x)
+        fun_cache.clear()
+        fun_cache[x.tobytes()] = f
+        return f, g
+
+    res = scipy.optimize.minimize(
+        fun_cached, x0, jac=True, method="L-BFGS-B", callback=callback,
+        options={"maxiter": max_iter, "gtol": tol * max(g_zero, 1e-300),
+                 "ftol": 1e-3 * tol, "maxcor": 10})
+    w, bb = res.x[:d].copy(), (float(res.x[d]) if fit_intercept else 0.0)
+    gnorm = float(np.abs(res.jac).max())
+    converged = bool(res.success)
+    if not converged:
+        warnings.warn(f"vw-hybrid: L-BFGS stopped after {res.nit} iterations without meeting "
+                      f"tol={tol:g} ({res.message}); raise max_iter or loosen tol",
+                      ConvergenceWarning, stacklevel=2)
+    return VWHybridResult(coef=w, intercept=bb, n_iter=int(res.nit), n_evals=evals[0],
+                          objective=np.asarray(history, dtype=np.float64), grad_norm=gnorm,
+                          converged=converged, time=time.perf_counter() - t0,
+                          online_time=online_time, start_objective=float(start))
+
