@@ -57,8 +57,9 @@ logger = logging.getLogger(__name__)
 
 CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
-DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block")  # the solvers that take comm=
-SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS
+VW_SOLVERS = ("vw-hybrid",)  # Vowpal Wabbit's AllReduce learner (learners/_vw.py)
+DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid")  # the solvers that take comm=
+SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS
 
 
 def to_column_layout(X, dtype):
@@ -131,6 +132,9 @@ def _solver_check(solver, loss):
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
     if solver in CD_SOLVERS and gmat.glm.resolve_loss(loss) not in gmat.glm.CD_LOSSES:
         raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
+    if solver in VW_SOLVERS and gmat.glm.resolve_loss(loss) not in ("logistic", "squared"):
+        raise ValueError(f"solver={solver!r} supports the logistic and squared losses, not "
+                         f"{loss}; use 'lbfgs' or a CD solver")
 
 
 class _GLMEstimator(BaseEstimator):
@@ -180,6 +184,8 @@ class _GLMEstimator(BaseEstimator):
         dt = Xc.dtype
         if self.solver in CD_SOLVERS:
             return self._fit_cd(Xc, Y, sw, lam)
+        if self.solver in VW_SOLVERS:
+            return self._fit_vw(Xc, Y, sw, lam)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
                     dtype=dt.name)
         n = Xc.shape[1]
@@ -227,6 +233,29 @@ class _GLMEstimator(BaseEstimator):
             iters.append(int(res.n_iter))
         return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
 
+    def _fit_vw(self, Xc, Y, sw, lam):
+        """Vowpal Wabbit's hybrid learner (:func:`~roofline.learners.fit_vw_hybrid`) per
+        output, over ``comm`` when given."""
+        from roofline.learners import fit_vw_hybrid
+
+        if not np.all(sw == sw[0]):
+            raise ValueError(f"solver={self.solver!r} does not support non-uniform "
+                             f"sample_weight; use solver='lbfgs'")
+        if lam <= 0:
+            raise ValueError(f"solver={self.solver!r} needs a positive regularisation")
+        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        coefs, inters, iters = [], [], []
+        for r in range(Ys.shape[0]):
+            with verbose_logging(self.verbose):
+                res = fit_vw_hybrid(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss),
+                                    alpha=lam, comm=self.comm, fit_intercept=self.fit_intercept,
+                                    max_iter=self.max_iter, tol=self.tol,
+                                    verbose=self.verbose)
+            coefs.append(np.asarray(res.coef, dtype=np.float64))
+            inters.append(float(res.intercept))
+            iters.append(int(res.n_iter))
+        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
+
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = self._validate_X(X, reset=False)
@@ -249,8 +278,11 @@ def _common_doc(extra=""):
     fit_intercept : bool, default=True
         Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
         module docstring).
-    solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}}
-        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.
+    solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", \
+"vw-hybrid"}}
+        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``vw-hybrid``
+        is Vowpal Wabbit's AllReduce learner (an online pass, then L-BFGS; logistic and
+        squared losses; :func:`~roofline.learners.fit_vw_hybrid`).
     max_iter : int, default=200
         L-BFGS iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.  An L-BFGS or CD
         fit that stops on it (or whose line search fails) before meeting ``tol`` warns with
@@ -270,9 +302,10 @@ def _common_doc(extra=""):
         Log progress (one line per L-BFGS iteration, minibatch pass or CD check) to stderr,
         terminal or not, unless logging is configured; a progress bar on a terminal.
     comm : roofline.comm.Communicator or None
-        Fit with this process as one rank of ``comm`` (``solver`` ``"cocoa"``, ``"hcocoa"`` or
-        ``"pure-block"``): each rank passes its own rows (examples) of ``X`` and ``y``; the
-        classes, the total sample weight and the model are global, the same on every rank.{extra}
+        Fit with this process as one rank of ``comm`` (``solver`` ``"cocoa"``, ``"hcocoa"``,
+        ``"pure-block"`` or ``"vw-hybrid"``): each rank passes its own rows (examples) of ``X``
+        and ``y``; the classes, the total sample weight and the model are global, the same on
+        every rank.{extra}
     """
 
 
