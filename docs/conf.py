@@ -126,9 +126,6 @@ numpydoc_xref_param_type = False
 numpydoc_validation_checks = {"GL08"}
 numpydoc_validation_exclude = {
     r"\._[a-z]", r"\.__init__$", r"\.[A-Z]\w*\.\w+$",
-    # learners/_estimators.py builds these docstrings by string concatenation, which Python
-    # does not take as a docstring (__doc__ is None): fix there, then drop this line.
-    r"^roofline\.learners\.(LinearRegression|LinearSVC|LogisticRegression|Ridge)$",
 }
 
 myst_heading_anchors = 3
@@ -176,8 +173,6 @@ STRICT_CHECKS = {"GL08", "PR01", "RT01"}
 STRICT_EXCLUDE = {
     "learners/__init__.py",
     "learners/_auto.py",
-    "learners/_cd.py",
-    "learners/_estimators.py",
     "learners/_newton.py",
     "learners/_vw_hybrid.py",
 }

@@ -255,6 +255,9 @@ def fit_glm_cd(
         optimum is the same; on Criteo-like data (1M examples, C = 0.3) it takes ~3 sweeps
         fewer to a relative suboptimality of 1e-3 (18.5 -> 16); on a few thousand examples
         it cost 1-4 sweeps (hence the threshold).
+    **solver_options
+        The :class:`CDOptions` fields listed above (``tol``, ``max_iter``, ``n_workers``, ...),
+        given as keywords; they override ``options``.
 
     Returns
     -------

@@ -386,7 +386,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
 
 
 class LogisticRegression(_Classifier):
-    """L2-regularised logistic regression (scikit-learn's objective and ``C``).
+    __doc__ = """L2-regularised logistic regression (scikit-learn's objective and ``C``).
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` (``lambda = 1 / (C sum s)``
     in the learners' scaling); multi-class is one-vs-rest.
@@ -426,7 +426,17 @@ class LogisticRegression(_Classifier):
         self.comm = comm
 
     def predict_proba(self, X):
-        """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes)."""
+        """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
         d = self._decision(X)
         p = 1.0 / (1.0 + np.exp(-d.astype(np.float64)))
         if p.shape[1] == 1:
@@ -434,11 +444,21 @@ class LogisticRegression(_Classifier):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X):
+        """The logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples, n_classes)
+        """
         return np.log(self.predict_proba(X))
 
 
 class LinearSVC(_Classifier):
-    """Linear support vector classifier (hinge or squared hinge loss), one-vs-rest.
+    __doc__ = """Linear support vector classifier (hinge or squared hinge loss), one-vs-rest.
 
     Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2``; unlike scikit-learn's liblinear-based
     LinearSVC, the lbfgs solver does not regularise the intercept (the dual CD solvers do).
@@ -531,7 +551,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
 
 
 class Ridge(_Regressor):
-    """Ridge regression: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` (scikit-learn's).
+    __doc__ = """Ridge regression: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` (scikit-learn's).
 
     Parameters
     ----------
@@ -568,7 +588,7 @@ class Ridge(_Regressor):
 
 
 class LinearRegression(_Regressor):
-    """Ordinary least squares (``Ridge`` with ``alpha = 0``).
+    __doc__ = """Ordinary least squares (``Ridge`` with ``alpha = 0``).
 
     Parameters
     ----------""" + _common_doc() + """

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,13 +41,16 @@ logger = logging.getLogger(__name__)
 _LOSSES = ("logistic", "squared")
 
 
+@dataclass(repr=False)
 class VWHybridResult:
     """What :func:`fit_vw_hybrid` returns (the same on every rank).
 
     Parameters
     ----------
     coef : ndarray, shape (n_features,)
+        The coefficients.
     intercept : float
+        The intercept (0 without ``fit_intercept``).
     n_iter : int
         L-BFGS iterations.
     n_evals : int
@@ -64,8 +68,16 @@ class VWHybridResult:
         The objective at the averaged online model (at zero with ``online_passes=0``).
     """
 
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+    coef: np.ndarray
+    intercept: float
+    n_iter: int
+    n_evals: int
+    objective: np.ndarray
+    grad_norm: float
+    converged: bool
+    time: float
+    online_time: float
+    start_objective: float
 
     def __repr__(self):
         return (f"VWHybridResult(n_iter={self.n_iter}, objective={self.objective[-1]:.6g}, "

@@ -118,3 +118,34 @@ def _mismatched(comm):
 def test_ranks_with_different_feature_counts_are_refused():
     with pytest.raises(ValueError, match="different numbers of features"):
         run(_mismatched, 2, backend="threads")
+
+
+def _estimator_rank(comm, C):
+    from roofline.learners import LogisticRegression as RLogisticRegression
+
+    X, y = _problem()
+    mine = np.arange(comm.rank, N, comm.size)
+    Xs = X.T.tocsr()[mine]
+    clf = RLogisticRegression(C=C, solver="vw-hybrid", tol=1e-9, max_iter=1000, comm=comm)
+    return clf.fit(Xs, y[mine]).coef_.ravel(), float(clf.intercept_[0])
+
+
+def test_the_estimators_take_solver_vw_hybrid(sk_logistic):
+    from roofline.learners import LinearSVC as RLinearSVC
+    from roofline.learners import LogisticRegression as RLogisticRegression
+    from roofline.learners import Ridge as RRidge
+
+    alpha, coef, b = sk_logistic
+    X, y = _problem()
+    clf = RLogisticRegression(C=0.5, solver="vw-hybrid", tol=1e-9, max_iter=1000)
+    clf.fit(X.T.tocsr(), y)
+    np.testing.assert_allclose(clf.coef_.ravel(), coef, rtol=0, atol=5e-4)
+    out = run(_estimator_rank, 2, backend="threads", args=(0.5,))  # comm=: each rank its rows
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_allclose(out[0][0], coef, rtol=0, atol=5e-4)
+    Xr, yr = _problem("squared")
+    sk = Ridge(alpha=30.0, solver="cholesky").fit(Xr.T.toarray(), yr)
+    rr = RRidge(alpha=30.0, solver="vw-hybrid", tol=1e-10, max_iter=1000).fit(Xr.T.tocsr(), yr)
+    np.testing.assert_allclose(rr.coef_.ravel(), sk.coef_, rtol=0, atol=5e-4)
+    with pytest.raises(ValueError, match="vw-hybrid.*logistic and squared"):
+        RLinearSVC(solver="vw-hybrid").fit(X.T.tocsr(), y)
