@@ -19,6 +19,7 @@ import numpy as np
 from roofline import gmat
 from roofline.gmat import Options, option
 
+from ._auto import choose_solver
 from ._cd_problem import (
     SOLVERS,
     CDResult,
@@ -31,6 +32,11 @@ from ._cd_problem import (
 )
 from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
 from ._cocoa import fit_distributed, fit_on_comm
+from ._newton import NEWTON_LOSSES, fit_newton
+
+#: What ``solver=`` accepts: the coordinate-descent solvers, the trust-region Newton primal
+#: solver (``learners/_newton.py``) and ``"auto"`` (``learners/_auto.py``'s measured rule).
+FRONT_SOLVERS = SOLVERS + ("newton", "auto")
 
 __all__ = [
     "CDOptions",
@@ -51,7 +57,8 @@ class CDOptions(Options):
     at length under the keyword argument of the same name of :func:`fit_glm_cd`.
     """
 
-    solver: str = option("scd", "coordinate-descent solver", choices=SOLVERS)
+    solver: str = option("scd", "solver: coordinate descent, 'newton' (trust-region Newton) "
+                                "or 'auto' (chosen from the data)", choices=FRONT_SOLVERS)
     tol: float = option(1e-6, "stop when the duality gap is below tol * |P| (relative)",
                         low=0.0, low_open=True)
     max_iter: int = option(1000, "maximum epochs (scd, tpa-scd, pure-block) or global rounds "
@@ -161,8 +168,15 @@ def fit_glm_cd(
         (``fit_glm_cd(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
         ``tol=1e-8``); without ``options`` they override :class:`CDOptions`' defaults, which
         are the defaults shown here.  An unknown keyword raises ``TypeError``.
-    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"}
+    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "auto"}
         ``scd``: sequential stochastic coordinate descent (deterministic for a seed).
+        ``newton``: trust-region Newton-CG on the primal (TRON; smooth losses with the L2
+        penalty, :func:`roofline.learners._newton.fit_newton`), insensitive to the features'
+        scaling and correlation.  ``auto``: chosen from the data by the measured rule of
+        ``learners/_auto.py`` (``newton`` for smooth L2 problems except large, sparse,
+        strongly regularised ones, which go to the dual ``scd``; ``scd`` for L1 and the
+        hinge; ``cocoa`` with ``comm``); the choice is logged and kept in
+        ``result.info["auto_reason"]``, the solver run in ``result.solver``.
         ``tpa-scd``: ``n_jobs`` numba threads on disjoint coordinates, asynchronously against the
         shared vector, with adaptive damping.  ``cocoa``: CoCoA+ over ``n_workers`` simulated
         workers (threads, in-process communicator).  ``hcocoa``: hierarchical CoCoA over
@@ -280,8 +294,8 @@ def fit_glm_cd(
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
     solver = settings["solver"]
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if solver not in FRONT_SOLVERS:
+        raise ValueError(f"solver must be one of {FRONT_SOLVERS}, got {solver!r}")
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
@@ -312,7 +326,7 @@ def fit_glm_cd(
     settings["local_epochs"] = positive(settings["local_epochs"], "local_epochs")
     settings["intercept_scaling"] = positive(settings["intercept_scaling"], "intercept_scaling")
     opts = CDOptions(**settings)  # the remaining checks (types, dual)
-    if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block"):
+    if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block", "auto"):
         raise ValueError(f"comm= runs cocoa, hcocoa or pure-block, not solver={opts.solver!r}")
     X = check_X(X, allow_no_examples=comm is not None)
     y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=comm is not None)
@@ -328,10 +342,36 @@ def fit_glm_cd(
                              f"{X.shape[0]} features (rows)")
         if not np.isfinite(coef_init).all():
             raise ValueError("coef_init has non-finite entries")
+    reason = None
+    if opts.solver == "auto":
+        if comm is not None:
+            chosen, reason = "cocoa", "comm= is given: CoCoA+ over the ranks' examples"
+        elif opts.dual:
+            chosen, reason = "scd", "dual=True: dual coordinate descent (SDCA)"
+        else:
+            chosen, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=alpha,
+                                           fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs)
+        logger.info("solver='auto' runs %r: %s", chosen, reason)
+        opts = CDOptions(**{**opts.to_dict(), "solver": chosen})
+    if opts.solver == "newton":
+        if l1 or loss not in NEWTON_LOSSES:
+            raise ValueError(f"solver='newton' needs penalty='l2' and a smooth loss "
+                             f"{NEWTON_LOSSES}, got penalty={penalty!r}, loss={loss!r}")
+        if opts.dual:
+            raise ValueError("solver='newton' solves the primal (dual=True is not supported)")
+        res = fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=bool(fit_intercept),
+                         tol=opts.tol, max_iter=opts.max_iter, coef_init=coef_init,
+                         verbose=verbose, callback=callback, n_jobs=opts.n_jobs)
+        if reason is not None:
+            res.info["auto_reason"] = reason
+        res.time = time.perf_counter() - t_start
+        return res  # fit_newton warns itself when it stops short of tol
     with verbose_logging(verbose):
         res = _fit(X, y, loss_code, l1, alpha, penalty, bool(fit_intercept), opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
                    comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm)
+    if reason is not None:
+        res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
     if not res.converged and not res.info.get("stopped_by_callback", False):
         logger.info("%s did not reach tol=%g in %d iterations (gap %.3e)", opts.solver, opts.tol,

@@ -45,10 +45,12 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from roofline import gmat
 from roofline.datasources import MatSource
 
+from ._auto import choose_solver
 from ._cd_problem import verbose_logging
 from ._learner import Learner
 from ._mixins import L2Regularizer
 from ._models import GLM
+from ._newton import NEWTON_LOSSES, fit_newton
 from ._optimizers import LBFGS, SGD, ADAGrad
 
 __all__ = ["LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"]
@@ -58,8 +60,11 @@ logger = logging.getLogger(__name__)
 CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
 VW_SOLVERS = ("vw-hybrid",)  # Vowpal Wabbit's AllReduce learner (learners/_vw.py)
-DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid")  # the solvers that take comm=
-SOLVERS = ("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS
+NEWTON_SOLVERS = ("newton",)  # trust-region Newton-CG (learners/_newton.py)
+# the solvers that take comm= ("auto" picks cocoa then)
+DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto")
+SOLVERS = (("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS + NEWTON_SOLVERS
+           + ("auto",))
 
 
 def to_column_layout(X, dtype):
@@ -132,6 +137,9 @@ def _solver_check(solver, loss):
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
     if solver in CD_SOLVERS and gmat.glm.resolve_loss(loss) not in gmat.glm.CD_LOSSES:
         raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
+    if solver in NEWTON_SOLVERS and gmat.glm.resolve_loss(loss) not in NEWTON_LOSSES:
+        raise ValueError(f"solver={solver!r} needs a smooth loss {NEWTON_LOSSES}, not {loss}; "
+                         f"use a CD solver")
     if solver in VW_SOLVERS and gmat.glm.resolve_loss(loss) not in ("logistic", "squared"):
         raise ValueError(f"solver={solver!r} supports the logistic and squared losses, not "
                          f"{loss}; use 'lbfgs' or a CD solver")
@@ -170,8 +178,21 @@ class _GLMEstimator(BaseEstimator):
         _check_number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         _check_random_state(self.random_state)
 
-    def _make_optimizer(self):
-        s = self.solver
+    def _resolve_solver(self, Xc, sw, lam):
+        """The solver to run and, for ``solver="auto"``, why (``learners/_auto.py``)."""
+        if self.solver != "auto":
+            return self.solver, None
+        if getattr(self, "comm", None) is not None:
+            return "cocoa", "comm= is given: CoCoA+ over the ranks' examples"
+        if not np.all(sw == sw[0]):
+            return "lbfgs", ("non-uniform sample_weight: L-BFGS (the coordinate-descent and "
+                             "Newton solvers take uniform weights)")
+        if lam <= 0:
+            return "lbfgs", "no regularisation: L-BFGS"
+        return choose_solver(Xc, loss=gmat.glm.resolve_loss(self._loss), penalty="l2",
+                             alpha=lam, fit_intercept=self.fit_intercept, n_jobs=self.n_jobs)
+
+    def _make_optimizer(self, s):
         if s == "lbfgs":
             return LBFGS(max_iter=self.max_iter, tol=self.tol, ftol=min(1e-12, self.tol * 1e-3))
         if s == "adagrad":
@@ -182,15 +203,21 @@ class _GLMEstimator(BaseEstimator):
         """Train the k-output GLM on column-layout ``Xc`` and targets ``Y`` ((n,) or (k, n))."""
         k = 1 if Y.ndim == 1 else Y.shape[0]
         dt = Xc.dtype
-        if self.solver in CD_SOLVERS:
-            return self._fit_cd(Xc, Y, sw, lam)
-        if self.solver in VW_SOLVERS:
+        solver, reason = self._resolve_solver(Xc, sw, lam)
+        self.solver_ = solver
+        if reason is not None:
+            logger.info("%s(solver='auto') runs %r: %s", type(self).__name__, solver, reason)
+        if solver in CD_SOLVERS:
+            return self._fit_cd(Xc, Y, sw, lam, solver)
+        if solver in NEWTON_SOLVERS:
+            return self._fit_newton(Xc, Y, sw, lam)
+        if solver in VW_SOLVERS:
             return self._fit_vw(Xc, Y, sw, lam)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
                     dtype=dt.name)
         n = Xc.shape[1]
-        opt = self._make_optimizer()
-        batch = max(n, 1) if self.solver == "lbfgs" else self.batch_size
+        opt = self._make_optimizer(solver)
+        batch = max(n, 1) if solver == "lbfgs" else self.batch_size
         src = MatSource(Xc, Y.astype(dt, copy=False), sw.astype(dt, copy=False),
                         batch_size=batch)
         mixins = [L2Regularizer(lam)] if lam > 0 else []
@@ -203,30 +230,48 @@ class _GLMEstimator(BaseEstimator):
                 opt.set_state(warm["opt"])
         with verbose_logging(self.verbose):
             learner.train()
-        if self.solver == "lbfgs":
+        if solver == "lbfgs":
             n_iter = int(opt.result.nit) if opt.result is not None else opt.t
         else:
             n_iter = passes or self.max_iter
         return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
-                max(n_iter, 1), opt.state() if self.solver in MINIBATCH_SOLVERS else None)
+                max(n_iter, 1), opt.state() if solver in MINIBATCH_SOLVERS else None)
 
-    def _fit_cd(self, Xc, Y, sw, lam):
+    def _fit_newton(self, Xc, Y, sw, lam):
+        """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
+        if not np.all(sw == sw[0]):
+            raise ValueError("solver='newton' does not support non-uniform sample_weight; use "
+                             "solver='lbfgs'")
+        if lam <= 0:
+            raise ValueError("solver='newton' needs a positive regularisation")
+        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        coefs, inters, iters = [], [], []
+        for r in range(Ys.shape[0]):
+            res = fit_newton(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
+                             fit_intercept=self.fit_intercept, tol=self.tol,
+                             max_iter=self.max_iter, verbose=self.verbose, n_jobs=self.n_jobs)
+            coefs.append(np.asarray(res.coef, dtype=np.float64))
+            inters.append(float(res.intercept))
+            iters.append(int(res.n_iter))
+        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
+
+    def _fit_cd(self, Xc, Y, sw, lam, solver):
         from roofline.learners import fit_glm_cd
         if not np.all(sw == sw[0]):
-            raise ValueError(f"solver={self.solver!r} does not support non-uniform "
+            raise ValueError(f"solver={solver!r} does not support non-uniform "
                              f"sample_weight; use solver='lbfgs'")
         if lam <= 0:
-            raise ValueError(f"solver={self.solver!r} needs a positive regularisation")
+            raise ValueError(f"solver={solver!r} needs a positive regularisation")
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
         coefs, inters, iters = [], [], []
         for r in range(Ys.shape[0]):
             res = fit_glm_cd(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
-                             solver=self.solver, n_jobs=self.n_jobs, tol=self.tol,
+                             solver=solver, n_jobs=self.n_jobs, tol=self.tol,
                              max_iter=self.max_iter, fit_intercept=self.fit_intercept,
                              random_state=_check_random_state(self.random_state),
                              verbose=self.verbose, comm=self.comm,
                              # over a communicator each rank holds examples: the dual
-                             dual=(True if self.comm is not None and self.solver != "pure-block"
+                             dual=(True if self.comm is not None and solver != "pure-block"
                                    else None))
             coefs.append(np.asarray(res.coef, dtype=np.float64))
             inters.append(float(res.intercept))
@@ -279,8 +324,13 @@ def _common_doc(extra=""):
         Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
         module docstring).
     solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", \
-"vw-hybrid"}}
-        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``vw-hybrid``
+"vw-hybrid", "newton", "auto"}}
+        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
+        trust-region Newton-CG on the primal (smooth losses).  ``auto`` chooses from the data
+        by the measured rule of ``learners/_auto.py`` (``newton`` for most smooth problems, the
+        dual ``scd`` for large sparse strongly regularised ones and for the hinge, ``lbfgs``
+        with non-uniform sample weights, ``cocoa`` with ``comm``); the choice is logged and
+        stored in ``solver_``.  ``vw-hybrid``
         is Vowpal Wabbit's AllReduce learner (an online pass, then L-BFGS; logistic and
         squared losses; :func:`~roofline.learners.fit_vw_hybrid`).
     max_iter : int, default=200

@@ -539,5 +539,5 @@ def test_options_object_equals_the_keyword_arguments():
     with pytest.raises(TypeError, match="options must be a CDOptions"):
         fit_glm_cd(X, y, **kw, options={"max_iter": 5})
     with pytest.raises(ValueError, match="option 'solver' must be one of"):
-        CDOptions(solver="newton")
+        CDOptions(solver="lbfgs")
     assert CDOptions.from_toml(opts.to_toml()) == opts

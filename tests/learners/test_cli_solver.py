@@ -52,7 +52,7 @@ def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
 @pytest.mark.parametrize("old,new,match", [
     ('solver = "cocoa"', 'solver = "cocoa"\nnope = 1', "unknown key 'nope'"),
     ("max_iter = 200", "max_iter = 0", "option 'max_iter' must be >= 1"),
-    ('solver = "cocoa"', 'solver = "newton"', "option 'solver' must be one of"),
+    ('solver = "cocoa"', 'solver = "lbfgs"', "option 'solver' must be one of"),
     ("alpha = 1e-2", "alpha = 0.0", "option 'alpha' must be > 0"),
 ])
 def test_solver_table_errors_name_the_key_and_file(tmp_path, old, new, match):

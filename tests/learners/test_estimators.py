@@ -114,7 +114,7 @@ def test_partial_fit_continues_the_optimizer():
 def test_bad_parameters_raise():
     X, y = make_classification(50, 4, random_state=5)
     with pytest.raises(ValueError, match="solver must be one of"):
-        LogisticRegression(solver="newton").fit(X, y)
+        LogisticRegression(solver="liblinear").fit(X, y)
     with pytest.raises(ValueError, match="C must be positive"):
         LogisticRegression(C=0).fit(X, y)
     with pytest.raises(ValueError, match="loss must be"):
