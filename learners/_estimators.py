@@ -237,69 +237,54 @@ class _GLMEstimator(BaseEstimator):
         return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
                 max(n_iter, 1), opt.state() if solver in MINIBATCH_SOLVERS else None)
 
-    def _fit_newton(self, Xc, Y, sw, lam):
-        """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
-        if not np.all(sw == sw[0]):
-            raise ValueError("solver='newton' does not support non-uniform sample_weight; use "
-                             "solver='lbfgs'")
-        if lam <= 0:
-            raise ValueError("solver='newton' needs a positive regularisation")
-        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
-        coefs, inters, iters = [], [], []
-        for r in range(Ys.shape[0]):
-            res = fit_newton(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
-                             fit_intercept=self.fit_intercept, tol=self.tol,
-                             max_iter=self.max_iter, verbose=self.verbose, n_jobs=self.n_jobs)
-            coefs.append(np.asarray(res.coef, dtype=np.float64))
-            inters.append(float(res.intercept))
-            iters.append(int(res.n_iter))
-        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
-
-    def _fit_cd(self, Xc, Y, sw, lam, solver):
-        from roofline.learners import fit_glm_cd
+    def _per_output(self, solver, Y, sw, lam, fit_one):
+        """Check what the solvers that take uniform weights and a positive regularisation
+        need, then ``fit_one(y_row)`` (a result with ``coef``, ``intercept``, ``n_iter``) for
+        each output row of ``Y``; the stacked ``(coef, intercept, n_iter, None)``."""
         if not np.all(sw == sw[0]):
             raise ValueError(f"solver={solver!r} does not support non-uniform "
                              f"sample_weight; use solver='lbfgs'")
         if lam <= 0:
             raise ValueError(f"solver={solver!r} needs a positive regularisation")
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
-        coefs, inters, iters = [], [], []
-        for r in range(Ys.shape[0]):
-            res = fit_glm_cd(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
-                             solver=solver, n_jobs=self.n_jobs, tol=self.tol,
-                             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
-                             random_state=_check_random_state(self.random_state),
-                             verbose=self.verbose, comm=self.comm,
-                             # over a communicator each rank holds examples: the dual
-                             dual=(True if self.comm is not None and solver != "pure-block"
-                                   else None))
-            coefs.append(np.asarray(res.coef, dtype=np.float64))
-            inters.append(float(res.intercept))
-            iters.append(int(res.n_iter))
-        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
+        res = [fit_one(Ys[r]) for r in range(Ys.shape[0])]
+        return (np.vstack([np.asarray(r.coef, dtype=np.float64) for r in res]),
+                np.array([float(r.intercept) for r in res]),
+                max(max(int(r.n_iter) for r in res), 1), None)
+
+    def _fit_newton(self, Xc, Y, sw, lam):
+        """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
+        return self._per_output("newton", Y, sw, lam, lambda y: fit_newton(
+            Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
+            fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
+            verbose=self.verbose, n_jobs=self.n_jobs))
+
+    def _fit_cd(self, Xc, Y, sw, lam, solver):
+        """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm_cd`) per output,
+        over ``comm`` when given (each rank holds examples: the dual)."""
+        from roofline.learners import fit_glm_cd
+
+        return self._per_output(solver, Y, sw, lam, lambda y: fit_glm_cd(
+            Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam, solver=solver,
+            n_jobs=self.n_jobs, tol=self.tol, max_iter=self.max_iter,
+            fit_intercept=self.fit_intercept,
+            random_state=_check_random_state(self.random_state), verbose=self.verbose,
+            comm=self.comm,
+            dual=True if self.comm is not None and solver != "pure-block" else None))
 
     def _fit_vw(self, Xc, Y, sw, lam):
         """Vowpal Wabbit's hybrid learner (:func:`~roofline.learners.fit_vw_hybrid`) per
         output, over ``comm`` when given."""
         from roofline.learners import fit_vw_hybrid
 
-        if not np.all(sw == sw[0]):
-            raise ValueError(f"solver={self.solver!r} does not support non-uniform "
-                             f"sample_weight; use solver='lbfgs'")
-        if lam <= 0:
-            raise ValueError(f"solver={self.solver!r} needs a positive regularisation")
-        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
-        coefs, inters, iters = [], [], []
-        for r in range(Ys.shape[0]):
+        def one(y):
             with verbose_logging(self.verbose):
-                res = fit_vw_hybrid(Xc, Ys[r], loss=gmat.glm.resolve_loss(self._loss),
-                                    alpha=lam, comm=self.comm, fit_intercept=self.fit_intercept,
-                                    max_iter=self.max_iter, tol=self.tol,
-                                    verbose=self.verbose)
-            coefs.append(np.asarray(res.coef, dtype=np.float64))
-            inters.append(float(res.intercept))
-            iters.append(int(res.n_iter))
-        return np.vstack(coefs), np.array(inters), max(max(iters), 1), None
+                return fit_vw_hybrid(Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
+                                     comm=self.comm, fit_intercept=self.fit_intercept,
+                                     max_iter=self.max_iter, tol=self.tol,
+                                     verbose=self.verbose)
+
+        return self._per_output("vw-hybrid", Y, sw, lam, one)
 
     def _decision(self, X):
         check_is_fitted(self, "coef_")
