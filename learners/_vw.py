@@ -32,7 +32,10 @@ import scipy.sparse as sp
 import scipy.special
 from sklearn.exceptions import ConvergenceWarning
 
+from roofline import gmat
 from roofline.datasources import MatSource
+
+from ._cd_problem import check_X, positive
 
 __all__ = ["VWHybridResult", "fit_vw_hybrid"]
 
@@ -82,19 +85,6 @@ class VWHybridResult:
     def __repr__(self):
         return (f"VWHybridResult(n_iter={self.n_iter}, objective={self.objective[-1]:.6g}, "
                 f"converged={self.converged}, time={self.time:.3g}s)")
-
-
-def _labels(y, loss):
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if not np.isfinite(y).all():
-        raise ValueError("y contains NaN or infinite values")
-    if loss == "logistic":
-        bad = ~np.isin(y, (-1.0, 0.0, 1.0))
-        if bad.any():
-            raise ValueError(f"logistic labels must be in {{-1, 1}} or {{0, 1}}, got "
-                             f"{y[bad][0]!r}")
-        return np.where(y > 0, 1.0, -1.0)
-    return y
 
 
 def _online(X, y, loss, alpha, fit_intercept, passes, lr, batch_size):
@@ -215,26 +205,17 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
     t0 = time.perf_counter()
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
-    if not (np.isscalar(alpha) and np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive number, got {alpha!r}")
-    for name, v, low in (("online_passes", online_passes, 0), ("max_iter", max_iter, 1),
-                         ("batch_size", batch_size, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
-    if not (learning_rate > 0 and tol > 0):
-        raise ValueError(f"learning_rate and tol must be positive, got {learning_rate!r}, "
-                         f"{tol!r}")
-    if sp.issparse(X):
-        X = sp.csc_matrix(X, dtype=np.float64)
-        if not np.isfinite(X.data).all():
-            raise ValueError("X contains NaN or infinite values")
-    else:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_features, n_examples), got shape {X.shape}")
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values")
-    y = _labels(y, loss)
+    alpha = positive(alpha, "alpha")
+    max_iter = positive(max_iter, "max_iter", integer=True)
+    batch_size = positive(batch_size, "batch_size", integer=True)
+    learning_rate = positive(learning_rate, "learning_rate")
+    tol = positive(tol, "tol")
+    if (isinstance(online_passes, bool) or not isinstance(online_passes, (int, np.integer))
+            or online_passes < 0):
+        raise ValueError(f"online_passes must be an int >= 0, got {online_passes!r}")
+    # the checks of the CD and Newton solvers: a CSC (or dense) shard, margin labels
+    X = check_X(X, allow_no_examples=True)
+    y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=True)
     d, n_local = X.shape
     if y.shape[0] != n_local:
         raise ValueError(f"y has {y.shape[0]} entries but X has {n_local} examples (columns); "
@@ -272,14 +253,15 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
         grad[d] = s[d + 1] / n if fit_intercept else 0.0
         return f, grad
 
-    g_zero = np.abs(fun(np.zeros(d + 1))[1]).max()
+    f, g = fun(np.zeros(d + 1))
+    gtol = tol * max(np.abs(g).max(), 1e-300)  # relative to the gradient at zero
     x0 = w0 if fit_intercept else np.r_[w0[:d], 0.0]
-    f, g = fun(x0)
+    if x0.any():  # the online average (all zero without an online pass: evaluated already)
+        f, g = fun(x0)
     start = f
     Dinv = 1.0 / _hess_diag(X, y, x0, loss, fit_intercept, comm, n, alpha)
     x, history, it, converged, why = x0, [f], 0, False, "max_iter"
     S, Y, RHO = [], [], []
-    gtol = tol * max(g_zero, 1e-300)
     for it in range(1, max_iter + 1):
         if np.abs(g).max() <= gtol:
             converged, why, it = True, "gradient", it - 1

@@ -100,13 +100,13 @@ def test_bad_input_names_the_argument():
         fit_vw_hybrid(X, y, alpha=1e-3, loss="hinge")
     with pytest.raises(ValueError, match="y has 10 entries but X has 6000"):
         fit_vw_hybrid(X, y[:10], alpha=1e-3)
-    with pytest.raises(ValueError, match="logistic labels"):
+    with pytest.raises(ValueError, match="must hold binary labels in"):
         fit_vw_hybrid(X, y * 2, alpha=1e-3)
     with pytest.raises(ValueError, match="online_passes must be an int"):
         fit_vw_hybrid(X, y, alpha=1e-3, online_passes=-1)
     bad = X.copy()
     bad.data[0] = np.nan
-    with pytest.raises(ValueError, match="X contains NaN"):
+    with pytest.raises(ValueError, match="X has a non-finite value"):
         fit_vw_hybrid(bad, y, alpha=1e-3)
 
 
