@@ -59,19 +59,27 @@ def listen(host: str = "127.0.0.1") -> socket.socket:
     return s
 
 
+def _connect_until(addr, deadline):
+    """A connection to ``addr``, retried (the listener may not be up yet) until the monotonic
+    ``deadline``; past it, the last ``OSError``."""
+    while True:
+        try:
+            return socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.1))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: float):
     """Register ``rank`` listening at ``address`` with the coordinator; returns the addresses
     of every rank (a list of ``(host, port)``), once all have registered."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            c = socket.create_connection(coord, timeout=max(deadline - time.monotonic(), 0.1))
-            break
-        except OSError as e:
-            if time.monotonic() > deadline:
-                raise CommTimeoutError(f"rank {rank}: cannot reach the coordinator at "
-                                       f"{coord[0]}:{coord[1]} ({e})") from e
-            time.sleep(0.05)
+    try:
+        c = _connect_until(coord, deadline)
+    except OSError as e:
+        raise CommTimeoutError(f"rank {rank}: cannot reach the coordinator at "
+                               f"{coord[0]}:{coord[1]} ({e})") from e
     with c:
         c.settimeout(max(deadline - time.monotonic(), 0.1))
         msg = {"token": token.hex(), "rank": rank, "host": address[0], "port": address[1]}
@@ -141,16 +149,12 @@ class TCPTransport(Transport):
 
     # -- connection set-up ----------------------------------------------------------------
     def _connect(self, peer, addr, deadline):
-        while True:
-            try:
-                s = socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.1))
-                break
-            except OSError as e:
-                if time.monotonic() > deadline:
-                    self.close(linger=0)
-                    raise CommTimeoutError(f"rank {self.rank}: cannot connect to rank {peer} at "
-                                           f"{addr[0]}:{addr[1]} ({e})", peer) from e
-                time.sleep(0.02)
+        try:
+            s = _connect_until(addr, deadline)
+        except OSError as e:
+            self.close(linger=0)
+            raise CommTimeoutError(f"rank {self.rank}: cannot connect to rank {peer} at "
+                                   f"{addr[0]}:{addr[1]} ({e})", peer) from e
         _tune(s)
         s.settimeout(None)
         hello = pack_header(KIND_HELLO, self.token, self.rank, peer, [])
@@ -261,17 +265,12 @@ class TCPTransport(Transport):
             return self._arrivals
 
     def recv(self, peer, tag):
-        key = (peer, tag)
         deadline = time.monotonic() + self.timeout
-        with self._cv:
+        with self._cv:  # re-entrant: try_recv takes it again
             while True:
-                q = self._queues.get(key)
-                if q:
-                    return q.popleft()
-                if peer in self._dead:
-                    raise self._dead[peer]
-                if self._closed:
-                    raise CommError(f"rank {self.rank}: the transport is closed")
+                m = self.try_recv(peer, tag)
+                if m is not None:
+                    return m
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise CommTimeoutError(f"rank {self.rank}: no message from rank {peer} "

@@ -134,8 +134,8 @@ class QueueTransport(Transport):
                 return q.popleft()
             if g._aborted is not None:
                 reason, who = g._aborted
-                raise PeerError(f"rank {self.rank}: the group was aborted ({reason})",
-                                peer if who is None else who)
+                raise PeerError(f"rank {self.rank}: the group was aborted ({reason}) while "
+                                f"waiting for rank {peer}", peer if who is None else who)
             return None
 
     def wait_arrival(self, seen, timeout):
@@ -147,17 +147,12 @@ class QueueTransport(Transport):
 
     def recv(self, peer, tag):
         g = self.group
-        key = (peer, self.rank, tag)
         deadline = time.monotonic() + self.timeout
-        with g._cv:
+        with g._cv:  # re-entrant: try_recv takes it again
             while True:
-                q = g._queues.get(key)
-                if q:
-                    return q.popleft()
-                if g._aborted is not None:
-                    reason, who = g._aborted
-                    raise PeerError(f"rank {self.rank}: the group was aborted ({reason}) while "
-                                    f"waiting for rank {peer}", peer if who is None else who)
+                m = self.try_recv(peer, tag)
+                if m is not None:
+                    return m
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise CommTimeoutError(f"rank {self.rank}: no message from rank {peer} "
