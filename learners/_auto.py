@@ -52,7 +52,7 @@ _SMOOTH = ("squared", "logistic", "squared_hinge")
 
 
 def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n_jobs=1,
-                  device=None):
+                  device=None, comm=None):
     """The solver ``solver="auto"`` runs on this problem, and why.
 
     Parameters
@@ -74,11 +74,13 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
         fastest in the measurements).
     device : str, optional
         Unused (every solver here runs on the CPU).
+    comm : roofline.comm.Communicator, optional
+        A distributed fit (each rank holding examples): ``"cocoa"``.
 
     Returns
     -------
     solver : str
-        ``"newton"`` or ``"scd"``.
+        ``"newton"`` or ``"scd"`` (``"cocoa"`` with ``comm``).
     reason : str
         One sentence, for the log line and ``solver_``'s documentation.
     """
@@ -86,6 +88,8 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
     if loss not in _SMOOTH + ("hinge",):
         raise ValueError(f"loss must be one of {_SMOOTH + ('hinge',)}, got {loss!r}")
+    if comm is not None:
+        return "cocoa", "comm= is given: CoCoA+ over the ranks' examples"
     if penalty == "l1":
         return "scd", "penalty='l1': primal coordinate descent is the L1 solver"
     if loss == "hinge":

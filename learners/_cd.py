@@ -344,13 +344,12 @@ def fit_glm_cd(
             raise ValueError("coef_init has non-finite entries")
     reason = None
     if opts.solver == "auto":
-        if comm is not None:
-            chosen, reason = "cocoa", "comm= is given: CoCoA+ over the ranks' examples"
-        elif opts.dual:
+        if opts.dual and comm is None:
             chosen, reason = "scd", "dual=True: dual coordinate descent (SDCA)"
         else:
             chosen, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=alpha,
-                                           fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs)
+                                           fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
+                                           comm=comm)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
         opts = CDOptions(**{**opts.to_dict(), "solver": chosen})
     if opts.solver == "newton":

@@ -182,15 +182,15 @@ class _GLMEstimator(BaseEstimator):
         """The solver to run and, for ``solver="auto"``, why (``learners/_auto.py``)."""
         if self.solver != "auto":
             return self.solver, None
-        if getattr(self, "comm", None) is not None:
-            return "cocoa", "comm= is given: CoCoA+ over the ranks' examples"
-        if not np.all(sw == sw[0]):
+        comm = getattr(self, "comm", None)
+        if comm is None and not np.all(sw == sw[0]):
             return "lbfgs", ("non-uniform sample_weight: L-BFGS (the coordinate-descent and "
                              "Newton solvers take uniform weights)")
-        if lam <= 0:
+        if comm is None and lam <= 0:
             return "lbfgs", "no regularisation: L-BFGS"
         return choose_solver(Xc, loss=gmat.glm.resolve_loss(self._loss), penalty="l2",
-                             alpha=lam, fit_intercept=self.fit_intercept, n_jobs=self.n_jobs)
+                             alpha=lam, fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
+                             comm=comm)
 
     def _make_optimizer(self, s):
         if s == "lbfgs":

@@ -161,3 +161,15 @@ def test_auto_with_sample_weights_takes_lbfgs():
     w = np.linspace(0.5, 2.0, y.size)
     m = LogisticRegression(solver="auto").fit(X, y, sample_weight=w)
     assert m.solver_ == "lbfgs"
+
+
+def test_auto_over_a_communicator_runs_cocoa():
+    from roofline.comm import from_environment
+    from roofline.learners import fit_glm_cd
+
+    X, y = _badly_scaled()
+    with from_environment() as comm:  # a group of one
+        assert choose_solver(X.T, loss="logistic", alpha=1e-3, comm=comm)[0] == "cocoa"
+        res = fit_glm_cd(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm,
+                         dual=True, fit_intercept=False, max_iter=3000)
+    assert res.solver == "cocoa" and "comm=" in res.info["auto_reason"]
