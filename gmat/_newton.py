@@ -40,7 +40,17 @@ def _smooth(loss):
     return int(loss)
 
 
-def loss_derivs(z, y, loss, dl=None, D=None):
+_NO_WEIGHTS = np.empty(0)
+
+
+def _weights(sw, n):
+    """The weights as the kernels take them: float64 of length ``n``, or empty for none."""
+    if sw is None:
+        return _NO_WEIGHTS
+    return _f64_vector(sw, n, "sw")
+
+
+def loss_derivs(z, y, loss, dl=None, D=None, sw=None):
     """The loss, its first and second derivatives at the margins ``z``.
 
     Parameters
@@ -49,34 +59,42 @@ def loss_derivs(z, y, loss, dl=None, D=None):
         Margins and (margin-form) labels.
     loss : {0, 1, 3}
     dl, D : ndarray of float64, shape (n,), optional
-        Overwritten with ``l'(z_i)`` and ``l''(z_i)``.
+        Overwritten with ``l'(z_i)`` and ``s_i l''(z_i)``.
+    sw : ndarray of float64, shape (n,), optional
+        Example weights ``s_i`` (default 1).  The sums are weighted; ``D`` carries the weight
+        (it is the Hessian's diagonal scaling), ``dl`` does not (the dual point is
+        ``a = -dl``).
 
     Returns
     -------
     L : float
-        ``sum_i l(z_i)``.
+        ``sum_i s_i l(z_i)``.
     g, h : float
-        ``sum_i l'(z_i)`` and ``sum_i l''(z_i)`` (the intercept's gradient and curvature).
+        ``sum_i s_i l'(z_i)`` and ``sum_i s_i l''(z_i)`` (the intercept's gradient and
+        curvature).
     dl, D : ndarray of float64, shape (n,)
     """
     n = _vector(z, None, "z").shape[0]
     _vector(y, n, "y")
     dl = np.empty(n) if dl is None else _f64_vector(dl, n, "dl")
     D = np.empty(n) if D is None else _f64_vector(D, n, "D")
-    L, g, h = kernels.newton_loss_derivs(z, y, _smooth(loss), dl, D)
+    L, g, h = kernels.newton_loss_derivs(z, y, _smooth(loss), _weights(sw, n), dl, D)
     return L, g, h, dl, D
 
 
-def loss_sum(z, y, loss):
-    """``sum_i l(z_i; y_i)`` for a smooth loss."""
-    _vector(y, _vector(z, None, "z").shape[0], "y")
-    return kernels.cd_loss_sum(z, y, _smooth(loss))
+def loss_sum(z, y, loss, sw=None):
+    """``sum_i s_i l(z_i; y_i)`` for a smooth loss (``sw``: weights ``s_i``, default 1)."""
+    n = _vector(z, None, "z").shape[0]
+    _vector(y, n, "y")
+    return kernels.newton_loss_sum(z, y, _smooth(loss), _weights(sw, n))
 
 
-def conj_sum(a, y, loss):
-    """``sum_i -l*(-a_i; y_i)`` for a smooth loss (``-inf`` if some ``a_i`` is infeasible)."""
-    _vector(y, _vector(a, None, "a").shape[0], "y")
-    return kernels.newton_conj_sum(a, y, _smooth(loss))
+def conj_sum(a, y, loss, sw=None):
+    """``sum_i -s_i l*(-a_i; y_i)`` for a smooth loss (``-inf`` if some ``a_i`` of positive
+    weight is infeasible; ``sw``: weights ``s_i``, default 1)."""
+    n = _vector(a, None, "a").shape[0]
+    _vector(y, n, "y")
+    return kernels.newton_conj_sum(a, y, _smooth(loss), _weights(sw, n))
 
 
 def hess_vec_workspace(X, n_threads=None):

@@ -89,6 +89,7 @@ from ._newton import (
     newton_hess_vec,
     newton_hess_vec_parallel,
     newton_loss_derivs,
+    newton_loss_sum,
 )
 from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
@@ -162,6 +163,7 @@ __all__ = [
     "newton_hess_vec",
     "newton_hess_vec_parallel",
     "newton_loss_derivs",
+    "newton_loss_sum",
     "reduce_gather",
     "reduce_scatter_add",
     "nnz_chunks",

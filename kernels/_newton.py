@@ -25,34 +25,55 @@ __all__ = [
     "newton_hess_vec",
     "newton_hess_vec_parallel",
     "newton_loss_derivs",
+    "newton_loss_sum",
 ]
 
 _FLAGS = dict(cache=True, nogil=True)
 
 
 @njit(**_FLAGS)
-def newton_loss_derivs(z, y, loss, dl, D):
-    """``dl_i = l'(z_i)``, ``D_i = l''(z_i)``; returns ``(sum_i l(z_i), sum_i dl_i,
-    sum_i D_i)``."""
+def newton_loss_derivs(z, y, loss, sw, dl, D):
+    """``dl_i = l'(z_i)``, ``D_i = s_i l''(z_i)``; returns ``(sum_i s_i l(z_i),
+    sum_i s_i dl_i, sum_i D_i)``.  ``sw``: the example weights ``s_i``, or an empty array for
+    ``s_i = 1``."""
+    weighted = sw.shape[0] > 0
     L = 0.0
     g = 0.0
     h = 0.0
     for i in range(z.shape[0]):
-        L += margin_loss(z[i], y[i], loss)
+        s = sw[i] if weighted else 1.0
         d1, d2 = margin_dloss(z[i], y[i], loss)
         dl[i] = d1
-        D[i] = d2
-        g += d1
-        h += d2
+        D[i] = s * d2
+        if s != 0.0:
+            L += s * margin_loss(z[i], y[i], loss)
+            g += s * d1
+            h += s * d2
     return L, g, h
 
 
 @njit(**_FLAGS)
-def newton_conj_sum(a, y, loss):
-    """``sum_i -l*(-a_i; y_i)`` (``-inf`` if some ``a_i`` is infeasible)."""
+def newton_loss_sum(z, y, loss, sw):
+    """``sum_i s_i l(z_i; y_i)`` (``sw`` empty: ``s_i = 1``)."""
+    weighted = sw.shape[0] > 0
+    acc = 0.0
+    for i in range(z.shape[0]):
+        s = sw[i] if weighted else 1.0
+        if s != 0.0:
+            acc += s * margin_loss(z[i], y[i], loss)
+    return acc
+
+
+@njit(**_FLAGS)
+def newton_conj_sum(a, y, loss, sw):
+    """``sum_i -s_i l*(-a_i; y_i)`` (``-inf`` if some ``a_i`` of positive weight is
+    infeasible; ``sw`` empty: ``s_i = 1``)."""
+    weighted = sw.shape[0] > 0
     acc = 0.0
     for i in range(a.shape[0]):
-        acc += margin_neg_conj(a[i], y[i], loss)
+        s = sw[i] if weighted else 1.0
+        if s != 0.0:
+            acc += s * margin_neg_conj(a[i], y[i], loss)
     return acc
 
 

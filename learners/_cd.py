@@ -57,7 +57,7 @@ class CDOptions(Options):
     at length under the keyword argument of the same name of :func:`fit_glm_cd`.
     """
 
-    solver: str = option("scd", "solver: coordinate descent, 'newton' (trust-region Newton) "
+    solver: str = option("auto", "solver: coordinate descent, 'newton' (trust-region Newton) "
                                 "or 'auto' (chosen from the data)", choices=FRONT_SOLVERS)
     tol: float = option(1e-6, "stop when the duality gap is below tol * |P| (relative)",
                         low=0.0, low_open=True)

@@ -87,6 +87,12 @@ def to_column_layout(X, dtype):
     return X.T
 
 
+def _max_abs(X):
+    """The largest ``|value|`` of dense or sparse ``X`` (0 when empty)."""
+    data = X.data if sp.issparse(X) else X
+    return float(np.abs(data).max()) if data.size else 0.0
+
+
 def _check_number(name, value, *, low, low_open):
     """``value`` as a float, or a ValueError naming the parameter ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -183,14 +189,26 @@ class _GLMEstimator(BaseEstimator):
         if self.solver != "auto":
             return self.solver, None
         comm = getattr(self, "comm", None)
-        if comm is None and not np.all(sw == sw[0]):
-            return "lbfgs", ("non-uniform sample_weight: L-BFGS (the coordinate-descent and "
-                             "Newton solvers take uniform weights)")
+        loss = gmat.glm.resolve_loss(self._loss)
         if comm is None and lam <= 0:
             return "lbfgs", "no regularisation: L-BFGS"
-        return choose_solver(Xc, loss=gmat.glm.resolve_loss(self._loss), penalty="l2",
-                             alpha=lam, fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
-                             comm=comm)
+        big = _max_abs(Xc)
+        if comm is None and big > LBFGS.AUTO_SCALE:
+            return "lbfgs", (f"a feature value of {big:.3g} (above 2^20): L-BFGS over "
+                             "power-of-two rescaled coefficients (Newton's and the CD "
+                             "solvers' duality gap is meaningless at such scales)")
+        chosen, reason = choose_solver(Xc, loss=loss, penalty="l2", alpha=lam,
+                                       fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
+                                       comm=comm)
+        if comm is None and chosen not in NEWTON_SOLVERS and not np.all(sw == sw[0]):
+            # the coordinate-descent solvers take uniform weights; Newton takes any
+            if loss in NEWTON_LOSSES:
+                return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
+                                  "Newton-CG (the coordinate-descent solvers take uniform "
+                                  "weights)")
+            return "lbfgs", (f"non-uniform sample_weight with loss={loss!r}: L-BFGS (the "
+                             "coordinate-descent solvers take uniform weights)")
+        return chosen, reason
 
     def _make_optimizer(self, s):
         if s == "lbfgs":
@@ -237,11 +255,12 @@ class _GLMEstimator(BaseEstimator):
         return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
                 max(n_iter, 1), opt.state() if solver in MINIBATCH_SOLVERS else None)
 
-    def _per_output(self, solver, Y, sw, lam, fit_one):
-        """Check what the solvers that take uniform weights and a positive regularisation
-        need, then ``fit_one(y_row)`` (a result with ``coef``, ``intercept``, ``n_iter``) for
-        each output row of ``Y``; the stacked ``(coef, intercept, n_iter, None)``."""
-        if not np.all(sw == sw[0]):
+    def _per_output(self, solver, Y, sw, lam, fit_one, weights=False):
+        """Check what the solvers that need a positive regularisation (and, unless
+        ``weights``, uniform weights) need, then ``fit_one(y_row)`` (a result with ``coef``,
+        ``intercept``, ``n_iter``) for each output row of ``Y``; the stacked ``(coef,
+        intercept, n_iter, None)``."""
+        if not weights and not np.all(sw == sw[0]):
             raise ValueError(f"solver={solver!r} does not support non-uniform "
                              f"sample_weight; use solver='lbfgs'")
         if lam <= 0:
@@ -254,10 +273,12 @@ class _GLMEstimator(BaseEstimator):
 
     def _fit_newton(self, Xc, Y, sw, lam):
         """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
+        uniform = np.all(sw == sw[0])
         return self._per_output("newton", Y, sw, lam, lambda y: fit_newton(
             Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
-            verbose=self.verbose, n_jobs=self.n_jobs))
+            verbose=self.verbose, n_jobs=self.n_jobs, gtol=self.tol,
+            sample_weight=None if uniform else sw), weights=True)
 
     def _fit_cd(self, Xc, Y, sw, lam, solver):
         """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm_cd`) per output,
@@ -444,7 +465,7 @@ class LogisticRegression(_Classifier):
 
     _loss = "logistic"
 
-    def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
+    def __init__(self, C=1.0, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
                  dtype="float64", comm=None):
         self.C = C
@@ -506,7 +527,7 @@ class LinearSVC(_Classifier):
     dtype : {"float64", "float32"}, default="float64"
     """
 
-    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True, solver="lbfgs",
+    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True, solver="auto",
                  max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
                  random_state=None, verbose=0, dtype="float64", comm=None):
         self.C = C
@@ -601,7 +622,7 @@ class Ridge(_Regressor):
     intercept_ : float or ndarray (n_targets,)
     """
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="lbfgs", max_iter=200,
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
                  verbose=0, dtype="float64", comm=None):
         self.alpha = alpha
@@ -630,7 +651,7 @@ class LinearRegression(_Regressor):
     dtype : {"float64", "float32"}, default="float64"
     """
 
-    def __init__(self, *, fit_intercept=True, solver="lbfgs", max_iter=200, tol=1e-6,
+    def __init__(self, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
                  dtype="float64", comm=None):
         self.fit_intercept = fit_intercept

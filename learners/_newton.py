@@ -68,8 +68,9 @@ class _Smooth:
     """The objective in liblinear's scaling ``f = P * n / lam_n = ||w||^2/2 + C sum loss``
     (``C = 1 / lam_n``) over the stacked variables ``x = [w; b]``."""
 
-    def __init__(self, pb: GLMProblem, n_threads=None):
+    def __init__(self, pb: GLMProblem, n_threads=None, sw=None):
         self.pb = pb
+        self.sw = sw  # example weights of mean 1, or None
         self.X = pb.X
         self.d = pb.d
         self.fi = bool(pb.fit_intercept)
@@ -88,7 +89,7 @@ class _Smooth:
         """``f(x)`` with the margins written into ``z``; also keeps the loss sum."""
         w, b = self.split(x)
         self.pb.margins(w, b, z)
-        L = gnewton.loss_sum(z, self.pb.y, self.pb.loss)
+        L = gnewton.loss_sum(z, self.pb.y, self.pb.loss, self.sw)
         return 0.5 * float(w @ w) + self.C * L, L
 
     def grad(self, x, z):
@@ -96,15 +97,15 @@ class _Smooth:
         the duality-gap certificate ``(P, gap)`` of :class:`GLMProblem`."""
         pb = self.pb
         w, b = self.split(x)
-        L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D)
-        Xdl = pb.xdot(dl)  # X l'(z) = -X a
+        L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D, self.sw)
+        Xdl = pb.xdot(dl if self.sw is None else dl * self.sw)  # X S l'(z) = -X S a
         g = np.empty_like(x)
         g[: self.d] = w + self.C * Xdl
         if self.fi:
             g[self.d] = self.C * g_b
-        # the certificate: a = -l'(z), u = X a
+        # the certificate: a = -l'(z), u = X S a (S the weights)
         a = -dl
-        parts = np.array([L, gnewton.conj_sum(a, pb.y, pb.loss), a.sum(), g_b, h_b])
+        parts = np.array([L, gnewton.conj_sum(a, pb.y, pb.loss, self.sw), -g_b, g_b, h_b])
         P, gap = pb.certificate(parts, pb.reg(w), float(Xdl @ Xdl), b)
         self.L, self.g_b, self.h_b = L, g_b, h_b
         return g, P, gap
@@ -175,7 +176,7 @@ def _trpcg(f: _Smooth, delta, g, M, eps_cg):
 
 
 def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=None,
-                  n_threads=None, eps_cg=0.1, **_ignored):
+                  n_threads=None, eps_cg=0.1, sample_weight=None, gtol=None, **_ignored):
     """TRON on ``pb`` from ``(w, b)``; the calling convention of the CD solvers.
 
     Parameters
@@ -195,6 +196,13 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
         Threads of the Hessian-vector products (default numba's).
     eps_cg : float
         The CG's relative tolerance (liblinear's 0.1).
+    sample_weight : ndarray of float64, shape (n_examples,), optional
+        Example weights of mean 1 (the objective's mean loss becomes ``sum_i s_i l_i / n``);
+        ``None``: all 1.
+    gtol : float, optional
+        Converged when the max-norm of the gradient of ``P`` is at most ``gtol``, instead of
+        the duality-gap test (the gap is still recorded).
+
 
     Returns
     -------
@@ -217,7 +225,7 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
         pb = GLMProblem(Xc, pb.y, pb.loss, False, pb.alpha, pb.fit_intercept,
                         primal=False, serial=not pb._parallel)
         w = np.asarray(w)[keep]
-    f = _Smooth(pb, n_threads)
+    f = _Smooth(pb, n_threads, sample_weight)
 
     def point(x):
         """``(w, b)`` of ``x`` over all the features."""
@@ -238,8 +246,16 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
     trace.stop()
     it = 0
     cg_total = 0
-    status = trace.end_check(0, P, gap, time.perf_counter(), callback,
-                             lambda: point(x))
+
+    def check(it, P, gap, x, g):
+        # the callback sees every step (not the start), as in the CD solvers
+        status = trace.end_check(it, P, gap, time.perf_counter(), callback if it else None,
+                                 lambda: point(x))
+        if gtol is None or status == "stopped":
+            return status
+        return "converged" if pb.alpha * float(np.abs(g).max()) <= gtol else None
+
+    status = check(0, P, gap, x, g)
     conv = status == "converged"
     stalled = False
     bar = progress_bar(max_iter, verbose, "newton")
@@ -282,8 +298,7 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
                 trace.stop()
                 bar.update(1)
                 logger.debug("newton: iter %d  cg %d  delta %.3e", it, cg_it, delta)
-                status = trace.end_check(it, P, gap, time.perf_counter(), callback,
-                                         lambda x=x: point(x))
+                status = check(it, P, gap, x, g)
                 if status is not None:
                     conv = status == "converged"
                     break
@@ -308,7 +323,8 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
 
 
 def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, max_iter=200,
-               coef_init=None, intercept_init=0.0, verbose=0, callback=None, n_jobs=1):
+               coef_init=None, intercept_init=0.0, verbose=0, callback=None, n_jobs=1,
+               sample_weight=None, gtol=None):
     """Fit a smooth L2-regularised GLM by trust-region Newton-CG (TRON).
 
     Parameters
@@ -337,6 +353,18 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
     n_jobs : int
         Threads of the matrix-vector and Hessian-vector products (``None``: numba's).  With
         ``1`` every pass runs on the calling thread.
+    sample_weight : array, shape (n_examples,), optional
+        Non-negative example weights with a positive sum.  The objective's mean loss becomes
+        the weighted mean ``sum_i s_i l_i / sum_i s_i`` (scikit-learn's weights, in the
+        mean-loss scaling: repeating an example ``k`` times and weighting it ``k`` give the
+        same problem when ``alpha`` is scaled by ``n / sum(s)``, see
+        :func:`roofline.gmat.glm.alpha_from_peer`).
+    gtol : float, optional
+        Stop when the max-norm of the objective's gradient (mean-loss scale, intercept
+        included) is at most ``gtol``, instead of the duality-gap test: the sense of ``tol``
+        of scikit-learn's and Roofline's L-BFGS, which the estimators use.  Near the optimum
+        the gap is about ``||g||^2 / (2 alpha)``, so ``gtol = 1e-6`` asks for far more than
+        ``tol = 1e-6``.
 
     Returns
     -------
@@ -360,20 +388,36 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         if c.shape[0] != X.shape[0] or not np.isfinite(c).all():
             raise ValueError(f"coef_init must be {X.shape[0]} finite numbers")
         w0[:] = c
+    sw = None
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64).ravel()
+        if sw.shape[0] != X.shape[1]:
+            raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {X.shape[1]} "
+                             "examples (columns)")
+        if not np.isfinite(sw).all() or (sw < 0).any() or not sw.sum() > 0:
+            raise ValueError("sample_weight must be finite and non-negative with a positive "
+                             "sum")
+        sw = sw * (sw.shape[0] / sw.sum())
     pb = GLMProblem(X, y, code, False, alpha, fit_intercept, primal=False,
                     serial=(n_jobs or 1) == 1)
     trace = Trace(tol, verbose)
     with verbose_logging(verbose):
         w, b, _, it, conv, info = newton_primal(pb, w0, float(intercept_init), max_iter=max_iter,
                                                 trace=trace, verbose=verbose, callback=callback,
-                                                n_threads=n_jobs)
+                                                n_threads=n_jobs, sample_weight=sw,
+                                                gtol=None if gtol is None
+                                                else positive(gtol, "gtol"))
     res = CDResult(coef=w, intercept=float(b), n_iter=int(it), objective=np.asarray(trace.P),
                    gap_history=np.asarray(trace.G), times=np.asarray(trace.T),
                    gap=float(trace.G[-1]), converged=bool(conv), time=0.0,
                    check_time=trace.check, solver="newton", loss=name, penalty="l2",
                    alpha=alpha, dual=False, info=info)
     res.time = time.perf_counter() - t0
-    if not conv and not info["stopped_by_callback"]:
+    floor_ok = gtol is not None and info["stalled"] and res.gap <= tol * abs(res.objective[-1])
+    if not conv and not info["stopped_by_callback"] and not floor_ok:
         reason = "max_iter" if not info["stalled"] else "stalled at the rounding floor"
+        if gtol is not None:
+            reason = (f"reached max_iter={it}" if not info["stalled"] else reason) + \
+                f" (gradient test, gtol={gtol:g})"
         warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
     return res

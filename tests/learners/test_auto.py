@@ -154,13 +154,29 @@ def test_estimators_solver_newton_and_auto_reach_the_optimum(est, kw):
         assert got <= best * (1 + 1e-9), (got, best)
 
 
-def test_auto_with_sample_weights_takes_lbfgs():
-    from roofline.learners import LogisticRegression
+def test_auto_with_sample_weights_runs_weighted_newton():
+    """Integer weights give the model of the repeated rows, and scikit-learn's weighted
+    optimum; the hinge (no Newton) falls back to lbfgs."""
+    import sklearn.linear_model as sklm
 
-    X, y = _badly_scaled()
-    w = np.linspace(0.5, 2.0, y.size)
-    m = LogisticRegression(solver="auto").fit(X, y, sample_weight=w)
-    assert m.solver_ == "lbfgs"
+    from roofline.learners import LinearSVC, LogisticRegression
+
+    X, y = _badly_scaled(n=300)
+    w = np.random.default_rng(1).integers(0, 4, y.size).astype(float)
+    m = LogisticRegression(solver="auto", tol=1e-10).fit(X, y, sample_weight=w)
+    assert m.solver_ == "newton"
+    rep = np.repeat(np.arange(y.size), w.astype(int))
+    r = LogisticRegression(solver="auto", tol=1e-10).fit(X[rep], y[rep])
+    np.testing.assert_allclose(m.coef_, r.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(m.intercept_, r.intercept_, rtol=1e-7, atol=1e-9)
+    sk = sklm.LogisticRegression(tol=1e-12, max_iter=100000).fit(X, y, sample_weight=w)
+    ours = _objective("LogisticRegression", {"C": 1.0}, X[rep], y[rep], m.coef_.ravel(),
+                      float(m.intercept_[0]))
+    theirs = _objective("LogisticRegression", {"C": 1.0}, X[rep], y[rep], sk.coef_.ravel(),
+                        float(sk.intercept_[0]))
+    assert ours <= theirs * (1 + 1e-9)
+    h = LinearSVC(loss="hinge", solver="auto", max_iter=50).fit(X, y, sample_weight=w + 0.5)
+    assert h.solver_ == "lbfgs"
 
 
 def test_auto_over_a_communicator_runs_cocoa():

@@ -107,9 +107,10 @@ def test_gap_is_a_certificate_along_the_way():
     """Every recorded gap bounds the true suboptimality P(w_t) - P*."""
     X, A, y = make_data(task="classification", seed=4)
     al = alpha_from_peer("C", 1.0, 300)
-    ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, random_state=1)
+    ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, random_state=1, solver="scd")
     for dual in (False, True):
         res = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, max_iter=6, dual=dual,
+                         solver="scd",
                          fit_intercept=False if dual else True, random_state=0, check_every=1)
         if not dual:
             assert np.all(res.objective - ref.objective[-1] <= res.gap_history + 1e-12)
@@ -120,7 +121,7 @@ def test_gap_is_a_certificate_along_the_way():
 
 def test_deterministic_for_a_seed():
     X, A, y = make_data(task="classification", seed=5)
-    kw = dict(loss="logistic", alpha=1e-2, tol=1e-14, max_iter=5)
+    kw = dict(loss="logistic", alpha=1e-2, tol=1e-14, max_iter=5, solver="scd")
     for dual in (False, True):
         r1 = fit_glm_cd(X, y, random_state=7, dual=dual, **kw)
         r2 = fit_glm_cd(X, y, random_state=np.random.default_rng(7), dual=dual, **kw)
@@ -203,12 +204,14 @@ def test_conversions_round_trip():
 
 def test_result_object():
     X, A, y = make_data()
-    res = fit_glm_cd(X, y, loss="squared", alpha=0.01, random_state=0, check_every=1)
+    res = fit_glm_cd(X, y, loss="squared", alpha=0.01, random_state=0, check_every=1,
+                     solver="scd")
     assert isinstance(res, CDResult)
     assert res.coef.shape == (A.shape[1],) and res.n_iter == len(res.objective)
     assert res.time >= res.times[-1] >= 0 and res.dual_coef is None and not res.dual
     # dual=None: the primal with an (unregularised) intercept, the dual without one
-    nodual = fit_glm_cd(X, y, loss="squared", alpha=0.01, fit_intercept=False, random_state=0)
+    nodual = fit_glm_cd(X, y, loss="squared", alpha=0.01, fit_intercept=False, random_state=0,
+                        solver="scd")
     assert nodual.dual and nodual.dual_coef.shape == (A.shape[0],)
 
 
@@ -285,7 +288,7 @@ def test_callback_sees_every_check_and_can_stop():
             return it == 3
 
         res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=dual, tol=1e-14, max_iter=50,
-                         random_state=0, callback=cb, check_every=1)
+                         random_state=0, callback=cb, check_every=1, solver="scd")
         assert [s[0] for s in seen] == [1, 2, 3] and res.n_iter == 3 and not res.converged
         np.testing.assert_array_equal(seen[-1][1], res.coef)
         assert seen[-1][2] == res.intercept
@@ -463,7 +466,7 @@ def test_auto_checks_follow_the_coordinate_steps(dual):
     the last iteration; steps, not seconds, so a seeded run is deterministic."""
     X, A, y = make_data(task="classification", seed=9)
     kw = dict(loss="logistic", alpha=1e-2, dual=dual, fit_intercept=False, tol=1e-14,
-              max_iter=12, random_state=0, active_fraction=0.25, full_every=4)
+              max_iter=12, random_state=0, active_fraction=0.25, full_every=4, solver="scd")
     runs = []
     for _ in range(2):
         seen = []

@@ -167,22 +167,27 @@ def test_max_iter_stop_is_a_convergence_warning():
         L.train()
 
 
-def test_verbose_logs_progress_to_stderr_without_a_terminal():
-    code = textwrap.dedent("""
+@pytest.mark.parametrize("solver,pattern,first", [("lbfgs", r"step (\d+): train", 1),
+                                                   ("auto", r": iter (\d+)  objective", 0)])
+def test_verbose_logs_progress_to_stderr_without_a_terminal(solver, pattern, first):
+    """One line per L-BFGS step; one per Newton iteration (the default ``auto`` runs Newton
+    here), the start included."""
+    code = textwrap.dedent(f"""
         import numpy as np
         from roofline.learners import LogisticRegression
         rng = np.random.default_rng(0)
         X = rng.standard_normal((200, 3))
         y = (X[:, 0] > 0).astype(int)
-        m = LogisticRegression(verbose=1).fit(X, y)
-        print(int(m.n_iter_[0]))
+        m = LogisticRegression(verbose=1, solver={solver!r}).fit(X, y)
+        print(m.solver_, int(m.n_iter_[0]))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    n_iter = int(r.stdout.split()[-1])
-    steps = re.findall(r"step (\d+): train", r.stderr)
-    assert [int(s) for s in steps] == list(range(1, n_iter + 1))
+    ran, n_iter = r.stdout.split()[-2:]
+    assert ran == ("newton" if solver == "auto" else solver)
+    steps = re.findall(pattern, r.stderr)
+    assert [int(s) for s in steps] == list(range(first, int(n_iter) + 1))
 
 
 # -- weaker items: the estimators' arguments and weights ---------------------------------------

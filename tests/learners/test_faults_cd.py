@@ -93,7 +93,7 @@ def test_verbose_progress_reaches_stderr_without_a_terminal(verbose):
         X = sp.random(10, 200, density=0.5, format="csc", random_state=rng)
         y = (rng.random(200) < 0.5).astype(float)
         fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=3, check_every=1,
-                   tol=1e-14, verbose={verbose})
+                   tol=1e-14, verbose={verbose}, solver="scd")
         fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=2, solver="cocoa",
                    n_workers=2, tol=1e-14, verbose={verbose})
         fit_glm_cd_stream(MatSource(X, y, batch_size=50), loss="logistic", alpha=1e-2,
