@@ -24,6 +24,7 @@ from ._cd_problem import (
     SOLVERS,
     CDResult,
     GLMProblem,
+    StallMonitor,
     Trace,
     check_X,
     positive,
@@ -95,6 +96,8 @@ class CDOptions(Options):
     intercept_scaling: float = option(1.0, "dual: value of the constant feature that carries "
                                            "the (regularised) intercept", low=0.0,
                                       low_open=True)
+    stall_switch: bool = option(True, "scd / tpa-scd, smooth loss, L2: hand a run whose "
+                                      "duality gap falls too slowly to newton")
 
     def _check(self, prefix):
         if isinstance(self.check_every, str) and self.check_every != "auto":
@@ -269,6 +272,14 @@ def fit_glm_cd(
         optimum is the same; on Criteo-like data (1M examples, C = 0.3) it takes ~3 sweeps
         fewer to a relative suboptimality of 1e-3 (18.5 -> 16); on a few thousand examples
         it cost 1-4 sweeps (hence the threshold).
+    stall_switch : bool
+        ``scd``/``tpa-scd`` on a smooth loss with the L2 penalty (and no regularised
+        intercept): when the duality gap's recent rate predicts more than ~40 further checks
+        to ``tol`` (:class:`~roofline.learners._cd_problem.StallMonitor`), the run stops and
+        its primal point warm-starts the trust-region Newton solver, which finishes the fit.
+        The result then has ``info["stall_switch"]`` (the iteration and the predicted checks),
+        ``solver`` the CD solver, the trace of both runs, ``dual_coef=None`` and
+        ``dual=False``.
     **solver_options
         The :class:`CDOptions` fields listed above (``tol``, ``max_iter``, ``n_workers``, ...),
         given as keywords; they override ``options``.
@@ -365,14 +376,25 @@ def fit_glm_cd(
             res.info["auto_reason"] = reason
         res.time = time.perf_counter() - t_start
         return res  # fit_newton warns itself when it stops short of tol
+    monitor = None
+    if (opts.stall_switch and opts.solver in ("scd", "tpa-scd") and comm is None and not l1
+            and loss in NEWTON_LOSSES
+            and not (fit_intercept and _resolve_dual(opts.dual, loss_code, l1, fit_intercept,
+                                                     opts.solver))):
+        monitor = StallMonitor(opts.tol)
     with verbose_logging(verbose):
         res = _fit(X, y, loss_code, l1, alpha, penalty, bool(fit_intercept), opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
-                   comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm)
+                   comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm,
+                   monitor=monitor)
+    if monitor is not None and monitor.fired_at is not None:
+        res = _switch_to_newton(res, monitor, X, y, loss, alpha, bool(fit_intercept), opts,
+                                verbose, callback)
     if reason is not None:
         res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
-    if not res.converged and not res.info.get("stopped_by_callback", False):
+    if (not res.converged and not res.info.get("stopped_by_callback", False)
+            and "stall_switch" not in res.info):  # fit_newton warned itself
         logger.info("%s did not reach tol=%g in %d iterations (gap %.3e)", opts.solver, opts.tol,
                     res.n_iter, res.gap)
         warn_not_converged(opts.solver, opts.tol, res.n_iter, res.gap,
@@ -380,13 +402,39 @@ def fit_glm_cd(
     return res
 
 
+def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verbose, callback):
+    """Finish a stalled CD run ``res`` with the trust-region Newton solver from its primal
+    point; the two runs' traces joined."""
+    logger.info("%s: the duality gap falls too slowly (%.0f more checks predicted at iteration "
+                "%d): handing over to newton", opts.solver, monitor.predicted, monitor.fired_at)
+    nres = fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=opts.tol,
+                      max_iter=opts.max_iter, coef_init=res.coef, intercept_init=res.intercept,
+                      verbose=verbose, callback=callback, n_jobs=opts.n_jobs)
+    info = dict(res.info)
+    info["stopped_by_callback"] = nres.info["stopped_by_callback"]
+    info["stall_switch"] = {"at_iter": int(monitor.fired_at),
+                            "predicted_checks": float(monitor.predicted),
+                            "newton_iter": int(nres.n_iter), "cg_iter": nres.info["cg_iter"]}
+    # Newton's first trace entry is the CD's last point: not repeated
+    t_end = res.times[-1] if res.times.size else 0.0
+    return CDResult(
+        coef=nres.coef, intercept=nres.intercept, n_iter=res.n_iter + nres.n_iter,
+        objective=np.concatenate([res.objective, nres.objective[1:]]),
+        gap_history=np.concatenate([res.gap_history, nres.gap_history[1:]]),
+        times=np.concatenate([res.times, t_end + nres.times[1:]]),
+        gap=nres.gap, converged=nres.converged, time=0.0,
+        check_time=res.check_time + nres.check_time, dual_coef=None, solver=res.solver,
+        loss=res.loss, penalty=res.penalty, alpha=res.alpha, dual=False, info=info)
+
+
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
-         blocks, comm_stats, coef_init, callback, comm=None):
+         blocks, comm_stats, coef_init, callback, comm=None, monitor=None):
     """Run the solver of ``opts`` on validated inputs; :class:`CDResult` without ``time``."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
     rng = np.random.default_rng(random_state)
     trace = Trace(opts.tol, verbose)
+    trace.monitor = monitor
     if comm is not None:
         w, b, a, it, conv, info = _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept,
                                                use_dual, solver, opts, rng, trace, blocks)

@@ -69,6 +69,7 @@ __all__ = [
     "CDResult",
     "CheckSchedule",
     "GLMProblem",
+    "StallMonitor",
     "Trace",
     "check_X",
     "positive",
@@ -342,6 +343,9 @@ class Trace:
         self.solve = 0.0
         self.check = 0.0
         self._t = None
+        #: ``monitor(it, P, gap) -> bool`` after each check of :meth:`end_check`; ``True``
+        #: stops the solver as a callback would (:class:`StallMonitor`)
+        self.monitor = None
 
     def start(self):
         self._t = time.perf_counter()
@@ -393,7 +397,60 @@ class Trace:
         stop = callback is not None and bool(callback(it, *point()))
         if self.record(it, P, gap, time.perf_counter() - t0):
             return "converged"
+        if not stop and self.monitor is not None and self.monitor(it, P, gap):
+            stop = True
         return "stopped" if stop else None
+
+
+class StallMonitor:
+    """Tells when a coordinate-descent run converges too slowly to finish: the stall switch
+    of :func:`roofline.learners.fit_glm_cd` (``stall_switch``).
+
+    After each check it fits the gap's recent linear rate ``r`` per check (over the last
+    ``window`` checks) and predicts the checks still needed to reach ``tol``:
+    ``log(tol |P| / gap) / log(r)``.  It fires once that exceeds ``budget`` checks (each about
+    one pass over the data) and the run has made at least ``min_checks`` checks; the caller
+    then hands the primal point to the trust-region Newton solver, whose whole run costs
+    about as many passes as ``budget`` on the problems where dual CD crawls.
+
+    Parameters
+    ----------
+    tol : float
+        The relative duality-gap target.
+    budget : float
+        Predicted further checks above which the run is deemed stalled.
+    min_checks : int
+        Checks before the first decision (the first sweeps' rate is not the asymptotic one).
+    window : int
+        Checks the rate is measured over.
+    """
+
+    def __init__(self, tol, budget=40.0, min_checks=6, window=4):
+        self.tol, self.budget = float(tol), float(budget)
+        self.min_checks, self.window = int(min_checks), int(window)
+        self.gaps = []
+        self.fired_at = None
+        self.predicted = None
+
+    def __call__(self, it, P, gap):
+        """Record a check; ``True`` when the run should hand over."""
+        rel = gap / max(abs(P), 1e-300)
+        self.gaps.append(rel)
+        k = len(self.gaps)
+        if k < max(self.min_checks, self.window + 1) or self.fired_at is not None:
+            return False
+        old = self.gaps[-1 - self.window]
+        if not (rel > 0 and old > 0):
+            return False
+        rate = (rel / old) ** (1.0 / self.window)
+        if rate >= 1.0:
+            need = float("inf")
+        else:
+            need = np.log(self.tol / rel) / np.log(rate)
+        if need > self.budget:
+            self.fired_at, self.predicted = it, need
+            return True
+        return False
 
 
 def progress_bar(total, verbose, desc):

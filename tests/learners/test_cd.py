@@ -110,7 +110,7 @@ def test_gap_is_a_certificate_along_the_way():
     ref = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, random_state=1, solver="scd")
     for dual in (False, True):
         res = fit_glm_cd(X, y, loss="logistic", alpha=al, tol=1e-12, max_iter=6, dual=dual,
-                         solver="scd",
+                         solver="scd", stall_switch=False,
                          fit_intercept=False if dual else True, random_state=0, check_every=1)
         if not dual:
             assert np.all(res.objective - ref.objective[-1] <= res.gap_history + 1e-12)
@@ -180,7 +180,7 @@ def test_tpa_damping_turns_divergence_into_convergence(dual):
     steps overshoot and the iterates blow up; Snap ML's adaptive damping converges."""
     X, y = _dense_correlated()
     kw = dict(loss="squared", alpha=0.3, solver="tpa-scd", n_jobs=8, tpa_mode="replica",
-              dual=dual, fit_intercept=False, random_state=0, check_every=5)
+              dual=dual, fit_intercept=False, random_state=0, check_every=5, stall_switch=False)
     with pytest.raises(FloatingPointError, match="diverged"):
         fit_glm_cd(X, y, adaptive_damping=False, max_iter=400, tol=1e-8, **kw)
     undamped = fit_glm_cd(X, y, adaptive_damping=False, max_iter=10, tol=1e-8, **kw)
@@ -375,7 +375,7 @@ def test_dual_warmup_takes_fewer_sweeps_on_many_examples():
 
     X, y = make_criteo_like_matrix(100_000, seed=0, n_bits=20)
     kw = dict(loss="logistic", alpha=1.0 / X.shape[1], dual=True, fit_intercept=False,
-              tol=1e-3, max_iter=200, random_state=0, check_every=1)
+              tol=1e-3, max_iter=200, random_state=0, check_every=1, stall_switch=False)
     off = fit_glm_cd(X, y, warmup=False, **kw)
     on = fit_glm_cd(X, y, warmup=True, **kw)
     assert off.converged and on.converged
