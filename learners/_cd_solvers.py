@@ -130,7 +130,8 @@ _INTERCEPT_STEPS = 16
 
 def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbose,
                 n_threads=1, tpa_mode="hogwild", adaptive_damping=True, damping=1.0,
-                sub_epochs=1, callback=None, active_fraction=1.0, full_every=1):
+                sub_epochs=1, callback=None, active_fraction=1.0, full_every=1,
+                shrinking=False):
     """Sequential (``n_threads == 1``) or TPA-SCD primal coordinate descent; each iteration
     sweeps the features of :func:`sweep_coords` (all, or the active fraction)."""
     A = pb.Xt
@@ -164,7 +165,7 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
     last_step = np.full(feats.size, np.inf)  # |change of w_j| at its last visit
     for it in range(1, max_iter + 1):
         trace.start()
-        pos = sweep_coords(it, rng, last_step, active_fraction, full_every)
+        pos = sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking)
         perm = feats[pos]
         before = w[perm]
         if n_threads == 1:
@@ -199,14 +200,21 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
                                   "stopped_by_callback": status == "stopped"}
 
 
-def sweep_coords(it, rng, last_step, active_fraction, full_every):
+def sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking=False):
     """The coordinates (positions ``0 .. len(last_step) - 1``) of sweep ``it`` (from 1), in a
     fresh random order: all of them in sweep 1 and every ``full_every`` sweeps after it; in
     between, the ``active_fraction`` whose last step was largest (the ones still moving: on
-    Criteo-like data a quarter of the examples holds ~90% of the dual's duality gap)."""
+    Criteo-like data a quarter of the examples holds ~90% of the dual's duality gap).
+
+    ``shrinking``: the partial sweeps also leave out every coordinate whose last step was
+    exactly zero (liblinear's shrinking: a hinge-loss dual variable held at a bound of its box,
+    an L1 weight held at zero); the next full sweep visits it again, so nothing is lost.  When
+    no coordinate moved, the sweep is a full one."""
     n = last_step.shape[0]
     k = int(np.ceil(active_fraction * n))
-    if k >= n or (it - 1) % full_every == 0:
+    if shrinking and k < n:
+        k = min(k, int(np.count_nonzero(last_step)))
+    if k >= n or k == 0 or (it - 1) % full_every == 0:
         return rng.permutation(n).astype(np.int64, copy=False)
     active = np.argpartition(last_step, n - k)[n - k:]
     return active[rng.permutation(k)].astype(np.int64, copy=False)
@@ -214,7 +222,8 @@ def sweep_coords(it, rng, last_step, active_fraction, full_every):
 
 def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
               tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1,
-              callback=None, n_hot=0, active_fraction=1.0, full_every=1, warmup=False):
+              callback=None, n_hot=0, active_fraction=1.0, full_every=1, warmup=False,
+              shrinking=False):
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA).
 
     Each iteration is one sweep over :func:`sweep_coords` (all examples, or the active
@@ -299,7 +308,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     since_exact = 0  # checks since v was last recomputed exactly
     for it in range(1, max_iter + 1):
         trace.start()
-        perm = sweep_coords(it, rng, last_step, active_fraction, full_every)
+        perm = sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking)
         lam_n_it = lam_first if it == 1 else pb.lam_n
         if n_threads == 1:
             gmat.cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)

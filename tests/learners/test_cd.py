@@ -544,3 +544,29 @@ def test_options_object_equals_the_keyword_arguments():
     with pytest.raises(ValueError, match="option 'solver' must be one of"):
         CDOptions(solver="lbfgs")
     assert CDOptions.from_toml(opts.to_toml()) == opts
+
+
+def test_shrinking_skips_coordinates_held_at_a_bound_between_full_sweeps():
+    from roofline.learners._cd_solvers import sweep_coords
+
+    rng = np.random.default_rng(0)
+    last = rng.random(1000)
+    last[:900] = 0.0  # 900 coordinates did not move: held at a bound
+    c = sweep_coords(2, rng, last, 0.2, 6, shrinking=True)
+    np.testing.assert_array_equal(np.sort(c), np.arange(900, 1000))  # only the 100 movers
+    c = sweep_coords(2, rng, last, 0.2, 6, shrinking=False)
+    assert c.size == 200  # the 100 movers and 100 of the others
+    assert sweep_coords(7, rng, last, 0.2, 6, shrinking=True).size == 1000  # full sweep
+    assert sweep_coords(2, rng, np.zeros(50), 0.2, 6, shrinking=True).size == 50
+
+
+@pytest.mark.parametrize("loss,penalty", [("hinge", "l2"), ("squared", "l1")])
+def test_shrinking_reaches_the_same_optimum(loss, penalty):
+    task = "regression" if loss == "squared" else "classification"
+    X, A, y = make_data(task=task, seed=12, n=400)
+    kw = dict(loss=loss, penalty=penalty, alpha=2e-2, fit_intercept=False, tol=1e-9,
+              max_iter=20000, random_state=0, solver="scd")
+    on = fit_glm_cd(X, y, shrinking=True, **kw)
+    off = fit_glm_cd(X, y, shrinking=False, **kw)
+    assert on.converged and off.converged
+    assert on.objective[-1] == pytest.approx(off.objective[-1], rel=1e-8)
