@@ -33,11 +33,12 @@ from ._cd_problem import (
 )
 from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
 from ._cocoa import fit_distributed, fit_on_comm
+from ._direct import fit_cholesky
 from ._newton import NEWTON_LOSSES, fit_newton
 
 #: What ``solver=`` accepts: the coordinate-descent solvers, the trust-region Newton primal
 #: solver (``learners/_newton.py``) and ``"auto"`` (``learners/_auto.py``'s measured rule).
-FRONT_SOLVERS = SOLVERS + ("newton", "auto")
+FRONT_SOLVERS = SOLVERS + ("newton", "cholesky", "auto")
 
 __all__ = [
     "CDOptions",
@@ -173,12 +174,16 @@ def fit_glm_cd(
         (``fit_glm_cd(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
         ``tol=1e-8``); without ``options`` they override :class:`CDOptions`' defaults, which
         are the defaults shown here.  An unknown keyword raises ``TypeError``.
-    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "auto"}
+    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "cholesky", "auto"}
         ``scd``: sequential stochastic coordinate descent (deterministic for a seed).
         ``newton``: trust-region Newton-CG on the primal (TRON; smooth losses with the L2
         penalty, :func:`roofline.learners._newton.fit_newton`), insensitive to the features'
-        scaling and correlation.  ``auto``: chosen from the data by the measured rule of
-        ``learners/_auto.py`` (``newton`` for smooth L2 problems except large, sparse,
+        scaling and correlation.  ``cholesky``: ridge (``loss="squared"``, L2) by its normal
+        equations, exact, for at most 2048 features
+        (:func:`roofline.learners._direct.fit_cholesky`; Newton refines the rare solution
+        that rounding leaves short of ``tol``).  ``auto`` (the default): chosen from the data
+        by the measured rule of ``learners/_auto.py`` (``cholesky`` for ridge with at most
+        1024 features, ``newton`` for the other smooth L2 problems except large, sparse,
         strongly regularised ones, which go to the dual ``scd``; ``scd`` for L1 and the
         hinge; ``cocoa`` with ``comm``); the choice is logged and kept in
         ``result.info["auto_reason"]``, the solver run in ``result.solver``.
@@ -370,6 +375,23 @@ def fit_glm_cd(
                                            comm=comm)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
         opts = CDOptions(**{**opts.to_dict(), "solver": chosen})
+    if opts.solver == "cholesky":
+        if l1 or loss != "squared" or opts.dual:
+            raise ValueError(f"solver='cholesky' solves ridge (loss='squared', penalty='l2', "
+                             f"the primal), got loss={loss!r}, penalty={penalty!r}, "
+                             f"dual={opts.dual!r}")
+        res = fit_cholesky(X, y, alpha=alpha, fit_intercept=bool(fit_intercept), tol=opts.tol)
+        if not res.converged:  # rounding in an ill-conditioned system: Newton refines it
+            logger.info("cholesky: relative gap %.3e after the solve; refining with newton",
+                        res.gap / max(abs(res.objective[-1]), 1e-300))
+            res = fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=bool(fit_intercept),
+                             tol=opts.tol, max_iter=opts.max_iter, coef_init=res.coef,
+                             intercept_init=res.intercept, verbose=verbose, n_jobs=opts.n_jobs)
+            res.info["refined"] = "cholesky, then newton"
+        if reason is not None:
+            res.info["auto_reason"] = reason
+        res.time = time.perf_counter() - t_start
+        return res
     if opts.solver == "newton":
         if l1 or loss not in NEWTON_LOSSES:
             raise ValueError(f"solver='newton' needs penalty='l2' and a smooth loss "

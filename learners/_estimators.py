@@ -23,7 +23,9 @@ sample weights, the intercept not regularised).  scikit-learn's objectives conve
 Multi-class classification is one-vs-rest: one output per class in a single ``k x n`` model (the
 multi-label GLM), ``predict_proba`` normalising the ``k`` sigmoids as scikit-learn's OvR does.
 
-Solvers: ``"lbfgs"`` (batch L-BFGS over full passes, the default), ``"adagrad"`` and ``"sgd"``
+Solvers: ``"auto"`` (the default: chosen from the data, see ``solver`` below and
+``learners/_auto.py``), ``"lbfgs"`` (batch L-BFGS over full passes), ``"newton"``
+(trust-region Newton-CG), ``"cholesky"`` (ridge), ``"adagrad"`` and ``"sgd"``
 (``max_iter`` passes of minibatches of ``batch_size``; these also provide ``partial_fit``), and
 the coordinate-descent solvers ``"scd"``, ``"tpa-scd"``, ``"cocoa"``, ``"hcocoa"``,
 ``"pure-block"`` of :func:`roofline.learners.fit_glm_cd` (same objective scaling, ``alpha =
@@ -47,6 +49,7 @@ from roofline.datasources import MatSource
 
 from ._auto import choose_solver
 from ._cd_problem import verbose_logging
+from ._direct import fit_cholesky
 from ._learner import Learner
 from ._mixins import L2Regularizer
 from ._models import GLM
@@ -61,10 +64,11 @@ CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
 VW_SOLVERS = ("vw-hybrid",)  # Vowpal Wabbit's AllReduce learner (learners/_vw.py)
 NEWTON_SOLVERS = ("newton",)  # trust-region Newton-CG (learners/_newton.py)
+DIRECT_SOLVERS = ("cholesky",)  # ridge by its normal equations (learners/_direct.py)
 # the solvers that take comm= ("auto" picks cocoa then)
 DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto")
 SOLVERS = (("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS + NEWTON_SOLVERS
-           + ("auto",))
+           + DIRECT_SOLVERS + ("auto",))
 
 
 def to_column_layout(X, dtype):
@@ -143,6 +147,8 @@ def _solver_check(solver, loss):
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
     if solver in CD_SOLVERS and gmat.glm.resolve_loss(loss) not in gmat.glm.CD_LOSSES:
         raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
+    if solver in DIRECT_SOLVERS and gmat.glm.resolve_loss(loss) != "squared":
+        raise ValueError(f"solver={solver!r} solves ridge (the squared loss), not {loss}")
     if solver in NEWTON_SOLVERS and gmat.glm.resolve_loss(loss) not in NEWTON_LOSSES:
         raise ValueError(f"solver={solver!r} needs a smooth loss {NEWTON_LOSSES}, not {loss}; "
                          f"use a CD solver")
@@ -200,7 +206,8 @@ class _GLMEstimator(BaseEstimator):
         chosen, reason = choose_solver(Xc, loss=loss, penalty="l2", alpha=lam,
                                        fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
                                        comm=comm)
-        if comm is None and chosen not in NEWTON_SOLVERS and not np.all(sw == sw[0]):
+        if (comm is None and chosen not in NEWTON_SOLVERS + DIRECT_SOLVERS
+                and not np.all(sw == sw[0])):
             # the coordinate-descent solvers take uniform weights; Newton takes any
             if loss in NEWTON_LOSSES:
                 return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
@@ -229,6 +236,8 @@ class _GLMEstimator(BaseEstimator):
             return self._fit_cd(Xc, Y, sw, lam, solver)
         if solver in NEWTON_SOLVERS:
             return self._fit_newton(Xc, Y, sw, lam)
+        if solver in DIRECT_SOLVERS:
+            return self._fit_cholesky(Xc, Y, sw, lam)
         if solver in VW_SOLVERS:
             return self._fit_vw(Xc, Y, sw, lam)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
@@ -280,6 +289,25 @@ class _GLMEstimator(BaseEstimator):
             verbose=self.verbose, n_jobs=self.n_jobs, gtol=self.tol,
             sample_weight=None if uniform else sw), weights=True)
 
+    def _fit_cholesky(self, Xc, Y, sw, lam):
+        """Ridge by its normal equations (:mod:`learners._direct`) per output; Newton refines
+        a solution that rounding left short of ``tol``."""
+        uniform = np.all(sw == sw[0])
+        weights = None if uniform else sw
+
+        def one(y):
+            res = fit_cholesky(Xc, y, alpha=lam, fit_intercept=self.fit_intercept,
+                               sample_weight=weights, tol=self.tol)
+            if res.converged:
+                return res
+            return fit_newton(Xc, y, loss="squared", alpha=lam,
+                              fit_intercept=self.fit_intercept, tol=self.tol,
+                              max_iter=self.max_iter, verbose=self.verbose, n_jobs=self.n_jobs,
+                              gtol=self.tol, sample_weight=weights, coef_init=res.coef,
+                              intercept_init=res.intercept)
+
+        return self._per_output("cholesky", Y, sw, lam, one, weights=True)
+
     def _fit_cd(self, Xc, Y, sw, lam, solver):
         """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm_cd`) per output,
         over ``comm`` when given (each rank holds examples: the dual)."""
@@ -330,12 +358,16 @@ def _common_doc(extra=""):
         Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
         module docstring).
     solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", \
-"vw-hybrid", "newton", "auto"}}
+"vw-hybrid", "newton", "cholesky", "auto"}}
         See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
-        trust-region Newton-CG on the primal (smooth losses).  ``auto`` chooses from the data
-        by the measured rule of ``learners/_auto.py`` (``newton`` for most smooth problems, the
-        dual ``scd`` for large sparse strongly regularised ones and for the hinge, ``lbfgs``
-        with non-uniform sample weights, ``cocoa`` with ``comm``); the choice is logged and
+        trust-region Newton-CG on the primal (smooth losses, any sample weights; ``tol`` is
+        then a bound on the gradient's max-norm, as for ``lbfgs``).  ``cholesky``: ridge by
+        its normal equations (exact; up to 2048 features).  ``auto`` (the default) chooses
+        from the data by the measured rule of ``learners/_auto.py``: ``cholesky`` for ridge
+        with at most 1024 features, ``newton`` for the other smooth problems, the dual ``scd``
+        for large sparse strongly regularised ones and for the hinge, ``lbfgs`` without
+        regularisation, with feature values beyond ``2^20`` (it rescales them) or with
+        non-uniform weights and the hinge, ``cocoa`` with ``comm``; the choice is logged and
         stored in ``solver_``.  ``vw-hybrid``
         is Vowpal Wabbit's AllReduce learner (an online pass, then L-BFGS; logistic and
         squared losses; :func:`~roofline.learners.fit_vw_hybrid`).

@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline.learners._auto import (
+    CHOLESKY_AUTO_FEATURES,
     DUAL_MAX_C,
     DUAL_MAX_NNZ_PER_EXAMPLE,
     DUAL_MIN_EXAMPLES,
@@ -28,13 +29,17 @@ def _hashed(n, d, per, rng):
 @pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge"])
 @pytest.mark.parametrize("C", [0.01, 1.0, 100.0])
 def test_smooth_small_and_dense_problems_get_newton(loss, C):
+    """Newton, except ridge with few features: the normal equations (cholesky)."""
     rng = np.random.default_rng(0)
     for X in (_dense(569, 30, rng), _dense(5000, 101, rng), _hashed(2000, 50_000, 60, rng)):
-        n = X.shape[1]
+        d, n = X.shape
         for fi in (False, True):
             solver, reason = choose_solver(X, loss=loss, alpha=1 / (C * n), fit_intercept=fi)
-            assert solver == "newton", reason
-            assert "Newton" in reason
+            if loss == "squared" and d <= CHOLESKY_AUTO_FEATURES:
+                assert solver == "cholesky" and "Cholesky" in reason
+            else:
+                assert solver == "newton", reason
+                assert "Newton" in reason
 
 
 def test_nonsmooth_and_l1_get_scd():
@@ -147,9 +152,9 @@ def test_estimators_solver_newton_and_auto_reach_the_optimum(est, kw):
            "LinearSVC": lambda: learners.LinearSVC(solver="lbfgs", tol=1e-12, max_iter=20000,
                                                    **kw)}[est]().fit(X, t)
     best = _objective(est, kw, X, t, ref.coef_.ravel(), float(np.ravel(ref.intercept_)[0]))
-    for solver in ("newton", "auto"):
+    for solver in ("newton", "auto") + (("cholesky",) if est == "Ridge" else ()):
         m = getattr(learners, est)(solver=solver, tol=1e-10, max_iter=500, **kw).fit(X, t)
-        assert m.solver_ == "newton"
+        assert m.solver_ == ("cholesky" if est == "Ridge" and solver != "newton" else "newton")
         got = _objective(est, kw, X, t, m.coef_.ravel(), float(np.ravel(m.intercept_)[0]))
         assert got <= best * (1 + 1e-9), (got, best)
 
