@@ -6,6 +6,7 @@ reference optimum (Roofline's Newton at a relative duality gap of 1e-12 for the 
 the dual SCD at 1e-10 for the hinge, and the lowest objective any run reached).
 
 Solvers: Roofline ``newton`` (trust-region Newton-CG, :mod:`roofline.learners._newton`),
+``cholesky`` (ridge by its normal equations, :mod:`roofline.learners._direct`),
 ``scd`` and ``tpa-scd`` (:func:`roofline.learners.fit_glm_cd`, their default formulation:
 the dual without an intercept), ``auto`` (the solver :func:`roofline.learners._auto.choose_solver`
 picks, timed as that solver's run plus the choice); scikit-learn ``lbfgs``
@@ -217,6 +218,11 @@ def run_roofline(pb, solver, time_cap, max_iter, pstar=None):
             return True
         return time.perf_counter() - t0 > time_cap
 
+    if solver == "cholesky":  # one exact solve: its whole time, one point
+        from roofline.learners._direct import fit_cholesky
+
+        res = fit_cholesky(pb.X, pb.y, alpha=pb.alpha, fit_intercept=False)
+        return [(res.time - res.check_time, pb.P(res.coef))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if solver == "newton":
@@ -338,7 +344,7 @@ def warmup():
             run_roofline(pb, "newton", 5.0, 3)
 
 
-ROOFLINE = ("newton", "scd", "tpa-scd")
+ROOFLINE = ("newton", "cholesky", "scd", "tpa-scd")
 PEERS = ("lbfgs", "liblinear-primal", "liblinear-dual")
 
 
@@ -382,7 +388,8 @@ def main(argv=None):
                 pstar = reference(pb)
                 runs = {}
                 for s in ROOFLINE:
-                    if s == "newton" and loss == "hinge":
+                    if (s == "newton" and loss == "hinge") or (s == "cholesky"
+                                                                 and loss != "squared"):
                         continue
                     runs[s] = run_roofline(pb, s, cap, max_iter, pstar)
                 for s in PEERS:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from roofline import gmat
 from roofline.gmat import Options, option
@@ -351,7 +352,9 @@ def fit_glm_cd(
     opts = CDOptions(**settings)  # the remaining checks (types, dual)
     if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block", "auto"):
         raise ValueError(f"comm= runs cocoa, hcocoa or pure-block, not solver={opts.solver!r}")
-    X = check_X(X, allow_no_examples=comm is not None)
+    # dense X stays dense for the solvers with a dense path (newton, cholesky); the CD
+    # solvers get CSC below
+    X = check_X(X, allow_no_examples=comm is not None, keep_dense=True)
     y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=comm is not None)
     if y.shape[0] != X.shape[1]:
         raise ValueError(
@@ -405,6 +408,8 @@ def fit_glm_cd(
             res.info["auto_reason"] = reason
         res.time = time.perf_counter() - t_start
         return res  # fit_newton warns itself when it stops short of tol
+    if not sp.issparse(X):
+        X = sp.csc_matrix(X)
     monitor = None
     if (opts.stall_switch and opts.solver in ("scd", "tpa-scd") and comm is None and not l1
             and loss in NEWTON_LOSSES

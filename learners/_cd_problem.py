@@ -161,9 +161,10 @@ class CDResult:
 # validation
 
 
-def check_X(X, name="X", allow_no_examples=False):
+def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
     """``X`` as a validated CSC matrix (``n_features x n_examples``); ``allow_no_examples``
-    for one rank's shard of a distributed fit (a rank may hold no examples)."""
+    for one rank's shard of a distributed fit (a rank may hold no examples); ``keep_dense``:
+    a dense ``X`` is validated and returned as it is (the solvers with a dense path)."""
     if sp.issparse(X):
         if X.format != "csc":
             raise TypeError(
@@ -181,7 +182,8 @@ def check_X(X, name="X", allow_no_examples=False):
                 f"{name} has a non-finite value {X[tuple(pos)]} at feature {pos[0]}, "
                 f"example {pos[1]}"
             )
-        X = sp.csc_matrix(X)
+        if not keep_dense:
+            X = sp.csc_matrix(X)
     if X.shape[0] == 0 or (X.shape[1] == 0 and not allow_no_examples):
         raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
     return X

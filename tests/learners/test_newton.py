@@ -206,3 +206,24 @@ def test_rejects_bad_input():
         fit_newton(X, np.array([0, 1, 0, 1.0]), alpha=1.0, coef_init=np.ones(2))
     with pytest.raises(ValueError, match="examples"):
         fit_newton(X, np.array([0, 1, 0.0]), alpha=1.0)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge"])
+def test_dense_path_matches_the_csc_kernels(loss, monkeypatch):
+    """Dense input (and dense-enough CSC) runs on BLAS; the iterates are those of the CSC
+    kernels up to rounding."""
+    from roofline.learners import _newton
+
+    rng = np.random.default_rng(11)
+    A, X, y = _problem(rng, 600, 15, np.float64, True)
+    dense = np.ascontiguousarray(X.toarray())
+    kw = dict(loss=loss, alpha=1e-3, tol=1e-10)
+    r_dense = fit_newton(dense, y, **kw)
+    monkeypatch.setattr(_newton, "DENSE_MIN_DENSITY", 0.0)  # CSC always densified
+    r_csc_dense = fit_newton(X, y, **kw)
+    monkeypatch.setattr(_newton, "DENSE_MIN_DENSITY", 2.0)  # never: the CSC kernels
+    r_csc = fit_newton(X, y, **kw)
+    for r in (r_dense, r_csc_dense):
+        assert r.n_iter == r_csc.n_iter
+        np.testing.assert_allclose(r.objective, r_csc.objective, rtol=1e-10)
+        np.testing.assert_allclose(r.coef, r_csc.coef, rtol=1e-7, atol=1e-10)
