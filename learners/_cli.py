@@ -26,7 +26,7 @@ error naming the key and the file)::
     [learner]                    # LearnerOptions: n_passes, eval_every, early_stopping, ...
     [solver]                     # instead of [optimizer]/[mixins]/[learner]: fit by coordinate
     alpha = 1e-6                 # descent (fit_glm_cd), mean loss + alpha * R(w); penalty =
-    solver = "scd"               # "l2" | "l1", seed; the other keys are CDOptions (tol, ...)
+    solver = "auto"              # "l2" | "l1", seed; the other keys are CDOptions (tol, ...)
     [output]
     dir = "runs/demo"            # relative to the current directory
 """
