@@ -15,8 +15,10 @@ picks, timed as that solver's run plus the choice); scikit-learn ``lbfgs``
 ``LinearSVC`` for the hinge), snapml when importable.
 
 Protocol: every problem is fit without an intercept, a constant feature of value 1 appended
-to ``X`` (so every solver, primal or dual, fits the same regularised intercept); the objective
-is mean loss + ``alpha ||w||^2 / 2``, ``alpha = 1 / (C n)`` (scikit-learn's ``C``).
+to ``X`` (so every solver, primal or dual, fits the same regularised intercept); every solver
+gets the data in the same storage (dense problems as dense arrays, the others sparse; the
+Roofline solvers in their ``n_features x n_examples`` layout, converting as they need); the
+objective is mean loss + ``alpha ||w||^2 / 2``, ``alpha = 1 / (C n)`` (scikit-learn's ``C``).
 Roofline's times come from one run's trace (setup + solver time to the first check at the
 level + one check's cost, the checks excluded otherwise); the peers are timed over separate
 runs of growing ``max_iter`` (1, 2, 4, ...), a time being that of the first run that reached
@@ -191,8 +193,11 @@ class Problem:
         self.y = np.asarray(y, np.float64)
         self.n, self.d = self.A.shape
         self.alpha = 1.0 / (C * self.n)
-        self.X = sp.csc_matrix(self.A.T) if not sp.issparse(self.A) else self.A.T.tocsc()
-        self.X.sort_indices()
+        if sp.issparse(self.A):
+            self.X = self.A.T.tocsc()
+            self.X.sort_indices()
+        else:  # dense problems stay dense, as the peers get them
+            self.X = np.ascontiguousarray(self.A.T)
 
     def P(self, w):
         return objective(self.Acsr, self.y, np.asarray(w, np.float64).ravel(), self.loss,
@@ -221,8 +226,9 @@ def run_roofline(pb, solver, time_cap, max_iter, pstar=None):
     if solver == "cholesky":  # one exact solve: its whole time, one point
         from roofline.learners._direct import fit_cholesky
 
+        t0 = time.perf_counter()
         res = fit_cholesky(pb.X, pb.y, alpha=pb.alpha, fit_intercept=False)
-        return [(res.time - res.check_time, pb.P(res.coef))]
+        return [(time.perf_counter() - t0 - res.check_time, pb.P(res.coef))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if solver == "newton":
@@ -356,7 +362,15 @@ def main(argv=None):
     p.add_argument("--time-cap", type=float, default=None, help="seconds per solver run")
     p.add_argument("--json", default=None, help="write the raw times here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--markdown", default=None,
+                   help="print the table of a --json file as Markdown (no runs)")
     args = p.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as fh:
+            records = json.load(fh)
+        print(markdown(records))
+        summary(records)
+        return
     from roofline.learners._auto import choose_solver
 
     cap = args.time_cap or (1.0 if args.quick else 30.0)
@@ -405,7 +419,8 @@ def main(argv=None):
                          for s, pts in runs.items()}
                 times["auto"] = [None if t is None else t + t_choice
                                  for t in times.get(choice, [None, None])]
-                rec = dict(problem=cname, loss=loss, C=C, n=pb.n, d=pb.d, nnz=pb.X.nnz,
+                nnz = pb.X.nnz if sp.issparse(pb.X) else int(np.count_nonzero(pb.X))
+                rec = dict(problem=cname, loss=loss, C=C, n=pb.n, d=pb.d, nnz=nnz,
                            pstar=pstar, auto=choice, times=times,
                            ran={s: pts is not None for s, pts in runs.items()})
                 records.append(rec)
@@ -428,6 +443,31 @@ def main(argv=None):
 
 def _f(t):
     return "-" if t is None else f"{t:.3f}"
+
+
+def markdown(records):
+    """The records as a Markdown table: seconds to 1e-3 / 1e-4 per solver, the fastest peer's
+    time at 1e-4 and auto's ratio to it."""
+    names = ("auto",) + ROOFLINE + PEERS
+    head = ("| problem | n | d | auto ran | " + " | ".join(names)
+            + " | auto / fastest peer (1e-4) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in records:
+        cells = []
+        for s in names:
+            if s != "auto" and not r["ran"].get(s):
+                cells.append("n/a")
+                continue
+            a, b = r["times"].get(s, [None, None])
+            cells.append(f"{_f(a)} / {_f(b)}")
+        peers = [r["times"][s][1] for s in PEERS + ("snapml",)
+                 if r["ran"].get(s) and r["times"][s][1] is not None]
+        a = r["times"]["auto"][1]
+        ratio = "-" if not peers else ("inf" if a is None else f"{a / min(peers):.2f}")
+        label = f"{r['problem']} {r['loss']} C={r['C']:g}"
+        lines.append(f"| {label} | {r['n']} | {r['d']} | {r['auto']} | " + " | ".join(cells)
+                     + f" | {ratio} |")
+    return "\n".join(lines)
 
 
 def summary(records):

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 #: The dual ``scd`` is chosen for a smooth loss only from this many examples on ...
-DUAL_MIN_EXAMPLES = 200_000
+DUAL_MIN_EXAMPLES = 50_000
 #: ... with at most this many stored values per example (sparse, one-hot / hashed data) ...
 DUAL_MAX_NNZ_PER_EXAMPLE = 100
 #: ... and at most this ``C = 1 / (alpha n)`` (scikit-learn's scaling): strong regularisation.
