@@ -12,7 +12,8 @@ The rule (:func:`choose_solver`)
 4. A smooth loss (``squared``, ``logistic``, ``squared_hinge``) with the L2 penalty:
    ``newton`` (trust-region Newton-CG), except on large sparse data that is strongly
    regularised, where the dual coordinate descent ``scd`` is used (see
-   :data:`DUAL_MIN_EXAMPLES`, :data:`DUAL_MAX_NNZ_PER_EXAMPLE`, :data:`DUAL_MAX_C`).
+   :data:`DUAL_MIN_EXAMPLES`, :data:`DUAL_MAX_NNZ_PER_EXAMPLE`, :data:`DUAL_MAX_DENSITY`,
+   :data:`DUAL_MAX_C`).
 
 What the rule rests on (``python benchmarks/glm_suite.py --quick``, 2 loaded cores, seconds to a
 relative suboptimality of 1e-4; the full table is in the issue's report):
@@ -40,6 +41,7 @@ import scipy.sparse as sp
 __all__ = [
     "CHOLESKY_AUTO_FEATURES",
     "DUAL_MAX_C",
+    "DUAL_MAX_DENSITY",
     "DUAL_MAX_NNZ_PER_EXAMPLE",
     "DUAL_MIN_EXAMPLES",
     "choose_solver",
@@ -49,6 +51,10 @@ __all__ = [
 DUAL_MIN_EXAMPLES = 50_000
 #: ... with at most this many stored values per example (sparse, one-hot / hashed data) ...
 DUAL_MAX_NNZ_PER_EXAMPLE = 100
+#: ... filling at most this fraction of ``X`` (dense data with few features, such as the
+#: suite's "wild scales" 50k x 51 and "1% positives" 100k x 51, are Newton's: the dual took
+#: 10x longer there) ...
+DUAL_MAX_DENSITY = 0.01
 #: ... and at most this ``C = 1 / (alpha n)`` (scikit-learn's scaling): strong regularisation.
 DUAL_MAX_C = 1.0
 
@@ -111,7 +117,8 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
     per_example = nnz / max(n, 1)
     C = 1.0 / (float(alpha) * max(n, 1))
     if (not fit_intercept and n >= DUAL_MIN_EXAMPLES and per_example <= DUAL_MAX_NNZ_PER_EXAMPLE
-            and C <= DUAL_MAX_C and loss != "squared_hinge"):
+            and per_example <= DUAL_MAX_DENSITY * d and C <= DUAL_MAX_C
+            and loss != "squared_hinge"):
         return "scd", (f"{n} sparse examples ({per_example:.0f} values each) with strong "
                        f"regularisation (C={C:.3g}): dual coordinate descent needs few sweeps")
     return "newton", (f"smooth loss with an L2 penalty ({n} examples, {d} features, C={C:.3g}): "

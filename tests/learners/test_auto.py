@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from roofline.learners._auto import (
     CHOLESKY_AUTO_FEATURES,
     DUAL_MAX_C,
+    DUAL_MAX_DENSITY,
     DUAL_MAX_NNZ_PER_EXAMPLE,
     DUAL_MIN_EXAMPLES,
     choose_solver,
@@ -64,6 +65,17 @@ def test_large_sparse_strongly_regularised_gets_the_dual():
     dense_rows = _hashed(n // 100, 1 << 12, DUAL_MAX_NNZ_PER_EXAMPLE + 50, rng)
     assert choose_solver(dense_rows, loss="logistic", alpha=1.0, fit_intercept=False)[0] \
         == "newton"
+
+
+def test_large_dense_problems_with_few_features_get_newton():
+    """The suite's "wild scales" / "1% positives" shape: many examples, strong
+    regularisation, but every feature in every example: not the dual's regime."""
+    X = _dense(DUAL_MIN_EXAMPLES, 51, np.random.default_rng(5))
+    n = X.shape[1]
+    solver, reason = choose_solver(X, loss="logistic", alpha=1 / (0.01 * n),
+                                   fit_intercept=False)
+    assert solver == "newton", reason
+    assert DUAL_MAX_DENSITY < 1.0
 
 
 def test_rejects_unknown_loss_and_penalty():
