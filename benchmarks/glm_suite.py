@@ -471,13 +471,16 @@ def markdown(records):
 
 
 def summary(records):
-    """auto against the fastest peer at 1e-4: the issue's targets."""
-    ratios = []
+    """auto against the fastest peer at 1e-4: the issue's targets.  Problems no peer solved
+    within the cap are counted apart (auto solved them or not)."""
+    ratios, alone, none = [], 0, 0
     for r in records:
         peers = [r["times"][s][1] for s in PEERS + ("snapml",)
                  if r["ran"].get(s) and r["times"][s][1] is not None]
         a = r["times"]["auto"][1]
         if not peers:
+            alone += a is not None
+            none += a is None
             continue
         ratios.append((np.inf if a is None else a / min(peers), r))
     if not ratios:
@@ -486,7 +489,9 @@ def summary(records):
     worst = max(ratios, key=lambda x: x[0])
     print(f"auto / fastest peer at 1e-4 over {len(v)} problems: median {np.median(v):.2f}, "
           f"max {worst[0]:.2f} ({worst[1]['problem']} {worst[1]['loss']} C={worst[1]['C']:g});"
-          f" auto <= 1.2x the fastest peer on {(v <= 1.2).mean():.0%} of the problems")
+          f" auto <= 1.2x the fastest peer on {(v <= 1.2).mean():.0%} of the problems, "
+          f"<= 0.5x on {(v <= 0.5).mean():.0%}; {alone} more solved by auto alone, {none} by "
+          "no solver")
 
 
 if __name__ == "__main__":

@@ -15,22 +15,22 @@ The rule (:func:`choose_solver`)
    :data:`DUAL_MIN_EXAMPLES`, :data:`DUAL_MAX_NNZ_PER_EXAMPLE`, :data:`DUAL_MAX_DENSITY`,
    :data:`DUAL_MAX_C`).
 
-What the rule rests on (``python benchmarks/glm_suite.py --quick``, 2 loaded cores, seconds to a
-relative suboptimality of 1e-4; the full table is in the issue's report):
+What the rule rests on: ``python benchmarks/glm_suite.py --criteo-1m``, 2-core VM,
+2026-11-25, seconds to a relative suboptimality of 1e-4.  The table is in
+``docs/benchmarks.md`` ("GLM suite").
 
-* ``newton`` was Roofline's fastest solver on 25 of the 27 smooth problems of the quick suite
-  (breast cancer, digits, diabetes, Criteo-like 10k, dense correlated, wild scales, 1%
-  positives, text-like n << d; C in {0.01, 1, 100}); the dual ``scd`` needed 3-30x longer or
-  did not reach 1e-4 within the cap wherever the regularisation is weak (C = 100) or the
-  features are correlated or badly scaled (wild scales: ``scd`` and ``tpa-scd`` never reached
-  1e-3; ``newton`` 0.08-0.19 s).
-* On the Criteo-like data (hashed, one-hot, ~40 nonzeros per example) the dual coordinate
-  descent is the stronger method when the regularisation is strong: its sweeps cost one pass
-  and a handful suffice (the issue's own 1M-example measurement: ``scd`` to 1e-4 in 4.8 s at
-  C = 0.3).  The thresholds below mark that regime.
+* ``newton`` was the fastest Roofline solver on the small and dense problems: breast
+  cancer, digits, dense correlated, wild scales, 1% positives and text-like n << d.  The
+  dual ``scd`` took 2-10x longer on them, or needed the stall switch.
+* Wild scales: ``newton`` took 0.04-0.07 s; no scikit-learn solver reached 1e-4 within 20 s.
+* ``cholesky`` solved ridge with 11 and 101 features in 0.2-0.6x Newton's time.
+* On the Criteo-like and hashed data (sparse, ~40 values per example) the dual ``scd`` beat
+  ``newton`` 2-4x from 100,000 examples at ``C <= 1``.  At 10,000 examples the two were even.
+  At ``C = 100`` the dual failed on Criteo-like 100k (Newton 3.0 s) but was the faster on
+  hashed 2^22 data: the rule keeps ``C <= 1``.
 * ``tpa-scd``, ``cocoa``, ``hcocoa`` and ``pure-block`` were never the fastest on this 2-core
-  machine; ``auto`` does not pick them (they remain for many cores and for distributed fits,
-  ``comm=``).
+  machine.  ``auto`` does not pick them; they remain for many cores and for distributed fits
+  (``comm=``).
 """
 
 from __future__ import annotations
