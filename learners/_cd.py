@@ -34,7 +34,7 @@ from ._cd_problem import (
 )
 from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
 from ._cocoa import fit_distributed, fit_on_comm
-from ._direct import fit_cholesky
+from ._direct import solve_ridge
 from ._newton import NEWTON_LOSSES, fit_newton
 
 #: What ``solver=`` accepts: the coordinate-descent solvers, the trust-region Newton primal
@@ -383,14 +383,8 @@ def fit_glm_cd(
             raise ValueError(f"solver='cholesky' solves ridge (loss='squared', penalty='l2', "
                              f"the primal), got loss={loss!r}, penalty={penalty!r}, "
                              f"dual={opts.dual!r}")
-        res = fit_cholesky(X, y, alpha=alpha, fit_intercept=bool(fit_intercept), tol=opts.tol)
-        if not res.converged:  # rounding in an ill-conditioned system: Newton refines it
-            logger.info("cholesky: relative gap %.3e after the solve; refining with newton",
-                        res.gap / max(abs(res.objective[-1]), 1e-300))
-            res = fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=bool(fit_intercept),
-                             tol=opts.tol, max_iter=opts.max_iter, coef_init=res.coef,
-                             intercept_init=res.intercept, verbose=verbose, n_jobs=opts.n_jobs)
-            res.info["refined"] = "cholesky, then newton"
+        res = solve_ridge(X, y, alpha=alpha, fit_intercept=bool(fit_intercept), tol=opts.tol,
+                          max_iter=opts.max_iter, verbose=verbose, n_jobs=opts.n_jobs)
         if reason is not None:
             res.info["auto_reason"] = reason
         res.time = time.perf_counter() - t_start

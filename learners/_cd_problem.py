@@ -72,6 +72,7 @@ __all__ = [
     "StallMonitor",
     "Trace",
     "check_X",
+    "mean_one_weights",
     "positive",
     "progress_bar",
     "verbose_logging",
@@ -187,6 +188,20 @@ def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
     if X.shape[0] == 0 or (X.shape[1] == 0 and not allow_no_examples):
         raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
     return X
+
+
+def mean_one_weights(sample_weight, n):
+    """Validated example weights scaled to mean 1 (``None`` stays ``None``): the mean loss
+    ``sum_i s_i l_i / n`` is then scikit-learn's weighted mean ``sum_i w_i l_i / sum_i w_i``."""
+    if sample_weight is None:
+        return None
+    sw = np.asarray(sample_weight, dtype=np.float64).ravel()
+    if sw.shape[0] != n:
+        raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {n} examples "
+                         "(columns)")
+    if not np.isfinite(sw).all() or (sw < 0).any() or not sw.sum() > 0:
+        raise ValueError("sample_weight must be finite and non-negative with a positive sum")
+    return sw * (n / sw.sum())
 
 
 def positive(v, name, integer=False):

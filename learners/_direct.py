@@ -14,11 +14,13 @@ The Gram matrix ``X S X^T`` costs one pass over the data and ``nnz * (nnz per ex
 multiply-adds (``n d^2`` dense), then ``d^3 / 3`` for the factorisation: with a few hundred
 features that is less than the Hessian-vector products of one Newton run, and the answer is
 exact to rounding.  The duality gap of the result is certified as the iterative solvers'
-(:meth:`GLMProblem.certificate`'s formula).
+(:meth:`GLMProblem.certificate`).  :func:`solve_ridge` refines with Newton the rare solution
+that rounding leaves short of ``tol``.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -28,12 +30,16 @@ import scipy.sparse as sp
 from roofline import gmat
 from roofline.gmat import newton as gnewton
 
-from ._cd_problem import CDResult, check_X, positive
+from ._cd_problem import CDResult, GLMProblem, check_X, mean_one_weights, positive
+from ._newton import fit_newton
 
 __all__ = [
     "CHOLESKY_MAX_FEATURES",
     "fit_cholesky",
+    "solve_ridge",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The most features ``solver="cholesky"`` accepts (a ``d x d`` float64 Gram matrix: 32 MiB).
 CHOLESKY_MAX_FEATURES = 2048
@@ -41,20 +47,16 @@ _CHUNK_VALUES = 1 << 21  # values of a densified chunk of examples (16 MiB)
 _SQUARED = gmat.glm.LOSS_CODES["squared"]
 
 
-def _certificate(X, y, w, b, alpha, s, fit_intercept):
-    """``(P, gap)`` at ``(w, b)``: the duality gap of the dual point ``a = -l'(z)``, as
-    :meth:`GLMProblem.certificate` computes it for the iterative solvers."""
-    n = y.shape[0]
+def _certificate(pb, w, b, s):
+    """``(P, gap)`` at ``(w, b)``: the duality gap of the dual point ``a = -l'(z)`` by
+    :meth:`GLMProblem.certificate`, as the iterative solvers compute it (``s``: the weights
+    of mean 1, or ``None``)."""
+    X, y = pb.X, pb.y
     z = np.asarray(X.T @ w, dtype=np.float64).ravel() + b
-    L, g_b, h_b, dl, _ = gnewton.loss_derivs(z, y, _SQUARED, sw=s)
+    L, g_b, h_b, dl, _ = gnewton.loss_derivs(z, y, pb.loss, sw=s)
     u = np.asarray(X @ (dl if s is None else dl * s), dtype=np.float64).ravel()
-    conj = gnewton.conj_sum(-dl, y, _SQUARED, s)
-    P = L / n + 0.5 * alpha * float(w @ w)
-    D = (conj + b * g_b) / n - 0.5 * float(u @ u) / (alpha * n * n)
-    gap = P - D
-    if fit_intercept and h_b > 0:
-        gap += g_b * g_b / (2.0 * h_b * n)
-    return P, max(gap, 0.0)
+    parts = np.array([L, gnewton.conj_sum(-dl, y, pb.loss, s), -g_b, g_b, h_b])
+    return pb.certificate(parts, pb.reg(w), float(u @ u), b)
 
 
 def _gram(X, s, y):
@@ -105,7 +107,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     tol : float
         ``converged`` is ``gap <= tol * |P|``: rounding in an ill-conditioned system (features
         on scales far apart) can leave the solution short of it, and the caller then refines
-        it (:func:`~roofline.learners.fit_glm_cd` runs Newton from it).
+        it (:func:`solve_ridge` runs Newton from it).
 
     Returns
     -------
@@ -120,15 +122,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     t0 = time.perf_counter()
     alpha = positive(alpha, "alpha")
     tol = positive(tol, "tol")
-    if sp.issparse(X):
-        X = check_X(X)
-    else:  # dense: used as it is (check_X would convert it to CSC)
-        X = np.asarray(X)
-        if X.ndim != 2 or X.dtype.kind not in "fiu":
-            raise ValueError(f"X must be a 2-D numeric array (n_features, n_examples), got "
-                             f"shape {X.shape} and dtype {X.dtype}")
-        if not np.isfinite(X).all():
-            raise ValueError("X has a non-finite value")
+    X = check_X(X, keep_dense=True)
     d, n = X.shape
     if d > CHOLESKY_MAX_FEATURES:
         raise ValueError(f"solver='cholesky' takes at most {CHOLESKY_MAX_FEATURES} features "
@@ -137,26 +131,18 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} entries but X has {n} examples (columns); X "
                          "must be (n_features, n_examples)")
-    s = np.ones(n)
-    weighted = sample_weight is not None
-    if weighted:
-        s = np.asarray(sample_weight, dtype=np.float64).ravel()
-        if s.shape[0] != n:
-            raise ValueError(f"sample_weight has {s.shape[0]} entries but X has {n} examples")
-        if not np.isfinite(s).all() or (s < 0).any() or not s.sum() > 0:
-            raise ValueError("sample_weight must be finite and non-negative with a positive "
-                             "sum")
-        s = s * (n / s.sum())
+    sw = mean_one_weights(sample_weight, n)
     fi = bool(fit_intercept)
     m = d + fi
     G = np.empty((m, m))
     rhs = np.empty(m)
-    G[:d, :d], Xs_y, Xs_1 = _gram(X, s if weighted else None, y)
+    G[:d, :d], Xs_y, Xs_1 = _gram(X, sw, y)
     G[:d, :d] /= n
     G[np.arange(d), np.arange(d)] += alpha
     rhs[:d] = Xs_y / n
     if fi:
         G[:d, d] = G[d, :d] = Xs_1 / n
+        s = np.ones(n) if sw is None else sw
         G[d, d] = s.sum() / n
         rhs[d] = float(s @ y) / n
     sol = scipy.linalg.cho_solve(scipy.linalg.cho_factor(G, lower=True, check_finite=False),
@@ -165,7 +151,8 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     b = float(sol[d]) if fi else 0.0
     t_solve = time.perf_counter() - t0
     t1 = time.perf_counter()
-    P, gap = _certificate(X, y, w, b, alpha, s if weighted else None, fi)
+    pb = GLMProblem(X, y, _SQUARED, False, alpha, fi, primal=False)
+    P, gap = _certificate(pb, w, b, sw)
     t_check = time.perf_counter() - t1
     res = CDResult(coef=w, intercept=b, n_iter=1, objective=np.array([P]),
                    gap_history=np.array([gap]), times=np.array([t_solve]), gap=float(gap),
@@ -173,4 +160,34 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
                    solver="cholesky", loss="squared", penalty="l2", alpha=alpha, dual=False,
                    info={"n_features": d})
     res.time = time.perf_counter() - t0
+    return res
+
+
+def solve_ridge(X, y, *, alpha, fit_intercept=True, tol=1e-6, max_iter=200,
+                sample_weight=None, gtol=None, verbose=0, n_jobs=1):
+    """:func:`fit_cholesky`, refined by trust-region Newton from its solution when rounding
+    in an ill-conditioned system left it short of ``tol`` (then ``info["refined"]``).
+
+    Parameters
+    ----------
+    X, y, alpha, fit_intercept, tol, sample_weight
+        As for :func:`fit_cholesky`.
+    max_iter, gtol, verbose, n_jobs
+        Newton's, as for :func:`~roofline.learners._newton.fit_newton`.
+
+    Returns
+    -------
+    CDResult
+        ``solver="cholesky"``, or ``"newton"`` after a refinement.
+    """
+    res = fit_cholesky(X, y, alpha=alpha, fit_intercept=fit_intercept,
+                       sample_weight=sample_weight, tol=tol)
+    if res.converged:
+        return res
+    logger.info("cholesky: relative gap %.3e after the solve; refining with newton",
+                res.gap / max(abs(res.objective[-1]), 1e-300))
+    res = fit_newton(X, y, loss="squared", alpha=alpha, fit_intercept=fit_intercept, tol=tol,
+                     max_iter=max_iter, coef_init=res.coef, intercept_init=res.intercept,
+                     verbose=verbose, n_jobs=n_jobs, sample_weight=sample_weight, gtol=gtol)
+    res.info["refined"] = "cholesky, then newton"
     return res

@@ -49,7 +49,7 @@ from roofline.datasources import MatSource
 
 from ._auto import choose_solver
 from ._cd_problem import verbose_logging
-from ._direct import fit_cholesky
+from ._direct import solve_ridge
 from ._learner import Learner
 from ._mixins import L2Regularizer
 from ._models import GLM
@@ -89,6 +89,12 @@ def to_column_layout(X, dtype):
         return Xc
     X = np.asarray(X, dtype=dtype)
     return X.T
+
+
+def _nonuniform(sw):
+    """``sw`` when the sample weights differ, ``None`` when they are all equal (the
+    unweighted problem: the solvers' ``lambda`` already carries their sum)."""
+    return None if np.all(sw == sw[0]) else sw
 
 
 def _max_abs(X):
@@ -207,7 +213,7 @@ class _GLMEstimator(BaseEstimator):
                                        fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
                                        comm=comm)
         if (comm is None and chosen not in NEWTON_SOLVERS + DIRECT_SOLVERS
-                and not np.all(sw == sw[0])):
+                and _nonuniform(sw) is not None):
             # the coordinate-descent solvers take uniform weights; Newton takes any
             if loss in NEWTON_LOSSES:
                 return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
@@ -269,7 +275,7 @@ class _GLMEstimator(BaseEstimator):
         ``weights``, uniform weights) need, then ``fit_one(y_row)`` (a result with ``coef``,
         ``intercept``, ``n_iter``) for each output row of ``Y``; the stacked ``(coef,
         intercept, n_iter, None)``."""
-        if not weights and not np.all(sw == sw[0]):
+        if not weights and _nonuniform(sw) is not None:
             raise ValueError(f"solver={solver!r} does not support non-uniform "
                              f"sample_weight; use solver='lbfgs'")
         if lam <= 0:
@@ -282,31 +288,21 @@ class _GLMEstimator(BaseEstimator):
 
     def _fit_newton(self, Xc, Y, sw, lam):
         """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
-        uniform = np.all(sw == sw[0])
+        weights = _nonuniform(sw)
         return self._per_output("newton", Y, sw, lam, lambda y: fit_newton(
             Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
             verbose=self.verbose, n_jobs=self.n_jobs, gtol=self.tol,
-            sample_weight=None if uniform else sw), weights=True)
+            sample_weight=weights), weights=True)
 
     def _fit_cholesky(self, Xc, Y, sw, lam):
-        """Ridge by its normal equations (:mod:`learners._direct`) per output; Newton refines
-        a solution that rounding left short of ``tol``."""
-        uniform = np.all(sw == sw[0])
-        weights = None if uniform else sw
-
-        def one(y):
-            res = fit_cholesky(Xc, y, alpha=lam, fit_intercept=self.fit_intercept,
-                               sample_weight=weights, tol=self.tol)
-            if res.converged:
-                return res
-            return fit_newton(Xc, y, loss="squared", alpha=lam,
-                              fit_intercept=self.fit_intercept, tol=self.tol,
-                              max_iter=self.max_iter, verbose=self.verbose, n_jobs=self.n_jobs,
-                              gtol=self.tol, sample_weight=weights, coef_init=res.coef,
-                              intercept_init=res.intercept)
-
-        return self._per_output("cholesky", Y, sw, lam, one, weights=True)
+        """Ridge by its normal equations (:func:`learners._direct.solve_ridge`: Newton
+        refines a solution that rounding left short of ``tol``) per output."""
+        weights = _nonuniform(sw)
+        return self._per_output("cholesky", Y, sw, lam, lambda y: solve_ridge(
+            Xc, y, alpha=lam, fit_intercept=self.fit_intercept, tol=self.tol,
+            max_iter=self.max_iter, sample_weight=weights, gtol=self.tol,
+            verbose=self.verbose, n_jobs=self.n_jobs), weights=True)
 
     def _fit_cd(self, Xc, Y, sw, lam, solver):
         """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm_cd`) per output,

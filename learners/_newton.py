@@ -41,6 +41,7 @@ from ._cd_problem import (
     GLMProblem,
     Trace,
     check_X,
+    mean_one_weights,
     positive,
     progress_bar,
     verbose_logging,
@@ -418,16 +419,7 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         if c.shape[0] != X.shape[0] or not np.isfinite(c).all():
             raise ValueError(f"coef_init must be {X.shape[0]} finite numbers")
         w0[:] = c
-    sw = None
-    if sample_weight is not None:
-        sw = np.asarray(sample_weight, dtype=np.float64).ravel()
-        if sw.shape[0] != X.shape[1]:
-            raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {X.shape[1]} "
-                             "examples (columns)")
-        if not np.isfinite(sw).all() or (sw < 0).any() or not sw.sum() > 0:
-            raise ValueError("sample_weight must be finite and non-negative with a positive "
-                             "sum")
-        sw = sw * (sw.shape[0] / sw.sum())
+    sw = mean_one_weights(sample_weight, X.shape[1])
     pb = GLMProblem(X, y, code, False, alpha, fit_intercept, primal=False,
                     serial=(n_jobs or 1) == 1)
     trace = Trace(tol, verbose)
@@ -445,9 +437,8 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
     res.time = time.perf_counter() - t0
     floor_ok = gtol is not None and info["stalled"] and res.gap <= tol * abs(res.objective[-1])
     if not conv and not info["stopped_by_callback"] and not floor_ok:
-        reason = "max_iter" if not info["stalled"] else "stalled at the rounding floor"
+        reason = "stalled at the rounding floor" if info["stalled"] else f"reached max_iter={it}"
         if gtol is not None:
-            reason = (f"reached max_iter={it}" if not info["stalled"] else reason) + \
-                f" (gradient test, gtol={gtol:g})"
+            reason += f" (gradient test, gtol={gtol:g})"
         warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
     return res
