@@ -170,6 +170,13 @@ class InProcessGroup:
         Seconds a rank waits for the others before the group is declared broken
         (``threading.BrokenBarrierError``): a failed worker never hangs the others.
     name : str
+
+    Attributes
+    ----------
+    stats : dict
+        ``calls`` (dense all-reduces), ``bytes`` (bytes every rank contributed to them) and
+        ``adds`` (arrays folded into a result: ``size - 1`` per call, since the last rank to
+        arrive reduces once for the group).
     """
 
     def __init__(self, size: int, timeout: float = 600.0, name: str = "group"):
@@ -189,7 +196,7 @@ class InProcessGroup:
         self._ops = [None] * self.size
         self._result = None
         self.queues = QueueGroup(self.size, timeout=timeout)
-        self.stats = {"calls": 0, "bytes": 0}
+        self.stats = {"calls": 0, "bytes": 0, "adds": 0}
 
     def communicator(self, rank: int) -> InProcessCommunicator:
         """The communicator of rank ``rank``.
@@ -237,6 +244,7 @@ class InProcessGroup:
                 out += self._slots[r]
             else:
                 np.maximum(out, self._slots[r], out=out)
+        self.stats["adds"] += self.size - 1
         self._result = out
 
 

@@ -79,7 +79,7 @@ class _Hierarchy:
     def stats(self):
         kids = self.world.children.items()
         agg = lambda kind: {k: sum(g.stats[k] for (_, c), g in kids if c[0] == kind)  # noqa: E731
-                            for k in ("calls", "bytes")}
+                            for k in ("calls", "bytes", "adds")}
         return {"world": dict(self.world.stats), "inner": agg("node"), "outer": agg("cross")}
 
 

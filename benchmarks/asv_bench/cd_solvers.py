@@ -95,3 +95,34 @@ class DualSCD:
         return res["sweep"] / res["nnz"] * 1e9
 
     track_dual_sweep_ns_per_nonzero.unit = "ns/nonzero"
+
+
+class CoCoAManyWorkers:
+    """Dual CoCoA with 512 in-process workers on 2,000 examples (500 power-law features), 3
+    rounds: the per-worker overhead of the solver and of its all-reduce (one reduction per
+    call for the whole group).  ``time_`` is the whole fit; ``track_x_4_workers`` is it over
+    the same fit with 4 workers, measured in the same process."""
+
+    timeout = 300
+
+    def setup(self):
+        self.X = gmat.powerlaw_csc(500, 2000, 12.0, dtype=np.float64, random_state=1)
+        self.y = np.where(np.random.default_rng(0).random(2000) < 0.5, 1.0, 0.0)
+        self.kw = dict(loss="logistic", alpha=1e-3, solver="cocoa", dual=True, max_iter=3,
+                       random_state=0)
+        self._fit(4)  # numba warm-up
+
+    def _fit(self, n_workers):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            t0 = time.perf_counter()
+            fit_glm_cd(self.X, self.y, n_workers=n_workers, **self.kw)
+            return time.perf_counter() - t0
+
+    def time_512_workers_3_rounds(self):
+        self._fit(512)
+
+    def track_x_4_workers(self):
+        return self._fit(512) / self._fit(4)
+
+    track_x_4_workers.unit = "x 4 workers"

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import warnings
 
 import numpy as np
@@ -126,20 +125,21 @@ def test_more_workers_than_data_is_an_error(solver, dual, limit):
 
 
 def test_many_cocoa_workers_cost_little_each():
-    """Item 5: 512 workers on 2,000 examples run 3 rounds in seconds (the all-reduce used to
-    sum every rank's contribution on every rank: 512 workers took ~13-18 s), and the result
-    is the one of a fresh run (deterministic)."""
+    """Item 5: 512 workers on 2,000 examples run 3 rounds, each all-reduce summed once for the
+    group (the all-reduce used to sum every rank's contribution on every rank: 512 workers
+    took ~13-18 s), and the result is the one of a fresh run (deterministic).  Counted, not
+    timed: the time is ``benchmarks/asv_bench/cd_solvers.py``'s ``CoCoAManyWorkers``."""
     X = gmat.powerlaw_csc(500, 2000, 12.0, dtype=np.float64, random_state=1)
     y = np.where(np.random.default_rng(0).random(2000) < 0.5, 1.0, 0.0)
     kw = dict(loss="logistic", alpha=1e-3, solver="cocoa", dual=True, max_iter=3,
               random_state=0)
-    fit_glm_cd(X, y, n_workers=4, **kw)  # numba warm-up
-    t0 = time.perf_counter()
     with pytest.warns(ConvergenceWarning):
         res = fit_glm_cd(X, y, n_workers=512, **kw)
-    seconds = time.perf_counter() - t0
-    assert res.n_iter == 3
-    assert seconds < 6.0, f"512 workers took {seconds:.1f} s for 3 rounds"
+    assert res.n_iter == 3 and res.info["n_workers"] == 512
+    for level in ("world", "outer"):
+        st = res.info["comm"][level]
+        assert st["calls"] >= 3, level
+        assert st["adds"] == st["calls"] * 511, (level, st)  # one reduction per call
     with pytest.warns(ConvergenceWarning):
         again = fit_glm_cd(X, y, n_workers=512, **kw)
     np.testing.assert_array_equal(again.coef, res.coef)
