@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import struct
+import threading
 import uuid
 import zipfile
 import zlib
@@ -182,6 +183,13 @@ def _bytes_of(arr):
     return arr.reshape(-1, order="A").view(np.uint8)
 
 
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor keeps its
+# recursion counter per interpreter, not per thread: reader threads parsing headers at the same
+# time can fail with "SystemError: AST constructor recursion depth mismatch" (CPython issue
+# gh-106905; seen here in a test run, reproduced with 8 threads).  Every header parse of this
+# module holds this lock (the headers are tiny; np.load's fallback path for compressed shards
+# holds it for the whole read).
+_HEADER_LOCK = threading.Lock()
 _CRC_PIECE = 1 << 20  # bytes read per call when checksumming: the CRC reads them from cache
 
 
@@ -223,9 +231,11 @@ def _npz_layout(f, name):
         f.seek(start)
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            with _HEADER_LOCK:
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
         elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            with _HEADER_LOCK:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
             return None
         if dtype.hasobject:
@@ -341,7 +351,7 @@ def _read_local(path, fmt, name, prealloc=None):
 
 
 def _read_npz(f, name):
-    with np.load(f, allow_pickle=False) as z:
+    with _HEADER_LOCK, np.load(f, allow_pickle=False) as z:
         keys = set(z.files)
         missing = {"data", "indices", "indptr", "shape"} - keys
         if missing:
@@ -532,7 +542,7 @@ def _shard_header(path, fmt):
         f = open_binary(path) if is_url(path) else path
         try:
             if fmt == "npz":
-                with np.load(f, allow_pickle=False) as z:
+                with _HEADER_LOCK, np.load(f, allow_pickle=False) as z:
                     if "shape" not in z.files:
                         raise ValueError(f"shard {name}: no 'shape' array")
                     s = z["shape"]

@@ -204,3 +204,50 @@ def test_ranks_read_disjoint_shards_covering_the_conversion(tmp_path, data, size
     np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.sort(w))
     with pytest.raises(ValueError, match="'rank' = 3 must be below 'size' = 3"):
         FileSource(pattern, rank=3, size=3)
+
+
+class _CyclicGarbage:
+    """A reference cycle whose finalizer runs Python code: the garbage collector, triggered by
+    the AST constructor's allocations, runs it there and lets another thread in."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        sum(range(20))
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_shard_headers_parse_in_many_threads(tmp_path, data, compress):
+    """Regression: numpy parses .npy headers with ast.literal_eval, and on CPython 3.11 reader
+    threads parsing at the same time failed with "SystemError: AST constructor recursion depth
+    mismatch" (seen in a CI run of test_broken_shard_is_named; CPython gh-106905).  Eight
+    threads parse one shard's headers (the layout of the fast path, or np.load's fallback for
+    compressed shards) with thread switches forced as often as possible."""
+    import io
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from roofline.datasources import _files
+
+    X, y, w = data
+    paths = write_shards(MatSource(X[:, :50], y[:50], w[:50]), str(tmp_path / "h-{i}.npz"),
+                         examples_per_shard=50, compress=compress)
+    raw = open(paths[0], "rb").read()
+
+    def work(_):
+        for _ in range(600):
+            _CyclicGarbage()
+            f = io.BytesIO(raw)
+            if compress:
+                assert _files._read_npz(f, "h-0.npz")["shape"][1] == 50
+            else:
+                assert _files._npz_layout(f, "h-0.npz") is not None
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(work, range(8)))
+    finally:
+        sys.setswitchinterval(old)
