@@ -44,6 +44,7 @@ __all__ = [
     "col_sqnorms",
     "conj_sum",
     "dual_epoch",
+    "dual_sweeps",
     "dual_tpa",
     "dual_tpa_split",
     "feature_major",
@@ -566,6 +567,64 @@ def dual_epoch(A, y, a, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
     kernel(A.indptr, A.indices, A.data, y, a, v, d, coords, _loss(loss), float(lam_n),
            float(sigma), float(damp), colsq, float(icpt), track, steps, record,
            _unit(unit, A.shape[1]))
+
+
+def dual_sweeps(A, y, a, v, order, shrink, *, loss, lam_n, colsq, icpt=0.0, unit=None,
+                max_sweeps, budget, seed, eps=0.1, shrinking=True):
+    """Sequential SDCA sweeps in one call (the sweeps of small problems, where a call per sweep
+    would cost more than the sweep), each over a fresh random order of the active examples,
+    with liblinear's shrinking for the hinge loss.
+
+    Sweeps run until ``max_sweeps`` of them, or until they have read ``budget`` stored values
+    (at least one sweep).  Each step is :func:`dual_epoch`'s (``sigma = damp = 1``), except that
+    a hinge step whose projected gradient is zero is skipped, as liblinear does.
+
+    Parameters
+    ----------
+    A, y, a, v, loss, lam_n, colsq, icpt, unit
+        As in :func:`dual_epoch`; ``a`` and ``v`` are updated in place.
+    order : ndarray of int64, shape (n_examples,)
+        A permutation of the examples whose first ``shrink[0]`` are the active ones (hinge);
+        reordered in place.  Start from ``np.arange(n_examples)``.
+    shrink : ndarray of float64, shape (3,)
+        ``[n_active, PGmax_old, PGmin_old]``, updated in place and passed to the next call.
+        Start from ``[n_examples, inf, -inf]``.
+    max_sweeps : int
+        At least 1.
+    budget : int
+        Stored values to read before the call returns.
+    seed : int
+        Seed of the shuffles (``0 <= seed < 2**63``).
+    eps : float
+        For the hinge: a sweep whose projected gradients span at most ``eps`` brings the
+        shrunk examples back, or, over all examples, ends the call (liblinear's stopping rule;
+        its default is 0.1).
+    shrinking : bool
+        ``False`` keeps every example in the sweeps (the hinge's ``eps`` test still applies).
+
+    Returns
+    -------
+    sweeps : int
+        The sweeps made.
+    met_eps : bool
+        Whether the hinge sweeps met ``eps`` over all examples.
+    """
+    _dual_checks(A, y, a, v, order, colsq, icpt)
+    n = A.shape[1]
+    if order.shape[0] != n or order.dtype != np.int64:
+        raise ValueError(f"order must be an int64 permutation of the {n} examples")
+    _f64_vector(shrink, 3, "shrink")
+    if not 0 <= shrink[0] <= n:
+        raise ValueError(f"shrink[0] (active examples) must be in [0, {n}], got {shrink[0]}")
+    if int(max_sweeps) < 1:
+        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
+    if not 0 <= int(seed) < 1 << 63:
+        raise ValueError(f"seed must be in [0, 2**63), got {seed}")
+    sweeps, status = kernels.cd_dual_sweeps(
+        A.indptr, A.indices, A.data, y, a, v, _loss(loss), float(lam_n), colsq, float(icpt),
+        _unit(unit, n), order, shrink, int(max_sweeps), int(budget), int(seed), float(eps),
+        bool(shrinking))
+    return int(sweeps), bool(status)
 
 
 def dual_tpa(A, y, a, V, coords, bounds, *, loss, lam_n, colsq, icpt=0.0, damp=1.0,

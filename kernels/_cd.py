@@ -40,6 +40,7 @@ __all__ = [
     "cd_conj_sum",
     "cd_dual_epoch",
     "cd_dual_epoch_parfor",
+    "cd_dual_sweeps",
     "cd_dual_tpa",
     "cd_dual_tpa_split",
     "cd_frequency_order",
@@ -562,6 +563,129 @@ def cd_dual_epoch_parfor(indptr, indices, data, y, alpha, v, d, coords, loss, la
     for _ in prange(1):
         _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
                     colsq, icpt, track, steps, record, unit)
+
+
+@njit(inline="always")
+def _splitmix64(s):
+    """One step of splitmix64: the new state and a 64-bit random value (the sweeps' shuffles
+    draw from a generator seeded by the caller, so a seeded run stays deterministic)."""
+    s = s + np.uint64(0x9E3779B97F4A7C15)
+    z = s
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return s, z ^ (z >> np.uint64(31))
+
+
+@njit(**_FLAGS)
+def cd_dual_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt, unit, order,
+                   shrink, max_sweeps, budget, seed, eps, shrinking):
+    """Sequential SDCA sweeps in one call, each over a fresh random order of the active
+    examples, until ``max_sweeps`` sweeps or ``budget`` stored values visited (at least one
+    sweep), with liblinear's shrinking for the hinge loss.
+
+    ``order`` holds a permutation of the examples whose first ``shrink[0]`` are the active
+    ones; ``shrink = [n_active, PGmax_old, PGmin_old]`` is the shrinking state, carried from one
+    call to the next (start: ``[n, inf, -inf]``).  For the hinge, a step's projected gradient
+    ``PG`` (of the dual in liblinear's form, ``G = y_i x_i^T w - 1``) at a bound of the box
+    removes the example from the active set when ``G`` lies beyond the previous sweep's
+    extreme ``PGmax_old`` / ``PGmin_old`` (it would not move); a sweep with
+    ``max PG - min PG <= eps`` over a shrunk set brings every example back, and over the full
+    set ends the call with status 1.  Other losses, and ``shrinking=False``, keep every example
+    active.
+
+    Returns
+    -------
+    (sweeps, status)
+        The sweeps made and 1 if the hinge sweeps met ``eps`` on all examples, else 0.
+    """
+    n = order.shape[0]
+    nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
+    hinge = loss == HINGE
+    n_active = np.int64(shrink[0])
+    pgmax_old = shrink[1]
+    pgmin_old = shrink[2]
+    s = np.uint64(seed)
+    work = 0
+    sweeps = 0
+    status = 0
+    while sweeps < max_sweeps and (sweeps == 0 or work < budget):
+        for j in range(n_active - 1, 0, -1):
+            s, r = _splitmix64(s)
+            k = np.int64(r % np.uint64(j + 1))
+            tmp = order[j]
+            order[j] = order[k]
+            order[k] = tmp
+        pgmax_new = -np.inf
+        pgmin_new = np.inf
+        t = 0
+        while t < n_active:
+            i = order[t]
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            unit_i = _is_unit(unit, i)
+            acc = 0.0
+            if unit_i:
+                for p in range(lo, hi):
+                    acc += v[indices[p]]
+            else:
+                for p in range(lo, hi):
+                    acc += data[p] * v[indices[p]]
+            if icpt != 0.0:
+                acc += icpt * v[nf]
+            work += hi - lo + 1
+            if hinge:
+                g = y[i] * acc / lam_n - 1.0
+                beta = alpha[i] * y[i]
+                pg = 0.0
+                if beta == 0.0:
+                    if shrinking and g > pgmax_old:
+                        n_active -= 1
+                        order[t] = order[n_active]
+                        order[n_active] = i
+                        continue
+                    if g < 0.0:
+                        pg = g
+                elif beta == 1.0:
+                    if shrinking and g < pgmin_old:
+                        n_active -= 1
+                        order[t] = order[n_active]
+                        order[n_active] = i
+                        continue
+                    if g > 0.0:
+                        pg = g
+                else:
+                    pg = g
+                if pg > pgmax_new:
+                    pgmax_new = pg
+                if pg < pgmin_new:
+                    pgmin_new = pg
+                if pg == 0.0:
+                    t += 1
+                    continue
+            delta = _dual_delta(acc, i, y, alpha, loss, lam_n, 1.0, 1.0, colsq, icpt)
+            if delta != 0.0:
+                alpha[i] += delta
+                _scatter_col(lo, hi, indices, data, v, delta, unit_i)
+                if icpt != 0.0:
+                    v[nf] += delta * icpt
+                work += hi - lo
+            t += 1
+        sweeps += 1
+        if hinge:
+            if pgmax_new - pgmin_new <= eps:
+                if n_active == n:
+                    status = 1
+                    break
+                n_active = n
+                pgmax_old = np.inf
+                pgmin_old = -np.inf
+                continue
+            pgmax_old = pgmax_new if pgmax_new > 0.0 else np.inf
+            pgmin_old = pgmin_new if pgmin_new < 0.0 else -np.inf
+    shrink[0] = n_active
+    shrink[1] = pgmax_old
+    shrink[2] = pgmin_old
+    return sweeps, status
 
 
 @njit(inline="always")

@@ -100,6 +100,9 @@ class CDOptions(Options):
                                       low_open=True)
     shrinking: bool = option(True, "scd / tpa-scd: partial sweeps skip the coordinates whose "
                                    "last step was zero (held at a bound)")
+    batch_sweeps: bool = option(True, "scd dual on one thread: run the sweeps of small "
+                                      "problems and of the hinge in batches between checks, "
+                                      "with liblinear's shrinking for the hinge")
     stall_switch: bool = option(True, "scd / tpa-scd, smooth loss, L2: hand a run whose "
                                       "duality gap falls too slowly to newton")
 
@@ -285,6 +288,18 @@ def fit_glm_cd(
         also skip every coordinate whose last step was exactly zero: hinge-loss dual
         variables held at a bound of their box, L1 weights held at zero (liblinear's
         shrinking, glmnet's active set).  The full sweeps visit them again.
+    batch_sweeps : bool
+        ``scd`` on the dual (one thread, ``check_every="auto"``), on problems of at most 2^21
+        stored values and always for the hinge loss: the sweeps run in one kernel call until
+        they have read 2^18 stored values (at least a sweep's worth), then the duality gap is
+        checked (:func:`roofline.gmat.cd.dual_sweeps`; a call per sweep costs ~50 us,
+        the whole sweep on a few hundred examples).  Hinge sweeps shrink as liblinear's
+        do: an example held at a bound of its box whose projected gradient says it stays
+        there leaves the sweeps until the others meet the projected-gradient tolerance, then
+        all come back (``shrinking=False`` keeps them all).  ``active_fraction`` and
+        ``full_every`` do not apply there: every sweep visits all active examples.  Measured
+        (scikit-learn's breast cancer, hinge, C = 1): 392 sweeps, 0.036 s to a relative
+        suboptimality of 1e-4 without, 0.0055 s with.
     stall_switch : bool
         ``scd``/``tpa-scd`` on a smooth loss with the L2 penalty (and no regularised
         intercept): when the duality gap's recent rate predicts more than ~40 further checks
@@ -508,7 +523,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
                   shrinking=opts.shrinking)
         if use_dual:
             w, b, a, it, conv, info = scd_dual(pb, np.zeros(pb.n), n_hot=n_hot,
-                                               warmup=bool(opts.warmup), **kw)
+                                               warmup=bool(opts.warmup),
+                                               batch_sweeps=bool(opts.batch_sweeps), **kw)
             w = unorder(w, order)
             info["n_threads"] = n_threads
         else:

@@ -223,7 +223,7 @@ def sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking=Fals
 def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
               tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1,
               callback=None, n_hot=0, active_fraction=1.0, full_every=1, warmup=False,
-              shrinking=False):
+              shrinking=False, batch_sweeps=False):
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA).
 
     Each iteration is one sweep over :func:`sweep_coords` (all examples, or the active
@@ -303,6 +303,10 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     tpa = dict(sweep=sweep, resync=None, objective=objective, accepted=accepted, restore=restore,
                n_threads=n_threads, sub_epochs=sub_epochs, tpa_mode=tpa_mode,
                adaptive_damping=adaptive_damping)
+    if batch_sweeps and n_threads == 1 and check_every == "auto" and _batched(pb):
+        return _scd_dual_batched(pb, a, v, kw, lam_first, max_iter=max_iter, rng=rng,
+                                 trace=trace, verbose=verbose, callback=callback,
+                                 shrinking=shrinking)
     bar = progress_bar(max_iter, verbose, "sdca")
     checks = CheckSchedule(check_every, max_iter, pb.n)
     since_exact = 0  # checks since v was last recomputed exactly
@@ -320,23 +324,8 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
         bar.update(1)
         if checks.due(it, perm.size):
             t0 = time.perf_counter()
-            # the exact v = X a (a full scatter over the data, as costly as the margins)
-            # is recomputed every _EXACT_EVERY checks, at the last iteration, and before
-            # convergence is declared; in between the sweeps' float64 increments stand (no
-            # sweep loses an update: TPA's threads' changes are all summed into v; drift
-            # measured below 1e-12 of max |v| after 20 sequential sweeps and after 2 + 6
-            # two-thread sweeps at 1M examples)
-            exact = it == max_iter or since_exact + 1 >= _EXACT_EVERY
-            while True:
-                if exact:
-                    v = pb.dual_point(a)
-                since_exact = 0 if exact else since_exact + 1
-                with np.errstate(over="ignore", invalid="ignore"):  # divergence: see record
-                    parts = pb.dual_parts(a, v)
-                    P, gap = pb.dual_certificate(parts, v)
-                if exact or not trace.converged(P, gap):
-                    break
-                exact = True  # looks converged: confirm on the exact v
+            v, since_exact, parts, P, gap = _dual_check(pb, a, v, it == max_iter, since_exact,
+                                                        trace)
             if n_threads > 1:
                 state["conj"] = float(parts[1])  # the exact conjugate sum again
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -355,6 +344,95 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
 
 
 
+def _dual_check(pb, a, v, last, since_exact, trace):
+    """A dual check's certificate: ``(v, since_exact, parts, P, gap)``.
+
+    The exact ``v = X a`` (a full scatter over the data, as costly as the margins) is
+    recomputed every ``_EXACT_EVERY`` checks, at the ``last`` iteration, and before convergence
+    is declared; in between the sweeps' float64 increments stand (no sweep loses an update:
+    TPA's threads' changes are all summed into ``v``; drift measured below 1e-12 of max |v|
+    after 20 sequential sweeps and after 2 + 6 two-thread sweeps at 1M examples)."""
+    exact = last or since_exact + 1 >= _EXACT_EVERY
+    while True:
+        if exact:
+            v = pb.dual_point(a)
+        since_exact = 0 if exact else since_exact + 1
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence: see record
+            parts = pb.dual_parts(a, v)
+            P, gap = pb.dual_certificate(parts, v)
+        if exact or not trace.converged(P, gap):
+            return v, since_exact, parts, P, gap
+        exact = True  # looks converged: confirm on the exact v
+
+
+def _batched(pb):
+    """Whether the sequential dual runs its sweeps :func:`_scd_dual_batched`: always for the
+    hinge (liblinear's shrinking), and on problems of at most ``_BATCH_MAX_VALUES`` stored
+    values, whose sweeps are short enough that a call per sweep costs time."""
+    return pb.loss == _HINGE or pb.X.nnz + pb.n <= _BATCH_MAX_VALUES
+
+
+def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose, callback,
+                      shrinking):
+    """The sequential dual of :func:`scd_dual` with its sweeps run in batches by
+    :func:`gmat.cd.dual_sweeps`: one call sweeps until it has read ``_BATCH_VALUES`` stored
+    values (at least one sweep over all examples' worth), then the duality gap is checked.
+    Hinge sweeps shrink (liblinear): the examples held at a bound of their box, whose
+    projected gradient says they stay there, leave the sweeps until the remaining ones meet
+    the projected-gradient tolerance ``eps``; then all come back.  A call whose sweeps meet
+    ``eps`` over all examples ends early; if the gap check then fails, ``eps`` shrinks
+    tenfold.  Iterations count sweeps (of the active examples)."""
+    X = pb.X
+    n = pb.n
+    order = np.arange(n, dtype=np.int64)
+    shrink = np.array([float(n), np.inf, -np.inf])
+    budget = max(_BATCH_VALUES, X.nnz + n)
+    eps = _SHRINK_EPS
+    it = 0
+    if lam_first != pb.lam_n:  # the warm-up sweep (see warmup_factor), a sweep of its own
+        trace.start()
+        gmat.cd.dual_epoch(X, pb.y, a, v, rng.permutation(n).astype(np.int64),
+                           lam_n=lam_first, **kw)
+        trace.stop()
+        it = 1
+    conv = False
+    status = None
+    since_exact = 0
+    bar = progress_bar(max_iter, verbose, "sdca")
+    bar.update(it)
+    while it < max_iter:
+        trace.start()
+        sweeps, met = gmat.cd.dual_sweeps(
+            X, pb.y, a, v, order, shrink, lam_n=pb.lam_n, max_sweeps=max_iter - it,
+            budget=budget, seed=int(rng.integers(1 << 63)), eps=eps, shrinking=shrinking,
+            **kw)
+        trace.stop()
+        it += sweeps
+        bar.update(sweeps)
+        t0 = time.perf_counter()
+        v, since_exact, _, P, gap = _dual_check(pb, a, v, it >= max_iter, since_exact, trace)
+        if met and not trace.converged(P, gap):
+            eps *= 0.1
+        status = trace.end_check(it, P, gap, t0, callback, lambda v=v: pb.dual_primal(v))
+        if status is not None:
+            conv = status == "converged"
+            break
+    bar.close()
+    w, b = pb.dual_primal(v)
+    return w.copy(), b, a.copy(), it, conv, {"damping": 1.0, "n_rejected": 0,
+                                             "stopped_by_callback": status == "stopped",
+                                             "batched": True}
+
+
+_HINGE = gmat.glm.LOSS_CODES["hinge"]
+# The sequential dual runs its sweeps in batches (_scd_dual_batched) on problems of at most
+# this many stored values (plus examples), and always for the hinge.
+_BATCH_MAX_VALUES = 1 << 21
+# A batch of sweeps reads at least this many stored values before the duality gap is checked.
+_BATCH_VALUES = 1 << 18
+# liblinear's stopping tolerance on the projected gradient (its default for the dual), the
+# hinge sweeps' first eps.
+_SHRINK_EPS = 0.1
 
 # TPA-SCD's dual keeps in sync across its threads' replicas the features in at least 1 in
 # _HOT_FRACTION examples (at least _HOT_MIN, at most _HOT_MAX of them): at 1M Criteo-like

@@ -341,7 +341,7 @@ def test_dual_warmup_raises_the_first_sweeps_regularisation(alpha, monkeypatch):
     lam_n = alpha * n
     factor = min(max(colsq.mean() / lam_n / 2.0, 1.0), 8.0)
     kw = dict(loss="logistic", alpha=alpha, dual=True, fit_intercept=False, random_state=0,
-              active_fraction=1.0, tol=1e-14)
+              active_fraction=1.0, tol=1e-14, batch_sweeps=False)  # one draw per sweep
     for warmup, f in ((True, factor), (False, 1.0)):
         rng = np.random.default_rng(0)  # the solver's draws: one permutation per sweep
         a, v = np.zeros(n), np.zeros(X.shape[0])
@@ -463,10 +463,13 @@ def test_dual_on_one_hot_data_matches_sklearn(solver):
 def test_auto_checks_follow_the_coordinate_steps(dual):
     """check_every="auto" (the default) checks once the sweeps since the last check made one
     step per coordinate: after each full sweep and every 1 / active_fraction partial ones, and at
-    the last iteration; steps, not seconds, so a seeded run is deterministic."""
+    the last iteration; steps, not seconds, so a seeded run is deterministic.  (The dual's
+    batched sweeps, the default on small problems, check after each batch instead:
+    test_batched_sweeps_check_after_each_batch.)"""
     X, A, y = make_data(task="classification", seed=9)
     kw = dict(loss="logistic", alpha=1e-2, dual=dual, fit_intercept=False, tol=1e-14,
-              max_iter=12, random_state=0, active_fraction=0.25, full_every=4, solver="scd")
+              max_iter=12, random_state=0, active_fraction=0.25, full_every=4, solver="scd",
+              batch_sweeps=False)
     runs = []
     for _ in range(2):
         seen = []
