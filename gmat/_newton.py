@@ -10,7 +10,6 @@ squared hinge).  Objectives are sums, ``sum_i l(z_i) + lam_n ||w||^2 / 2``, as i
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from roofline import kernels
@@ -106,7 +105,7 @@ def hess_vec_workspace(X, n_threads=None):
     parallel pass is used only where ``4 * n_threads * n_features <= nnz``.
     """
     _coords(X, "X")
-    k = numba.get_num_threads() if n_threads is None else int(n_threads)
+    k = kernels.default_threads() if n_threads is None else int(n_threads)
     if k < 2 or 4 * k * X.shape[0] > X.nnz:
         return None
     return np.empty((k, X.shape[0]))

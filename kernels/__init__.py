@@ -14,6 +14,7 @@ tests) use, one private module per job:
 ``_glm``        the fused ADAGrad GLM step on the CPU
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
+``_threads``    the parallel kernels' decorator: idle OpenMP workers sleep (``OMP_WAIT_POLICY``)
 """
 
 from ._cd import (
@@ -95,6 +96,7 @@ from ._newton import (
 from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
 from ._svmlight import find_line_starts, svmlight_parse
+from ._threads import parallel_njit, quiet_openmp
 
 __all__ = [
     "AST_BLOCK_SHIFT",
@@ -158,6 +160,8 @@ __all__ = [
     "limit_threads",
     "log_bucket_thresholds",
     "murmur3_32",
+    "parallel_njit",
+    "quiet_openmp",
     "murmur3_32_hex8",
     "murmur3_32_int",
     "newton_conj_sum",

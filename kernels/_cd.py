@@ -30,6 +30,7 @@ from numba import njit, prange
 
 from ._losses import HINGE, SQUARED, margin_dloss, margin_loss, margin_neg_conj, sigmoid
 from ._prefetch import prefetch_row
+from ._threads import parallel_njit
 
 __all__ = [
     "cd_block_apply",
@@ -163,7 +164,7 @@ def _matvec_col(j, indptr, indices, data, x, out, offset):
     out[j] = acc + offset
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_matvec(indptr, indices, data, x, out, offset):
     """``out[j] = offset + sum_p data[p] * x[indices[p]]`` over the nonzeros of column ``j``
     (``X^T w`` for the project layout), float64 accumulation, parallel over columns."""
@@ -219,7 +220,7 @@ def cd_frequency_order(indices, n):
     return order, counts[order]
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_remap_indices(indices, newid, out):
     """``out[p] = newid[indices[p]]`` (renumber the rows of a sparse structure), parallel."""
     for p in prange(indices.shape[0]):
@@ -227,7 +228,7 @@ def cd_remap_indices(indices, newid, out):
     return out
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_unit_columns(indptr, data, out):
     """``out[j] = 1.0`` when every stored value of column ``j`` is exactly one (an example of
     one-hot or hashed categorical features), else ``0.0``; the dual kernels then never read that
@@ -250,7 +251,7 @@ def _col_sqnorm(indptr, data, j):
     return acc
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_col_sqnorms(indptr, data, out):
     """``out[j] = sum_p data[p]^2`` over column ``j`` (columns in parallel: each sum in the
     column's order, as sequentially)."""
@@ -346,7 +347,7 @@ def cd_primal_epoch(indptr, indices, data, y, w, z, d, coords, loss, l1, lam_n, 
                       damp, colsq, track)
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_primal_tpa(indptr, indices, data, y, w, Z, coords, bounds, loss, l1, lam_n, damp,
                   colsq, dummy):
     """TPA-SCD sub-epoch on CPU threads: thread ``t`` updates the disjoint coordinates
@@ -552,7 +553,7 @@ def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, si
                 icpt, track, steps, record, unit)
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_dual_epoch_parfor(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
                          colsq, icpt, track, steps, record, unit):
     """:func:`cd_dual_epoch` compiled as the body of a one-iteration parallel loop, on one
@@ -706,7 +707,7 @@ def _tpa_note(i, a_old, a_new, y, loss, steps, prev, dconj):
     return 0.0
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_dual_tpa(indptr, indices, data, y, alpha, V, coords, bounds, loss, lam_n, damp, colsq,
                 icpt, dummy, unit, steps, prev, dconj):
     """TPA-SCD sub-epoch for the dual: thread ``t`` updates examples
@@ -754,7 +755,7 @@ def _hot_publish(v, work, t, nv, n_hot, nf, icpt, refresh):
         work[t, snap + s] = x
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def cd_dual_tpa_split(indptr, indices, data, y, alpha, v, n_hot, work, coords, bounds,
                       loss, lam_n, damp, colsq, icpt, publish_every, unit, steps, prev, dconj):
     """TPA-SCD sub-epoch for the dual: per-thread replicas of ``v`` whose hot entries are

@@ -52,6 +52,7 @@ from numba import njit, prange
 
 from ._prefetch import prefetch_row
 from ._simd import lanes, vaxpy
+from ._threads import parallel_njit, quiet_openmp
 
 __all__ = [
     "AST_BLOCK_SHIFT",
@@ -100,7 +101,7 @@ def _check_columns(indptr, indices, data, n_rows, check_finite, j0, j1):
     return 0, -1, -1
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@parallel_njit(cache=True, nogil=True)
 def check_csc_structure(indptr, indices, data, n_rows, check_finite):
     """Scan a CSC structure once, in parallel over equal column ranges.
 
@@ -250,7 +251,7 @@ def _prefetch_rows(X, indices, q, row_bytes):
         prefetch_row(X, r, off)
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
     """``outT[j, :] = sum_p data[p] * AT[indices[p], :]`` over the nonzeros ``p`` of column ``j``.
 
@@ -312,7 +313,7 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
 _FLAGS_VEC = dict(cache=True, nogil=True)
 
 
-@njit(parallel=True, **_FLAGS_VEC)
+@parallel_njit(**_FLAGS_VEC)
 def csc_mult_vec(a, indptr, indices, data, out, bounds):
     """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``.
     Returns the number of faulty columns."""
@@ -338,7 +339,7 @@ def csc_mult_vec(a, indptr, indices, data, out, bounds):
     return faults
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
     """``outT[i, :] = sum_{(i, j) in S} data * AT[j, :]``: ``C = A * S^T`` with ``AT = A.T``
     (``m x k``) and ``outT = C.T`` (``n x k``).
@@ -407,7 +408,7 @@ def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
 AST_BLOCK_SHIFT = 10
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def csc_mult_t_blocked(AT, indptr, indices, data, dbits, outT, bounds, shift, counts, keys,
                        vals, starts, owners):
     """``C = A * S^T`` (as :func:`csc_mult_t`) by output blocks: a two-pass partition of the
@@ -542,7 +543,7 @@ def _first_at_least(indices, lo, hi, r0):
     return lo
 
 
-@njit(parallel=True, **_FLAGS_VEC)
+@parallel_njit(**_FLAGS_VEC)
 def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
     """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``.
 
@@ -586,7 +587,7 @@ def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
     return faults
 
 
-@njit(parallel=True, **_FLAGS_VEC)
+@parallel_njit(**_FLAGS_VEC)
 def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
     """``k = 1`` case of :func:`csc_sddmm`: ``out[p] = a[indices[p]] * b[j] (* data[p])``.
     Returns the number of faulty columns (their values are left as they were)."""
@@ -614,7 +615,7 @@ def csc_sddmm_vec(a, b, indptr, indices, data, out, bounds, scale):
     return faults
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
     """``out[p] = dot(AT[indices[p]], BT[j]) * (data[p] if scale else 1)`` for nonzero ``p`` of
     column ``j``: SDDMM with ``A`` (``k x n``) and ``B`` (``k x m``) passed transposed
@@ -652,6 +653,7 @@ def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
 
 def default_threads() -> int:
     """The number of threads the kernels run on (numba's current setting)."""
+    quiet_openmp()  # asking numba starts its OpenMP pool
     return numba.get_num_threads()
 
 
@@ -663,6 +665,7 @@ def limit_threads(n: int | None):
     ``n = 1`` a parallel kernel runs on the calling thread without waking numba's pool (tens
     of microseconds saved per call).  ``None`` changes nothing.
     """
+    quiet_openmp()
     prev = numba.get_num_threads()
     if n is None or n >= prev:
         yield prev

@@ -35,6 +35,7 @@ from numba import njit, prange
 
 from ._losses import glm_loss_deriv
 from ._prefetch import prefetch_row
+from ._threads import parallel_njit
 
 __all__ = [
     "adagrad_glm_update",
@@ -154,7 +155,7 @@ def _update_column(t, coefT, sumsqT, touched, sval, gbuf, lr, eps, l2, l1):
             w, gbuf[t, r] + l2 * w, sval[t] if r == 0 else sumsqT[i, r], lr, eps, l1)
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=True)
+@parallel_njit(cache=True, nogil=True, fastmath=True)
 def adagrad_glm_update(coefT, sumsqT, touched, sval, gbuf, nt, lr, eps, l2, l1):
     """ADAGrad step on the touched feature columns (parallel over them).
 

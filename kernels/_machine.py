@@ -11,11 +11,12 @@ import numpy as np
 from numba import njit, prange
 
 from ._csc import _prefetch_rows
+from ._threads import parallel_njit
 
 __all__ = ["fma_loop", "gather_rows", "stream_read", "stream_triad"]
 
 
-@njit(parallel=True, cache=True, fastmath=True, nogil=True)
+@parallel_njit(cache=True, fastmath=True, nogil=True)
 def stream_triad(a, b, c, s, n_blocks):
     """``a = b + s * c`` (STREAM triad), blocked so each thread streams contiguous memory."""
     n = a.shape[0]
@@ -27,7 +28,7 @@ def stream_triad(a, b, c, s, n_blocks):
             a[i] = b[i] + s * c[i]
 
 
-@njit(parallel=True, cache=True, fastmath=True, nogil=True)
+@parallel_njit(cache=True, fastmath=True, nogil=True)
 def stream_read(b, n_blocks):
     """Sum of ``b`` (a pure streaming read), blocked per thread; returns the sum."""
     n = b.shape[0]
@@ -43,7 +44,7 @@ def stream_read(b, n_blocks):
     return total
 
 
-@njit(parallel=True, cache=True, fastmath=True, nogil=True)
+@parallel_njit(cache=True, fastmath=True, nogil=True)
 def gather_rows(AT, idx, distance, n_threads):
     """Sum the rows ``AT[idx[p]]`` for every ``p`` (each thread a contiguous share of ``idx``),
     prefetching the row ``distance`` positions ahead (``0``: no prefetch).
@@ -92,7 +93,7 @@ def _make_fma_loop(lanes):
                 x = x * m + c
                 acc[lane] = x
 
-    @njit(parallel=True, cache=True, fastmath=True, nogil=True)
+    @parallel_njit(cache=True, fastmath=True, nogil=True)
     def fma_loop(seed, n_iter, m, c):
         n_threads = seed.shape[0]
         out = np.zeros(n_threads, dtype=seed.dtype)

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._losses import margin_dloss, margin_loss, margin_neg_conj
+from ._threads import parallel_njit
 
 __all__ = [
     "newton_conj_sum",
@@ -103,7 +104,7 @@ def newton_hess_vec(indptr, indices, data, D, s, s_b, out):
     return _hv_columns(0, indptr.shape[0] - 1, indptr, indices, data, D, s, s_b, out)
 
 
-@njit(parallel=True, **_FLAGS)
+@parallel_njit(**_FLAGS)
 def newton_hess_vec_parallel(indptr, indices, data, D, s, s_b, out, work):
     """:func:`newton_hess_vec` over ``work.shape[0]`` chunks of examples in parallel, each
     scattering into its own row of ``work`` (``(n_chunks, n_features)`` float64, overwritten),
