@@ -5,13 +5,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from roofline import gmat
 from roofline.learners._auto import (
     CHOLESKY_AUTO_FEATURES,
     DUAL_MAX_C,
     DUAL_MAX_DENSITY,
+    DUAL_MAX_HOT_MASS,
     DUAL_MAX_NNZ_PER_EXAMPLE,
     DUAL_MIN_EXAMPLES,
+    HOT_FEATURE_FRACTION,
     choose_solver,
+    hot_mass,
 )
 
 
@@ -56,9 +60,15 @@ def test_large_sparse_strongly_regularised_gets_the_dual():
     X = _hashed(n, 1 << 20, 39, rng)
     strong = 1 / (0.3 * n)  # C = 0.3, the issue's CTR setting
     assert choose_solver(X, loss="logistic", alpha=strong, fit_intercept=False)[0] == "scd"
-    # each condition of the rule matters
+    # each condition of the rule matters; weak regularisation: the dual only where the
+    # examples share few features (uniformly hashed), not on power-law data
     weak = 1 / (10 * DUAL_MAX_C * n)
-    assert choose_solver(X, loss="logistic", alpha=weak, fit_intercept=False)[0] == "newton"
+    solver, reason = choose_solver(X, loss="logistic", alpha=weak, fit_intercept=False)
+    assert solver == "scd" and "sharing few features" in reason
+    Z = gmat.powerlaw_csc(1 << 20, n, 39, dtype=np.float64, random_state=3)
+    assert hot_mass(Z) > DUAL_MAX_HOT_MASS
+    assert choose_solver(Z, loss="logistic", alpha=strong, fit_intercept=False)[0] == "scd"
+    assert choose_solver(Z, loss="logistic", alpha=weak, fit_intercept=False)[0] == "newton"
     assert choose_solver(X, loss="logistic", alpha=strong, fit_intercept=True)[0] == "newton"
     assert choose_solver(X[:, : n // 2], loss="logistic", alpha=strong,
                          fit_intercept=False)[0] == "newton"
@@ -206,3 +216,16 @@ def test_auto_over_a_communicator_runs_cocoa():
         res = fit_glm_cd(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm,
                          dual=True, fit_intercept=False, max_iter=3000)
     assert res.solver == "cocoa" and "comm=" in res.info["auto_reason"]
+
+
+def test_hot_mass_counts_the_values_of_frequent_features():
+    """hot_mass: the share of stored values in features of at least HOT_FEATURE_FRACTION of
+    the examples, the same for CSC, CSR and dense input; 0 without values."""
+    n = 1000
+    rows = np.r_[np.zeros(n, np.int64), np.arange(1, 301)]  # feature 0 in every example
+    cols = np.r_[np.arange(n), np.arange(300)]  # features 1..300 once each
+    X = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(400, n))
+    assert HOT_FEATURE_FRACTION * n > 1
+    assert hot_mass(X) == pytest.approx(n / (n + 300))
+    assert hot_mass(X.tocsr()) == hot_mass(X) == hot_mass(X.toarray())
+    assert hot_mass(sp.csc_matrix((5, 7))) == 0.0
