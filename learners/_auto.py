@@ -15,19 +15,24 @@ The rule (:func:`choose_solver`)
    ``scd`` is used (see :data:`DUAL_MIN_EXAMPLES`, :data:`DUAL_MAX_NNZ_PER_EXAMPLE`,
    :data:`DUAL_MAX_DENSITY`, :data:`DUAL_MAX_C`, :data:`DUAL_MAX_HOT_MASS`).
 
-What the rule rests on: ``python benchmarks/glm_suite.py --criteo-1m``, 2-core VM,
-2026-11-25, seconds to a relative suboptimality of 1e-4.  The table is in
+What the rule rests on: ``python benchmarks/glm_suite.py --criteo-1m --time-cap 20``,
+2-core VM, 2026-11-25, seconds to a relative suboptimality of 1e-4.  The table is in
 ``docs/benchmarks.md`` ("GLM suite").
 
 * ``newton`` was the fastest Roofline solver on the small and dense problems: breast
-  cancer, digits, dense correlated, wild scales, 1% positives and text-like n << d.  The
-  dual ``scd`` took 2-10x longer on them, or needed the stall switch.
-* Wild scales: ``newton`` took 0.04-0.07 s; no scikit-learn solver reached 1e-4 within 20 s.
+  cancer, digits, dense correlated, wild scales and 1% positives.  The dual ``scd`` took
+  2-10x longer on them, or needed the stall switch.
+* Wild scales: ``newton`` took 0.04-0.06 s; scikit-learn's lbfgs took 25-57 s or did not
+  reach 1e-4.
 * ``cholesky`` solved ridge with 11 and 101 features in 0.2-0.6x Newton's time.
 * On the Criteo-like and hashed data (sparse, ~40 values per example) the dual ``scd`` beat
-  ``newton`` 2-4x from 100,000 examples at ``C <= 1``.  At 10,000 examples the two were even.
-  At ``C = 100`` the dual failed on Criteo-like 100k (Newton 3.0 s) but was the faster on
-  hashed 2^22 data: the rule keeps ``C <= 1``.
+  ``newton`` 2-6x at ``C <= 1``.  With batched sweeps it also beat Newton on the text-like
+  5,000 x 50,001 set at ``C <= 1`` (0.011 / 0.013 s against 0.007 / 0.017 s: level and
+  1.3x), hence ``DUAL_MIN_EXAMPLES = 5,000``.
+* At ``C = 100`` the dual failed on Criteo-like 100k (13.7 s against Newton's 4.2 s) and
+  text-like data (0.052 s against 0.043 s), but took 0.88 s against Newton's 4.96 s on hashed
+  2^22 data, whose examples share almost no feature (:func:`hot_mass` 3% against 69% and
+  77%): hence :data:`DUAL_MAX_HOT_MASS`.
 * ``tpa-scd``, ``cocoa``, ``hcocoa`` and ``pure-block`` were never the fastest on this 2-core
   machine.  ``auto`` does not pick them; they remain for many cores and for distributed fits
   (``comm=``).
@@ -50,8 +55,10 @@ __all__ = [
     "hot_mass",
 ]
 
-#: The dual ``scd`` is chosen for a smooth loss only from this many examples on ...
-DUAL_MIN_EXAMPLES = 50_000
+#: The dual ``scd`` is chosen for a smooth loss only from this many examples on (its sweeps
+#: over fewer examples run batched, see ``fit_glm_cd(batch_sweeps=)``: text-like 5,000 x
+#: 50,001 at ``C <= 1``, the dual 1.5-2x faster than Newton) ...
+DUAL_MIN_EXAMPLES = 5_000
 #: ... with at most this many stored values per example (sparse, one-hot / hashed data) ...
 DUAL_MAX_NNZ_PER_EXAMPLE = 100
 #: ... filling at most this fraction of ``X`` (dense data with few features, such as the
