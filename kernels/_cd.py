@@ -493,14 +493,11 @@ def _scatter_col(lo, hi, indices, data, out, scale, unit_i):
 
 
 @njit(inline="always")
-def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp, colsq,
-                icpt, track, unit):
-    lo = indptr[i]
-    hi = indptr[i + 1]
-    nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
-    # an example whose values are all one (one-hot / hashed categorical data) is summed without
-    # reading them: the same sums bit for bit (x * 1.0 is exact), one memory stream fewer
-    unit_i = _is_unit(unit, i)
+def _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf):
+    """``x_i^T v`` over the entries ``[lo, hi)`` of example ``i``, plus the constant feature's
+    term.  An example whose values are all one (``unit_i``: one-hot / hashed categorical data)
+    is summed without reading them: the same sum bit for bit (x * 1.0 is exact), one memory
+    stream fewer."""
     acc = 0.0
     if unit_i:
         for p in range(lo, hi):
@@ -510,6 +507,17 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
             acc += data[p] * v[indices[p]]
     if icpt != 0.0:
         acc += icpt * v[nf]
+    return acc
+
+
+@njit(inline="always")
+def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp, colsq,
+                icpt, track, unit):
+    lo = indptr[i]
+    hi = indptr[i + 1]
+    nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
+    unit_i = _is_unit(unit, i)
+    acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf)
     delta = _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt)
     if delta == 0.0:
         return delta
@@ -624,15 +632,7 @@ def cd_dual_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
             lo = indptr[i]
             hi = indptr[i + 1]
             unit_i = _is_unit(unit, i)
-            acc = 0.0
-            if unit_i:
-                for p in range(lo, hi):
-                    acc += v[indices[p]]
-            else:
-                for p in range(lo, hi):
-                    acc += data[p] * v[indices[p]]
-            if icpt != 0.0:
-                acc += icpt * v[nf]
+            acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf)
             work += hi - lo + 1
             if hinge:
                 g = y[i] * acc / lam_n - 1.0
