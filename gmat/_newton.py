@@ -18,8 +18,12 @@ from ._cd import _coords, _f64_vector, _vector
 from ._losses import LOSS_CODES
 
 __all__ = [
+    "DENSE_PARALLEL_MIN_VALUES",
     "SMOOTH_LOSSES",
     "conj_sum",
+    "dense_eval",
+    "dense_hess_vec",
+    "dense_threads",
     "hess_diag",
     "hess_vec",
     "hess_vec_workspace",
@@ -166,3 +170,103 @@ def hess_diag(X, D, out=None):
     out[:] = 0.0
     h = kernels.newton_hess_diag(X.indptr, X.indices, X.data, D, out)
     return out, float(h)
+
+
+# ---------------------------------------------------------------------------------------------
+# dense examples
+
+#: Dense data of at least this many values runs the fused kernels on all threads (below it a
+#: parallel region's start costs more than it saves).
+DENSE_PARALLEL_MIN_VALUES = 1 << 16
+
+
+def _dense(X):
+    if (not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64
+            or not X.flags.f_contiguous):
+        raise ValueError("X must be a float64 (n_features, n_examples) array in Fortran order "
+                         "(each example a contiguous column), got "
+                         f"{getattr(X, 'dtype', type(X).__name__)} "
+                         f"{getattr(X, 'shape', '')}")
+    return X
+
+
+def dense_threads(X, n_threads=None):
+    """The chunks :func:`dense_eval` and :func:`dense_hess_vec` split dense ``X`` into: 1
+    (serial) below :data:`DENSE_PARALLEL_MIN_VALUES` values or with one thread, else the
+    thread count (``n_threads``, default numba's)."""
+    k = kernels.default_threads() if n_threads is None else int(n_threads)
+    if k < 2 or X.size < DENSE_PARALLEL_MIN_VALUES or X.shape[1] < 2 * k:
+        return 1
+    return k
+
+
+def dense_eval(X, w, b, y, loss, sw=None, *, z=None, dl=None, D=None, n_chunks=1):
+    """A smooth GLM's margins, loss, derivatives, gradient and Hessian diagonal at ``(w, b)``
+    in one pass over dense examples.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_features, n_examples), Fortran order
+    w : ndarray of float64, shape (n_features,)
+    b : float
+        The intercept.
+    y : ndarray of float64, shape (n_examples,)
+        Margin-form labels.
+    loss : {0, 1, 3}
+    sw : ndarray of float64, shape (n_examples,), optional
+        Example weights ``s_i`` (default 1).
+    z, dl, D : ndarray of float64, shape (n_examples,), optional
+        Overwritten with the margins, ``l'(z_i)`` and ``s_i l''(z_i)``.
+    n_chunks : int
+        Chunks of examples run in parallel (:func:`dense_threads`); 1: serial.
+
+    Returns
+    -------
+    g : ndarray of float64, shape (n_features,)
+        ``sum_i s_i l'(z_i) x_i``.
+    hd : ndarray of float64, shape (n_features,)
+        ``sum_i D_i x_i^2``, the diagonal of ``X diag(D) X^T``.
+    sums : ndarray of float64, shape (4,)
+        ``sum_i s_i l(z_i)``, ``sum_i s_i l'(z_i)``, ``sum_i D_i`` and
+        ``sum_i -s_i l*(l'(z_i))`` (:func:`conj_sum` at ``a = -l'(z)``).
+    z, dl, D : ndarray of float64, shape (n_examples,)
+    """
+    X = _dense(X)
+    d, n = X.shape
+    loss = _smooth(loss)
+    w = _f64_vector(w, d, "w")
+    y = _vector(y, n, "y")
+    z = np.empty(n) if z is None else _f64_vector(z, n, "z")
+    dl = np.empty(n) if dl is None else _f64_vector(dl, n, "dl")
+    D = np.empty(n) if D is None else _f64_vector(D, n, "D")
+    g, hd, sums = np.empty(d), np.empty(d), np.empty(4)
+    sw = _weights(sw, n)
+    if n_chunks > 1:
+        kernels.newton_dense_eval_parallel(X, w, float(b), y, loss, sw, z, dl, D, g, hd, sums,
+                                           np.empty((n_chunks, 2, d)), np.empty((n_chunks, 4)))
+    else:
+        kernels.newton_dense_eval(X, w, float(b), y, loss, sw, z, dl, D, g, hd, sums)
+    return g, hd, sums, z, dl, D
+
+
+def dense_hess_vec(X, D, s, s_b=0.0, out=None, *, n_chunks=1):
+    """``out = X diag(D) (X^T s + s_b)`` over dense examples in one pass (:func:`hess_vec`'s
+    dense form; ``X`` as in :func:`dense_eval`).
+
+    Returns
+    -------
+    out : ndarray of float64, shape (n_features,)
+    hb : float
+        ``sum_i D_i (x_i^T s + s_b)``.
+    """
+    X = _dense(X)
+    d, n = X.shape
+    _f64_vector(D, n, "D")
+    s = _f64_vector(s, d, "s")
+    out = np.empty(d) if out is None else _f64_vector(out, d, "out")
+    if n_chunks > 1:
+        hb = kernels.newton_dense_hess_vec_parallel(X, D, s, float(s_b), out,
+                                                    np.empty((n_chunks, d)))
+    else:
+        hb = kernels.newton_dense_hess_vec(X, D, s, float(s_b), out)
+    return out, float(hb)

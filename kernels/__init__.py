@@ -87,6 +87,10 @@ from ._losses import LOSS_CODES
 from ._machine import fma_loop, gather_rows, stream_read, stream_triad
 from ._newton import (
     newton_conj_sum,
+    newton_dense_eval,
+    newton_dense_eval_parallel,
+    newton_dense_hess_vec,
+    newton_dense_hess_vec_parallel,
     newton_hess_diag,
     newton_hess_vec,
     newton_hess_vec_parallel,
@@ -165,6 +169,10 @@ __all__ = [
     "murmur3_32_hex8",
     "murmur3_32_int",
     "newton_conj_sum",
+    "newton_dense_eval",
+    "newton_dense_eval_parallel",
+    "newton_dense_hess_vec",
+    "newton_dense_hess_vec_parallel",
     "newton_hess_diag",
     "newton_hess_vec",
     "newton_hess_vec_parallel",

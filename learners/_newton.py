@@ -63,10 +63,14 @@ NEWTON_LOSSES = gnewton.SMOOTH_LOSSES
 _ETA0, _ETA1, _ETA2 = 1e-4, 0.25, 0.75
 _SIGMA1, _SIGMA2, _SIGMA3 = 0.25, 0.5, 4.0
 _PCG_ALPHA = 0.01  # M = (1 - a) I + a diag(H), liblinear's scaling
-#: Data at least this dense (stored values over ``d n``) run on a dense float64 copy with BLAS
-#: matrix-vector products (~5-10x the CSC kernels' speed on dense data) ...
+#: Data at least this dense (stored values over ``d n``) run on a dense float64 copy in
+#: Fortran order (each example a contiguous column), on the fused one-pass kernels of
+#: :mod:`roofline.gmat.newton` (``dense_eval``: a point's margins, loss, gradient, Hessian
+#: diagonal and certificate; ``dense_hess_vec``) ...
 DENSE_MIN_DENSITY = 0.3
-#: ... when it holds at most this many values (256 MiB; dense input is used as it is).
+#: ... when it holds at most this many values (256 MiB).  Dense input is used as it is when in
+#: Fortran order (or as a float64 copy if another dtype), copied to Fortran order up to this
+#: size, and above it run in C order on BLAS matrix-vector products.
 DENSE_MAX_VALUES = 1 << 25
 
 
@@ -79,19 +83,26 @@ class _Smooth:
         self.sw = sw  # example weights of mean 1, or None
         self.X = pb.X
         self.d = pb.d
-        self.Xd = self.Xsq = None  # the dense path: float64 (d, n) and its square
+        self.Xd = None  # the dense path: float64 (d, n)
         d, n = pb.X.shape
         if not sp.issparse(pb.X):
-            self.Xd = np.asarray(pb.X, dtype=np.float64)
+            small = d * n <= DENSE_MAX_VALUES
+            self.Xd = (np.asfortranarray(pb.X, dtype=np.float64) if small
+                       else np.asarray(pb.X, dtype=np.float64))
         elif pb.X.nnz >= DENSE_MIN_DENSITY * d * n and d * n <= DENSE_MAX_VALUES:
-            self.Xd = pb.X.toarray().astype(np.float64, copy=False)
-        if self.Xd is not None and d * n <= DENSE_MAX_VALUES:
-            self.Xsq = self.Xd * self.Xd
+            self.Xd = pb.X.T.toarray().astype(np.float64, copy=False).T  # Fortran order
+        # dense examples as contiguous columns: the fused one-pass kernels (gmat.newton.dense_*)
+        self.fused = self.Xd is not None and self.Xd.flags.f_contiguous
+        self.k = gnewton.dense_threads(self.Xd, n_threads) if self.fused else 1
         self.fi = bool(pb.fit_intercept)
         self.C = 1.0 / pb.lam_n
         self.z = np.empty(pb.n_local)
         self.dl = np.empty(pb.n_local)
         self.D = np.empty(pb.n_local)
+        if self.fused:  # a trial point's derivatives, kept apart until it is accepted
+            self._dl_t = np.empty(pb.n_local)
+            self._D_t = np.empty(pb.n_local)
+        self._pending = self._hd = None
         self.work = None if self.Xd is not None else gnewton.hess_vec_workspace(self.X,
                                                                                  n_threads)
         self._hv = np.empty(self.d)
@@ -103,6 +114,13 @@ class _Smooth:
     def fun(self, x, z):
         """``f(x)`` with the margins written into ``z``; also keeps the loss sum."""
         w, b = self.split(x)
+        if self.fused:  # the whole evaluation, kept for grad() if x is accepted
+            g, hd, sums, _, _, _ = gnewton.dense_eval(self.Xd, w, b, self.pb.y, self.pb.loss,
+                                                      self.sw, z=z, dl=self._dl_t,
+                                                      D=self._D_t, n_chunks=self.k)
+            self._pending = (z, g, hd, sums)
+            L = float(sums[0])
+            return 0.5 * float(w @ w) + self.C * L, L
         if self.Xd is not None:
             np.dot(self.Xd.T, w, out=z)
             z += b
@@ -116,16 +134,26 @@ class _Smooth:
         the duality-gap certificate ``(P, gap)`` of :class:`GLMProblem`."""
         pb = self.pb
         w, b = self.split(x)
-        L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D, self.sw)
-        dlw = dl if self.sw is None else dl * self.sw
-        Xdl = self.Xd @ dlw if self.Xd is not None else pb.xdot(dlw)  # X S l'(z) = -X S a
+        if self.fused:
+            if self._pending is None or self._pending[0] is not z:
+                self.fun(x, z)
+            _, Xdl, self._hd, sums = self._pending
+            self._pending = None
+            self.dl, self._dl_t = self._dl_t, self.dl
+            self.D, self._D_t = self._D_t, self.D
+            L, g_b, h_b, conj = (float(v) for v in sums)
+        else:
+            L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D,
+                                                     self.sw)
+            dlw = dl if self.sw is None else dl * self.sw
+            Xdl = self.Xd @ dlw if self.Xd is not None else pb.xdot(dlw)  # X S l'(z) = -X S a
+            conj = gnewton.conj_sum(-dl, pb.y, pb.loss, self.sw)
         g = np.empty_like(x)
         g[: self.d] = w + self.C * Xdl
         if self.fi:
             g[self.d] = self.C * g_b
         # the certificate: a = -l'(z), u = X S a (S the weights)
-        a = -dl
-        parts = np.array([L, gnewton.conj_sum(a, pb.y, pb.loss, self.sw), -g_b, g_b, h_b])
+        parts = np.array([L, conj, -g_b, g_b, h_b])
         P, gap = pb.certificate(parts, pb.reg(w), float(Xdl @ Xdl), b)
         self.L, self.g_b, self.h_b = L, g_b, h_b
         return g, P, gap
@@ -133,9 +161,10 @@ class _Smooth:
     def diag(self):
         """The preconditioner ``M = (1 - a) + a diag(H)``."""
         M = np.empty(self.d + self.fi)
-        if self.Xd is not None:
-            h = (self.Xsq @ self.D if self.Xsq is not None
-                 else np.einsum("ij,ij,j->i", self.Xd, self.Xd, self.D))
+        if self.fused:
+            h, hb = self._hd, self.h_b
+        elif self.Xd is not None:
+            h = np.einsum("ij,ij,j->i", self.Xd, self.Xd, self.D)
             hb = float(self.D.sum())
         else:
             h, hb = gnewton.hess_diag(self.X, self.D, M[: self.d])
@@ -148,7 +177,10 @@ class _Smooth:
         """``H s``."""
         sw, sb = self.split(s)
         out = np.empty_like(s)
-        if self.Xd is not None:  # two BLAS matrix-vector products
+        if self.fused:
+            hw, hb = gnewton.dense_hess_vec(self.Xd, self.D, sw, sb, self._hv,
+                                            n_chunks=self.k)
+        elif self.Xd is not None:  # two BLAS matrix-vector products
             t = self.Xd.T @ sw
             t += sb
             t *= self.D

@@ -73,6 +73,54 @@ def test_steps_match_numpy(dtype, loss):
     assert hs == pytest.approx(D.sum())
 
 
+@pytest.mark.parametrize("loss", [0, 1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n_chunks", [1, 3])
+def test_dense_fused_steps_match_numpy(loss, weighted, n_chunks):
+    """The one-pass dense kernels against the two-pass numpy forms: margins, derivatives,
+    gradient, Hessian diagonal, the certificate's conjugate sum, the Hessian-vector product;
+    with an empty example, zero weights and logistic margins past exp's range."""
+    rng = np.random.default_rng(14)
+    d, n = 9, 700
+    X = np.asfortranarray(rng.standard_normal((d, n)))
+    X[:, 4] = 0.0
+    X[:, 5] *= 400.0  # |margin| > 745 for the logistic
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    w = rng.standard_normal(d)
+    sw = rng.random(n) * 2 if weighted else None
+    if weighted:
+        sw[:7] = 0.0
+    g, hd, sums, z, dl, D = gnewton.dense_eval(X, w, 0.25, y, loss, sw, n_chunks=n_chunks)
+    z_ref = X.T @ w + 0.25
+    L, gb, hb, dl_ref, D_ref = gnewton.loss_derivs(z_ref, y, loss, sw=sw)
+    s = np.ones(n) if sw is None else sw
+    np.testing.assert_allclose(z, z_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dl, dl_ref, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(D, D_ref, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(g, X @ (s * dl_ref), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(hd, (X * X) @ D_ref, rtol=1e-11, atol=1e-11)
+    conj = gnewton.conj_sum(-dl_ref, y, loss, sw)
+    np.testing.assert_allclose(sums, [L, gb, hb, conj], rtol=1e-10, atol=1e-9)
+    v = rng.standard_normal(d)
+    out, h = gnewton.dense_hess_vec(X, D, v, -0.5, n_chunks=n_chunks)
+    t = D * (X.T @ v - 0.5)
+    np.testing.assert_allclose(out, X @ t, rtol=1e-11, atol=1e-11)
+    assert h == pytest.approx(t.sum(), rel=1e-11, abs=1e-11)
+
+
+def test_dense_fused_steps_reject_bad_layout():
+    X = np.ones((3, 5))  # C order
+    with pytest.raises(ValueError, match="Fortran"):
+        gnewton.dense_eval(X, np.zeros(3), 0.0, np.ones(5), 1)
+    with pytest.raises(ValueError, match="Fortran"):
+        gnewton.dense_hess_vec(np.asfortranarray(X, dtype=np.float32), np.ones(5), np.ones(3))
+    with pytest.raises(ValueError, match="smooth"):
+        gnewton.dense_eval(np.asfortranarray(X), np.zeros(3), 0.0, np.ones(5), 2)
+    assert gnewton.dense_threads(np.asfortranarray(X), 4) == 1  # too small to split
+    big = np.empty((64, 4096), order="F")
+    assert gnewton.dense_threads(big, 4) == 4 and gnewton.dense_threads(big, 1) == 1
+
+
 def test_steps_reject_hinge_and_bad_work():
     X = sp.random(5, 10, density=0.5, format="csc", random_state=0)
     with pytest.raises(ValueError, match="smooth"):
@@ -150,7 +198,7 @@ def test_squared_hinge_matches_linearsvc():
                    tol=1e-12)
     # LinearSVC: ||w||^2 / 2 + C sum max(0, 1 - y z)^2, i.e. alpha = 1 / (C n)
     sk = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=1e-12, max_iter=100_000,
-                   fit_intercept=False).fit(sp.csr_matrix(A), y)
+                   fit_intercept=False, random_state=0).fit(sp.csr_matrix(A), y)
     assert r.converged
     np.testing.assert_allclose(r.coef, sk.coef_.ravel(), atol=1e-6)
 
@@ -218,12 +266,15 @@ def test_dense_path_matches_the_csc_kernels(loss, monkeypatch):
     A, X, y = _problem(rng, 600, 15, np.float64, True)
     dense = np.ascontiguousarray(X.toarray())
     kw = dict(loss=loss, alpha=1e-3, tol=1e-10)
-    r_dense = fit_newton(dense, y, **kw)
+    r_dense = fit_newton(dense, y, **kw)  # C order: a Fortran copy, the fused kernels
+    r_fortran = fit_newton(np.asfortranarray(dense), y, **kw)  # as it is
     monkeypatch.setattr(_newton, "DENSE_MIN_DENSITY", 0.0)  # CSC always densified
     r_csc_dense = fit_newton(X, y, **kw)
+    monkeypatch.setattr(_newton, "DENSE_MAX_VALUES", 0)  # C order too large to copy: BLAS
+    r_blas = fit_newton(dense, y, **kw)
     monkeypatch.setattr(_newton, "DENSE_MIN_DENSITY", 2.0)  # never: the CSC kernels
     r_csc = fit_newton(X, y, **kw)
-    for r in (r_dense, r_csc_dense):
+    for r in (r_dense, r_fortran, r_csc_dense, r_blas):
         assert r.n_iter == r_csc.n_iter
         np.testing.assert_allclose(r.objective, r_csc.objective, rtol=1e-10)
         np.testing.assert_allclose(r.coef, r_csc.coef, rtol=1e-7, atol=1e-10)
