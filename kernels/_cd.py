@@ -44,6 +44,7 @@ __all__ = [
     "cd_dual_sweeps",
     "cd_dual_tpa",
     "cd_dual_tpa_split",
+    "cd_feature_counts",
     "cd_frequency_order",
     "cd_grad",
     "cd_greedy_pure_blocks",
@@ -52,6 +53,9 @@ __all__ = [
     "cd_matvec",
     "cd_matvec_serial",
     "cd_matvec_t",
+    "cd_matvec_t_unit",
+    "cd_matvec_unit",
+    "cd_matvec_unit_serial",
     "cd_primal_epoch",
     "cd_primal_tpa",
     "cd_remap_indices",
@@ -183,6 +187,54 @@ def cd_matvec_serial(indptr, indices, data, x, out, offset):
     return out
 
 
+@njit(inline="always")
+def _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset):
+    """Column ``j`` of :func:`cd_matvec_unit`: its values not read when ``unit[j]``."""
+    acc = 0.0
+    if unit[j] != 0.0:
+        for p in range(indptr[j], indptr[j + 1]):
+            acc += x[indices[p]]
+    else:
+        for p in range(indptr[j], indptr[j + 1]):
+            acc += data[p] * x[indices[p]]
+    out[j] = acc + offset
+
+
+@parallel_njit(**_FLAGS)
+def cd_matvec_unit(indptr, indices, data, unit, x, out, offset):
+    """:func:`cd_matvec` where columns with ``unit[j] != 0`` hold only ones (one-hot / hashed
+    examples, :func:`cd_unit_columns`): their values are not read (the same sums, bit for
+    bit: ``1.0 * x == x``)."""
+    for j in prange(indptr.shape[0] - 1):
+        _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset)
+    return out
+
+
+@njit(**_FLAGS)
+def cd_matvec_unit_serial(indptr, indices, data, unit, x, out, offset):
+    """:func:`cd_matvec_unit` on the calling thread only (see :func:`cd_matvec_serial`)."""
+    for j in range(indptr.shape[0] - 1):
+        _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset)
+    return out
+
+
+@njit(**_FLAGS)
+def cd_matvec_t_unit(indptr, indices, data, unit, a, out):
+    """:func:`cd_matvec_t` with the values of the columns flagged by ``unit`` not read."""
+    m = indptr.shape[0] - 1
+    for j in range(m):
+        aj = a[j]
+        if aj == 0.0:
+            continue
+        if unit[j] != 0.0:
+            for p in range(indptr[j], indptr[j + 1]):
+                out[indices[p]] += aj
+        else:
+            for p in range(indptr[j], indptr[j + 1]):
+                out[indices[p]] += data[p] * aj
+    return out
+
+
 @njit(**_FLAGS)
 def cd_matvec_t(indptr, indices, data, a, out):
     """``out[i] += sum_j data * a[j]`` over the nonzeros ``(i, j)``: ``X alpha`` (accumulates)."""
@@ -197,12 +249,19 @@ def cd_matvec_t(indptr, indices, data, a, out):
 
 
 @njit(**_FLAGS)
-def cd_frequency_order(indices, n):
-    """Rows of a sparse structure (``n`` of them) by decreasing number of nonzeros, ties in
-    increasing row number: ``(order, counts[order])`` by a counting sort, O(nnz + n)."""
-    counts = np.zeros(n, dtype=np.int64)
+def cd_feature_counts(indices, counts):
+    """``counts[j] += `` the number of entries of ``indices`` equal to ``j`` (the rows'
+    nonzeros of a sparse structure; ``counts`` int32 or int64, zeroed by the caller)."""
     for p in range(indices.shape[0]):
         counts[indices[p]] += 1
+    return counts
+
+
+@njit(**_FLAGS)
+def cd_frequency_order(counts):
+    """Rows by decreasing ``counts`` (:func:`cd_feature_counts`), ties in increasing row
+    number: ``(order, counts[order])`` (int64) by a counting sort, O(n + max count)."""
+    n = counts.shape[0]
     top = 0
     for j in range(n):
         if counts[j] > top:
@@ -213,11 +272,14 @@ def cd_frequency_order(indices, n):
     for c in range(1, top + 2):
         start[c] += start[c - 1]
     order = np.empty(n, dtype=np.int64)
+    sorted_counts = np.empty(n, dtype=np.int64)
     for j in range(n):
-        k = top - counts[j]
-        order[start[k]] = j
-        start[k] += 1
-    return order, counts[order]
+        c = counts[j]
+        q = start[top - c]
+        order[q] = j
+        sorted_counts[q] = c
+        start[top - c] = q + 1
+    return order, sorted_counts
 
 
 @parallel_njit(**_FLAGS)

@@ -44,6 +44,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from roofline import gmat
+
 __all__ = [
     "CHOLESKY_AUTO_FEATURES",
     "DUAL_MAX_C",
@@ -54,6 +56,7 @@ __all__ = [
     "HOT_FEATURE_FRACTION",
     "choose_solver",
     "hot_mass",
+    "hot_mass_of_counts",
 ]
 
 #: The dual ``scd`` is chosen for a smooth loss only from this many examples on (its sweeps
@@ -105,14 +108,19 @@ def hot_mass(X):
     """
     if sp.issparse(X):
         X = X.tocsc()
-        counts = np.bincount(X.indices, minlength=X.shape[0])
+        counts = gmat.cd.feature_counts(X)
     else:
         counts = np.count_nonzero(X, axis=1)
-    total = counts.sum()
+    return hot_mass_of_counts(counts, X.shape[1])
+
+
+def hot_mass_of_counts(counts, n_examples):
+    """:func:`hot_mass` from the features' counts of examples (:func:`gmat.cd.feature_counts`)."""
+    total = int(counts.sum(dtype=np.int64))
     if total == 0:
         return 0.0
-    hot = counts >= max(1.0, HOT_FEATURE_FRACTION * X.shape[1])
-    return float(counts[hot].sum()) / float(total)
+    hot = counts >= max(1.0, HOT_FEATURE_FRACTION * n_examples)
+    return float(counts[hot].sum(dtype=np.int64)) / float(total)
 
 
 def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n_jobs=1,

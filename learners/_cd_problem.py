@@ -242,6 +242,9 @@ class GLMProblem:
         self.fit_intercept = bool(fit_intercept)
         self.icpt = float(intercept_scaling) if fit_intercept else 0.0
         self.Xt = None
+        #: :func:`gmat.cd.unit_columns` of ``X`` once a solver has them (the dual's record):
+        #: the maps then skip the values of all-ones examples
+        self.unit = None
         if primal:
             self.Xt = gmat.cd.feature_major(X)
             self.colsq_primal = gmat.cd.col_sqnorms(self.Xt, parallel=self._parallel)
@@ -249,13 +252,13 @@ class GLMProblem:
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
         """``z = X^T w + b`` in float64."""
-        return gmat.cd.matvec(self.X, w, out, b, parallel=self._parallel)
+        return gmat.cd.matvec(self.X, w, out, b, parallel=self._parallel, unit=self.unit)
 
     def xdot(self, a, out=None):
         """``X a`` (a d-vector) in float64."""
         out = np.zeros(self.d) if out is None else out
         out[:] = 0.0
-        return gmat.cd.matvec_t(self.X, a, out)
+        return gmat.cd.matvec_t(self.X, a, out, unit=self.unit)
 
     def reg(self, w):
         return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
@@ -328,8 +331,12 @@ class GLMProblem:
 
     def dual_parts(self, a, v):
         """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples."""
-        w, b = self.dual_primal(v)
-        z = self.margins(w, b)
+        # z = X^T (v / lam_n) + b without the d-vector w (a fresh array of 2^22 features costs
+        # more in page faults than the product itself)
+        z = self.margins(v[: self.d], 0.0)
+        z *= 1.0 / self.lam_n
+        if self.icpt:
+            z += self.icpt * v[self.d] / self.lam_n
         return np.array([gmat.cd.loss_sum(z, self.y, self.loss),
                          gmat.cd.conj_sum(a, self.y, self.loss)])
 

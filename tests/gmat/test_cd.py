@@ -241,6 +241,49 @@ def test_reorder_features_renumbers_by_frequency(powerlaw):
         gmat.cd.reorder_features(X.tocsr())
 
 
+def test_feature_counts_and_reorder_from_counts(powerlaw):
+    X = powerlaw
+    counts = gmat.cd.feature_counts(X)
+    assert counts.dtype == np.int32
+    np.testing.assert_array_equal(counts, np.diff(X.tocsr().indptr))
+    B, order, sorted_counts = gmat.cd.reorder_features(X, counts)
+    B2, order2, _ = gmat.cd.reorder_features(X)
+    np.testing.assert_array_equal(order, order2)
+    np.testing.assert_array_equal(B.indices, B2.indices)
+    np.testing.assert_array_equal(sorted_counts, counts[order])
+    with pytest.raises(ValueError, match="counts must have shape"):
+        gmat.cd.reorder_features(X, counts[:-1])
+
+
+def test_unit_matvecs_skip_the_ones_bit_for_bit(rng):
+    """Examples flagged all-ones are summed without their values: the same sums bit for bit
+    (1.0 * x == x); unflagged ones read their values; an empty example."""
+    d, n = 300, 400
+    X = sp.random(d, n, density=0.05, format="csc", random_state=rng)
+    X.data[:] = 1.0
+    X = X.tolil()
+    X[:, 3] = 0.0
+    X[5, 7] = 2.5  # example 7 is not all ones
+    X[9, 11] = -1.0
+    X = X.tocsc()
+    X.eliminate_zeros()
+    unit = gmat.cd.unit_columns(X)
+    assert unit[7] == 0.0 and unit[11] == 0.0 and unit.sum() > n // 2
+    w = rng.standard_normal(d)
+    a = rng.standard_normal(n)
+    for parallel in (True, False):
+        np.testing.assert_array_equal(gmat.cd.matvec(X, w, offset=0.5, parallel=parallel,
+                                                     unit=unit),
+                                      gmat.cd.matvec(X, w, offset=0.5, parallel=parallel))
+    np.testing.assert_array_equal(gmat.cd.matvec_t(X, a, np.zeros(d), unit=unit),
+                                  gmat.cd.matvec_t(X, a, np.zeros(d)))
+    # a wrong flag would read ones where the values are not: the flags matter
+    wrong = np.ones(n)
+    assert not np.array_equal(gmat.cd.matvec(X, w, unit=wrong), gmat.cd.matvec(X, w))
+    with pytest.raises(ValueError, match="unit must have shape"):
+        gmat.cd.matvec(X, w, unit=np.ones(n - 1))
+
+
 def _split_setup(X, rng, loss, icpt):
     B, _, counts = gmat.cd.reorder_features(X.astype(np.float64))
     y, _ = _problem(B, rng, loss)

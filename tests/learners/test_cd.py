@@ -12,7 +12,7 @@ from sklearn.linear_model import Lasso, LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
 from roofline.learners import CDResult, alpha_from_peer, alpha_to_peer, fit_glm_cd
-from tests._helpers import make_data
+from tests._helpers import make_data, powerlaw_matrix
 
 
 def objective(X, y, w, b, loss, alpha, penalty="l2", reg_b=False):
@@ -573,3 +573,30 @@ def test_shrinking_reaches_the_same_optimum(loss, penalty):
     off = fit_glm_cd(X, y, shrinking=False, **kw)
     assert on.converged and off.converged
     assert on.objective[-1] == pytest.approx(off.objective[-1], rel=1e-8)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_dual_renumbers_the_features_only_where_some_are_hot(loss, monkeypatch):
+    """The one-thread dual renumbers the features by frequency on power-law data, not on
+    hashed-like data whose features are all rare; the fit is the same either way."""
+    from roofline.learners import _cd
+
+    rng = np.random.default_rng(21)
+    n, d = 3000, 1 << 16
+    rows = rng.integers(0, d, size=(n, 12))  # hashed: every feature rare
+    Xh = sp.csc_matrix((np.ones(rows.size), (rows.ravel(), np.repeat(np.arange(n), 12))),
+                       shape=(d, n))
+    Xh.sum_duplicates()
+    Xh.data[:] = 1.0
+    Xp = powerlaw_matrix(2000, n, 12.0, seed=3)
+    y = np.where(rng.random(n) < 0.4, 1.0, 0.0)
+    kw = dict(loss=loss, alpha=1e-3, solver="scd", tol=1e-9, random_state=0,
+              fit_intercept=False)
+    rh = fit_glm_cd(Xh, y, **kw)
+    rp = fit_glm_cd(Xp, y, **kw)
+    assert not rh.info["reordered"] and rp.info["reordered"]
+    monkeypatch.setattr(_cd, "REORDER_MIN_HOT_MASS", 0.0)  # always renumber
+    rh2 = fit_glm_cd(Xh, y, **kw)
+    assert rh2.info["reordered"]
+    np.testing.assert_allclose(rh2.coef, rh.coef, rtol=1e-9, atol=1e-12)
+    assert rh2.objective[-1] == pytest.approx(rh.objective[-1], rel=1e-12)
