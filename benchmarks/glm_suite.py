@@ -22,7 +22,9 @@ objective is mean loss + ``alpha ||w||^2 / 2``, ``alpha = 1 / (C n)`` (scikit-le
 Roofline's times come from one run's trace (setup + solver time to the first check at the
 level + one check's cost, the checks excluded otherwise); the peers are timed over separate
 runs of growing ``max_iter`` (1, 2, 4, ...), a time being that of the first run that reached
-the level.  ``-`` means not reached within the time cap; ``n/a``: the solver does not apply.
+the level.  Each Roofline solver first runs one untimed iteration on the problem (numba
+compiles a kernel at its first call with new argument types).  ``-`` means not reached within
+the time cap; ``n/a``: the solver does not apply.
 
 Problem classes: scikit-learn's breast cancer (standardised), digits (8 vs rest, raw pixel
 scale 0-16), diabetes (ridge), the Criteo-like generator (hashed into 2^20 features), dense
@@ -407,6 +409,10 @@ def main(argv=None):
                     if (s == "newton" and loss == "hinge") or (s == "cholesky"
                                                                  and loss != "squared"):
                         continue
+                    # one untimed iteration first: numba compiles a kernel at its first call
+                    # with new argument types (the disk cache is per source file: after an
+                    # edit, a solver path warmup() did not take compiles inside its timed run)
+                    run_roofline(pb, s, cap, 1, None)
                     runs[s] = run_roofline(pb, s, cap, max_iter, pstar)
                 for s in PEERS:
                     runs[s] = run_sklearn(pb, s, cap, pstar)

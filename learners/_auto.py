@@ -16,8 +16,10 @@ The rule (:func:`choose_solver`)
    :data:`DUAL_MAX_DENSITY`, :data:`DUAL_MAX_C`, :data:`DUAL_MAX_HOT_MASS`).
 
 What the rule rests on: ``python benchmarks/glm_suite.py --criteo-1m --time-cap 20``,
-2-core VM, 2026-11-25, seconds to a relative suboptimality of 1e-4.  The table is in
-``docs/benchmarks.md`` ("GLM suite").
+2-core VM, 2026-11-25, seconds to a relative suboptimality of 1e-4; re-run on 2026-11-26
+(Newton's fused dense kernels, the dual's cheaper setup), where the solver the rule picks was
+again the fastest Roofline solver on every problem (within 5%).  The table is in
+``docs/benchmarks.md`` ("GLM suite"); the figures below are the first run's.
 
 * ``newton`` was the fastest Roofline solver on the small and dense problems: breast
   cancer, digits, dense correlated, wild scales and 1% positives.  The dual ``scd`` took
