@@ -47,6 +47,7 @@ __all__ = [
     "dual_sweeps",
     "dual_tpa",
     "dual_tpa_split",
+    "feature_counts",
     "feature_major",
     "grad",
     "greedy_pure_blocks",
@@ -56,7 +57,6 @@ __all__ = [
     "matvec_t",
     "primal_epoch",
     "primal_tpa",
-    "feature_counts",
     "reorder_features",
     "unit_columns",
 ]

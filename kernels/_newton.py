@@ -256,6 +256,9 @@ def newton_dense_eval_parallel(X, w, b, y, loss, sw, z, dl, D, g, hd, sums, work
 
 @njit(inline="always")
 def _dense_hv_columns(lo, hi, X, D, s, s_b, out):
+    """:func:`_hv_columns` on dense columns (``out`` zeroed here): the same loop over an
+    example's ``d`` entries instead of its stored ones, which the ``fastmath`` flags of its
+    callers vectorise."""
     d = X.shape[0]
     out[:] = 0.0
     hb = 0.0
