@@ -316,7 +316,7 @@ def matvec(A, x, out=None, offset=0.0, *, parallel=True, unit=None):
         launch costs ~0.1 ms).  ``False`` runs on the calling thread: callers that are
         threads themselves (CoCoA workers, a prefetching pipeline) must pass it, as numba's
         workqueue layer does not allow concurrent parallel launches.
-    unit : ndarray, shape (n,), optional
+    unit : ndarray of float64, shape (n,), optional
         :func:`unit_columns` of ``A``: the flagged columns' values (all ones) are not read
         (the same sums; hashed data: ~1.6x faster).
 
@@ -328,13 +328,9 @@ def matvec(A, x, out=None, offset=0.0, *, parallel=True, unit=None):
     _vector(x, A.shape[0], "x")
     out = np.empty(A.shape[1]) if out is None else _vector(out, A.shape[1], "out")
     # a parallel launch costs ~0.1 ms: worth it on large matrices only
-    par = parallel and A.nnz >= _PARFOR_MIN_VALUES
-    if unit is not None:
-        _vector(unit, A.shape[1], "unit")
-        kernel = kernels.cd_matvec_unit if par else kernels.cd_matvec_unit_serial
-        return kernel(A.indptr, A.indices, A.data, unit, x, out, float(offset))
-    kernel = kernels.cd_matvec if par else kernels.cd_matvec_serial
-    return kernel(A.indptr, A.indices, A.data, x, out, float(offset))
+    kernel = (kernels.cd_matvec if parallel and A.nnz >= _PARFOR_MIN_VALUES
+              else kernels.cd_matvec_serial)
+    return kernel(A.indptr, A.indices, A.data, _unit(unit, A.shape[1]), x, out, float(offset))
 
 
 def matvec_t(A, a, out, *, unit=None):
@@ -345,7 +341,7 @@ def matvec_t(A, a, out, *, unit=None):
     A : CSC matrix, shape (m, n)
     a : ndarray, shape (n,)
     out : ndarray of float64, shape (m,)
-    unit : ndarray, shape (n,), optional
+    unit : ndarray of float64, shape (n,), optional
         As for :func:`matvec`.
 
     Returns
@@ -355,10 +351,7 @@ def matvec_t(A, a, out, *, unit=None):
     _coords(A)
     _vector(a, A.shape[1], "a")
     _vector(out, A.shape[0], "out")
-    if unit is not None:
-        _vector(unit, A.shape[1], "unit")
-        return kernels.cd_matvec_t_unit(A.indptr, A.indices, A.data, unit, a, out)
-    return kernels.cd_matvec_t(A.indptr, A.indices, A.data, a, out)
+    return kernels.cd_matvec_t(A.indptr, A.indices, A.data, _unit(unit, A.shape[1]), a, out)
 
 
 def loss_sum(z, y, loss):

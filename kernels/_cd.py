@@ -53,9 +53,6 @@ __all__ = [
     "cd_matvec",
     "cd_matvec_serial",
     "cd_matvec_t",
-    "cd_matvec_t_unit",
-    "cd_matvec_unit",
-    "cd_matvec_unit_serial",
     "cd_primal_epoch",
     "cd_primal_tpa",
     "cd_remap_indices",
@@ -160,91 +157,41 @@ def cd_grad(z, y, loss, out):
 
 
 @njit(inline="always")
-def _matvec_col(j, indptr, indices, data, x, out, offset):
+def _matvec_col(j, indptr, indices, data, unit, x, out, offset):
     """Column ``j`` of :func:`cd_matvec` (the one body of its parallel and serial versions)."""
-    acc = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
-        acc += data[p] * x[indices[p]]
-    out[j] = acc + offset
+    out[j] = _dual_dot(indptr[j], indptr[j + 1], indices, data, x, _is_unit(unit, j), 0.0,
+                       0) + offset
 
 
 @parallel_njit(**_FLAGS)
-def cd_matvec(indptr, indices, data, x, out, offset):
+def cd_matvec(indptr, indices, data, unit, x, out, offset):
     """``out[j] = offset + sum_p data[p] * x[indices[p]]`` over the nonzeros of column ``j``
-    (``X^T w`` for the project layout), float64 accumulation, parallel over columns."""
+    (``X^T w`` for the project layout), float64 accumulation, parallel over columns.  The
+    columns flagged by ``unit`` (:func:`cd_unit_columns`, or empty: none) hold only ones and
+    are summed without reading their values (the same sums bit for bit)."""
     for j in prange(indptr.shape[0] - 1):
-        _matvec_col(j, indptr, indices, data, x, out, offset)
+        _matvec_col(j, indptr, indices, data, unit, x, out, offset)
     return out
 
 
 @njit(**_FLAGS)
-def cd_matvec_serial(indptr, indices, data, x, out, offset):
+def cd_matvec_serial(indptr, indices, data, unit, x, out, offset):
     """:func:`cd_matvec` on the calling thread only (for callers that are threads themselves:
     numba's workqueue layer does not allow concurrent parallel launches).  A separate function,
     not a flag of :func:`cd_matvec`, so that the two compile (and cache) apart."""
     for j in range(indptr.shape[0] - 1):
-        _matvec_col(j, indptr, indices, data, x, out, offset)
-    return out
-
-
-@njit(inline="always")
-def _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset):
-    """Column ``j`` of :func:`cd_matvec_unit`: its values not read when ``unit[j]``."""
-    acc = 0.0
-    if unit[j] != 0.0:
-        for p in range(indptr[j], indptr[j + 1]):
-            acc += x[indices[p]]
-    else:
-        for p in range(indptr[j], indptr[j + 1]):
-            acc += data[p] * x[indices[p]]
-    out[j] = acc + offset
-
-
-@parallel_njit(**_FLAGS)
-def cd_matvec_unit(indptr, indices, data, unit, x, out, offset):
-    """:func:`cd_matvec` where columns with ``unit[j] != 0`` hold only ones (one-hot / hashed
-    examples, :func:`cd_unit_columns`): their values are not read (the same sums, bit for
-    bit: ``1.0 * x == x``)."""
-    for j in prange(indptr.shape[0] - 1):
-        _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset)
+        _matvec_col(j, indptr, indices, data, unit, x, out, offset)
     return out
 
 
 @njit(**_FLAGS)
-def cd_matvec_unit_serial(indptr, indices, data, unit, x, out, offset):
-    """:func:`cd_matvec_unit` on the calling thread only (see :func:`cd_matvec_serial`)."""
+def cd_matvec_t(indptr, indices, data, unit, a, out):
+    """``out[i] += sum_j data * a[j]`` over the nonzeros ``(i, j)``: ``X alpha`` (accumulates;
+    ``unit`` as for :func:`cd_matvec`)."""
     for j in range(indptr.shape[0] - 1):
-        _matvec_unit_col(j, indptr, indices, data, unit, x, out, offset)
-    return out
-
-
-@njit(**_FLAGS)
-def cd_matvec_t_unit(indptr, indices, data, unit, a, out):
-    """:func:`cd_matvec_t` with the values of the columns flagged by ``unit`` not read."""
-    m = indptr.shape[0] - 1
-    for j in range(m):
         aj = a[j]
-        if aj == 0.0:
-            continue
-        if unit[j] != 0.0:
-            for p in range(indptr[j], indptr[j + 1]):
-                out[indices[p]] += aj
-        else:
-            for p in range(indptr[j], indptr[j + 1]):
-                out[indices[p]] += data[p] * aj
-    return out
-
-
-@njit(**_FLAGS)
-def cd_matvec_t(indptr, indices, data, a, out):
-    """``out[i] += sum_j data * a[j]`` over the nonzeros ``(i, j)``: ``X alpha`` (accumulates)."""
-    m = indptr.shape[0] - 1
-    for j in range(m):
-        aj = a[j]
-        if aj == 0.0:
-            continue
-        for p in range(indptr[j], indptr[j + 1]):
-            out[indices[p]] += data[p] * aj
+        if aj != 0.0:
+            _scatter_col(indptr[j], indptr[j + 1], indices, data, out, aj, _is_unit(unit, j))
     return out
 
 
