@@ -64,7 +64,6 @@ __all__ = [
 # the codes of the losses the CD kernels implement
 _CD_CODES = {LOSS_CODES[name]: name for name in CD_LOSSES}
 _NO_TRACK = np.empty(0)  # the kernels' ``d`` when the caller's own changes are not tracked
-_NO_UNIT = np.zeros(0)  # the dual kernels' ``unit`` when no example is flagged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,10 +293,12 @@ def unit_columns(A, out=None):
 
 
 def _unit(unit, n):
-    """The kernels' ``unit`` argument: the caller's flags (checked) or none."""
+    """The kernels' ``unit`` argument: the caller's flags (checked), or ``None`` where none is
+    set (the kernels are then compiled without the flagged examples' loops)."""
     if unit is None:
-        return _NO_UNIT
-    return _f64_vector(unit, n, "unit", " (unit_columns)")
+        return None
+    unit = _f64_vector(unit, n, "unit", " (unit_columns)")
+    return unit if unit.any() else None
 
 
 def matvec(A, x, out=None, offset=0.0, *, parallel=True, unit=None):

@@ -115,7 +115,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     a1, v1, d1 = np.zeros(n), np.zeros(nv), np.zeros(nv)
     s1 = np.full(n, -1.0)
     kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y, a1, v1, d1, coords, loss, 40.0, 2.0,
-                          0.5, colsq, icpt, True, s1, True, np.zeros(0))
+                          0.5, colsq, icpt, True, s1, True, None)
     a2, v2, d2, s2 = np.zeros(n), np.zeros(nv), np.zeros(nv), np.full(n, -1.0)
     gmat.cd.dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
                        sigma=2.0, damp=0.5, d=d2, steps=s2)
@@ -127,7 +127,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     bounds = np.array([0, n // 3, n], dtype=np.int64)
     a3, V3 = np.zeros(n), np.zeros((2, nv))
     kernels.cd_dual_tpa(X.indptr, X.indices, X.data, y, a3, V3, coords, bounds, loss, 40.0, 0.5,
-                        colsq, icpt, np.empty(0), np.zeros(0), np.empty(0), np.empty(0),
+                        colsq, icpt, np.empty(0), None, np.empty(0), np.empty(0),
                         np.empty(0))
     a4, V4 = np.zeros(n), np.zeros((2, nv))
     gmat.cd.dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
