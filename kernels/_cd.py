@@ -474,11 +474,15 @@ def _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt):
     if loss == SQUARED:
         delta = (yi - m - a) / (1.0 + q)
     elif loss == HINGE:
+        # liblinear's form, as :func:`_hinge_sweeps` computes it (the same step bit for bit):
+        # beta - G / Q_ii with G = y_i x_i^T w - 1
         beta = a * yi
-        if q > 0.0:
-            nb = beta + (1.0 - yi * m) / q
+        g = yi * acc * (1.0 / lam_n) - 1.0
+        qs = sigma * (colsq[i] + icpt * icpt)
+        if qs > 0.0:
+            nb = beta - g * lam_n / qs
         else:
-            nb = 1.0 if yi * m < 1.0 else 0.0
+            nb = 1.0 if g < 0.0 else 0.0
         if nb < 0.0:
             nb = 0.0
         elif nb > 1.0:
