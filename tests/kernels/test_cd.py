@@ -186,3 +186,55 @@ def test_greedy_pure_blocks():
     _, fail = K.cd_greedy_pure_blocks(Xf.indptr, Xf.indices, 200, np.arange(60, dtype=np.int64),
                                       0)
     assert fail == -1
+
+
+def _logistic_step_reference(beta, ym, q):
+    """The exact maximiser of the logistic dual's one-example problem
+    ``H(b) - (b - beta) ym - q (b - beta)^2 / 2`` (``H`` the binary entropy): the root of its
+    derivative in ``t = logit(b)``, decreasing in ``t``, bracketed by brentq."""
+    from scipy.optimize import brentq
+    from scipy.special import expit
+
+    def g(t):
+        return -t - ym - q * (expit(t) - beta)
+
+    lo, hi = -ym - q * (1.0 - beta), -ym + q * beta
+    if g(lo) <= 0:
+        return float(expit(lo))
+    if g(hi) >= 0:
+        return float(expit(hi))
+    return float(expit(brentq(g, lo, hi, xtol=1e-14, rtol=1e-15, maxiter=2000)))
+
+
+def _logistic_step_objective(b, beta, ym, q):
+    from scipy.special import entr
+
+    return float(entr(b) + entr(1.0 - b)) - (b - beta) * ym - 0.5 * q * (b - beta) ** 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_logistic_dual_step_is_exact_under_weak_regularisation(seed):
+    """One logistic dual step (a one-example, one-feature problem: ``q = 1 / lam_n``) reaches
+    the one-dimensional optimum over curvatures ``q`` up to 1e6 (weak regularisation), cold
+    (``beta = 0``) and warm starts.  Regression: plain bracketed Newton on the log-odds jumped
+    between two points inside the bracket from the sigmoid's flat tails (beta = 0,
+    ym = -2.876, q = 3100 gave b = 0.946 for 0.0028)."""
+    rng = np.random.default_rng(seed)
+    cases = [(0.0, -2.8758465719000825, 3100.0)]
+    for _ in range(400):
+        beta = [0.0, rng.random(), 1 - 10 ** rng.uniform(-12, -1),
+                10 ** rng.uniform(-12, -1)][rng.integers(4)]
+        cases.append((beta, rng.normal() * 10 ** rng.uniform(-1, 3), 10 ** rng.uniform(-2, 6)))
+    indptr, indices, data = np.array([0, 1]), np.array([0], np.int32), np.array([1.0])
+    for beta, ym, q in cases:
+        y = rng.choice([-1.0, 1.0])
+        lam_n = 1.0 / q
+        a, v = np.array([y * beta]), np.array([ym * lam_n * y])  # x^T v / lam_n = y ym
+        K.cd_dual_epoch(indptr, indices, data, np.array([y]), a, v, np.empty(0), np.array([0]),
+                        LOSS["logistic"], lam_n, 1.0, 1.0, np.array([1.0]), 0.0, False,
+                        np.empty(0), False, None)
+        b, best = a[0] * y, _logistic_step_reference(beta, ym, q)
+        opt = _logistic_step_objective(best, beta, ym, q)
+        got = _logistic_step_objective(b, beta, ym, q)
+        assert 0.0 <= b <= 1.0
+        assert got >= opt - 1e-12 * (1.0 + abs(opt)), (beta, ym, q, b, best)
