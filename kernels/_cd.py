@@ -457,7 +457,15 @@ def _logistic_dual_beta(beta, ym, q):
             hi = t
         ds = s * (1.0 - s)
         dg = -1.0 - q * ds
-        tn = t - g / dg
+        step = -g / dg
+        if abs(step) <= 1e-4 * (1.0 + abs(t)):
+            # converged (tested before the bracket: at the root, t is an end of the bracket
+            # and the Newton point t + step may round onto it)
+            b = s + ds * step
+            if b > 0.0 and b < 1.0:
+                return b
+            return sigmoid(t + step)
+        tn = t + step
         # bisect where the Newton step leaves the bracket or does not halve the step before
         # the last one (rtsafe): with a large q, Newton from the sigmoid's flat tails can
         # jump between two points inside the bracket forever (beta = 0, ym = -2.88,
@@ -466,13 +474,7 @@ def _logistic_dual_beta(beta, ym, q):
         if tn <= lo or tn >= hi or abs(2.0 * g) > abs(dx_old * dg):
             tn = 0.5 * (lo + hi)
         dx_old = dx
-        step = tn - t
-        dx = step
-        if abs(step) <= 1e-4 * (1.0 + abs(t)):
-            b = s + ds * step
-            if b > 0.0 and b < 1.0:
-                return b
-            return sigmoid(tn)
+        dx = tn - t
         t = tn
         s = -1.0
     return sigmoid(t)
