@@ -367,6 +367,30 @@ def test_dual_warmup_needs_many_examples():
                                   fit_glm_cd(X, y, warmup=False, **kw).dual_coef)
 
 
+def test_dual_warmup_only_where_features_are_hot(monkeypatch):
+    """The warm-up sweep counters the overshoot on shared (hot) features: it runs where at
+    least REORDER_MIN_HOT_MASS of the values lie in hot features, not on hashed data whose
+    buckets are all rare (there it cost time), where the iterates are those of warmup=False."""
+    from roofline.learners import _cd_solvers
+
+    monkeypatch.setattr(_cd_solvers, "_WARMUP_MIN_EXAMPLES", 0)
+    rng = np.random.default_rng(4)
+    n, d, k = 3000, 1 << 16, 12
+    rows = rng.integers(0, d, size=n * k)
+    X = sp.csc_matrix((np.ones(n * k), (rows, np.repeat(np.arange(n), k))), shape=(d, n))
+    X.sum_duplicates()
+    X.data[:] = 1.0
+    y = (rng.random(n) < 0.5).astype(float)
+    kw = dict(loss="logistic", alpha=1e-4, dual=True, fit_intercept=False, random_state=0,
+              max_iter=3, batch_sweeps=False)
+    hashed = fit_glm_cd(X, y, warmup=True, **kw)
+    assert hashed.info["warmup"] is False
+    np.testing.assert_array_equal(hashed.dual_coef,
+                                  fit_glm_cd(X, y, warmup=False, **kw).dual_coef)
+    Xh, _, yh = make_data(task="classification", seed=3, n=400)
+    assert fit_glm_cd(Xh, yh, warmup=True, **kw).info["warmup"] is True
+
+
 @pytest.mark.slow
 def test_dual_warmup_takes_fewer_sweeps_on_many_examples():
     """On 100k Criteo-like examples (C = 1: mean step curvature ~36) the warm-up sweep makes
