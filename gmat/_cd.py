@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from roofline import kernels
 
-from ._arrays import csc_from_arrays, device_of
+from ._arrays import as_dense, csc_from_arrays, device_of
 from ._losses import CD_LOSSES, LOSS_CODES
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "block_steps",
     "col_sqnorms",
     "conj_sum",
+    "csc_from_dense",
     "dual_epoch",
     "dual_sweeps",
     "dual_tpa",
@@ -181,6 +182,37 @@ def feature_major(X):
     _coords(X, "X")
     Xr = X.tocsr()
     return csc_from_arrays(type(X), Xr.data, Xr.indices, Xr.indptr, (X.shape[1], X.shape[0]))
+
+
+def csc_from_dense(A):
+    """The CSC matrix of a dense 2-D array (its nonzeros; rows sorted within each column).
+
+    ``scipy.sparse.csc_matrix(A)`` gives the same matrix through ``nonzero`` and a COO
+    matrix; this takes one pass to count and one to fill (569 x 31 values: ~20 us against
+    ~300 us, which mattered for the dual solvers' millisecond fits of small dense data).
+
+    Parameters
+    ----------
+    A : ndarray of float32 or float64, shape (m, n)
+        Any memory order (Fortran order, one column per example, reads contiguously).
+
+    Returns
+    -------
+    scipy.sparse.csc_matrix of A's dtype, shape (m, n)
+        int32 indices and pointers (int64 from 2^31 nonzeros), as scipy's own conversion.
+    """
+    A = as_dense(A, "A", ndim=(2,))
+    if not isinstance(A, np.ndarray):
+        raise TypeError(f"A must be a numpy array (CPU), got {type(A).__name__}")
+    counts = kernels.cd_dense_counts(A, np.empty(A.shape[1], dtype=np.int64))
+    nnz = int(counts.sum())
+    idx = np.int32 if max(nnz, A.shape[0]) < 2**31 else np.int64
+    indptr = np.zeros(A.shape[1] + 1, dtype=idx)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(nnz, dtype=idx)
+    data = np.empty(nnz, dtype=A.dtype)
+    kernels.cd_dense_fill(A, indptr, indices, data)
+    return csc_from_arrays(sp.csc_matrix, data, indices, indptr, A.shape)
 
 
 def feature_counts(X):

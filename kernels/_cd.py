@@ -207,6 +207,32 @@ def cd_feature_counts(indices, counts):
 
 
 @njit(**_FLAGS)
+def cd_dense_counts(A, counts):
+    """``counts[j]`` = the nonzeros of column ``j`` of the dense 2-D array ``A``."""
+    for j in range(A.shape[1]):
+        c = 0
+        for i in range(A.shape[0]):
+            if A[i, j] != 0:
+                c += 1
+        counts[j] = c
+    return counts
+
+
+@njit(**_FLAGS)
+def cd_dense_fill(A, indptr, indices, data):
+    """The CSC structure of the dense ``A`` whose column pointers ``indptr`` are the
+    cumulated :func:`cd_dense_counts`: each column's nonzeros, rows increasing."""
+    for j in range(A.shape[1]):
+        p = indptr[j]
+        for i in range(A.shape[0]):
+            x = A[i, j]
+            if x != 0:
+                indices[p] = i
+                data[p] = x
+                p += 1
+
+
+@njit(**_FLAGS)
 def cd_frequency_order(counts):
     """Rows by decreasing ``counts`` (:func:`cd_feature_counts`), ties in increasing row
     number: ``(order, counts[order])`` (int64) by a counting sort, O(n + max count)."""

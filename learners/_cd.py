@@ -428,7 +428,7 @@ def fit_glm_cd(
         res.time = time.perf_counter() - t_start
         return res  # fit_newton warns itself when it stops short of tol
     if not sp.issparse(X):
-        X = sp.csc_matrix(X)
+        X = gmat.cd.csc_from_dense(X)
     monitor = None
     if (opts.stall_switch and opts.solver in ("scd", "tpa-scd") and comm is None and not l1
             and loss in NEWTON_LOSSES

@@ -184,7 +184,7 @@ def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
                 f"example {pos[1]}"
             )
         if not keep_dense:
-            X = sp.csc_matrix(X)
+            X = gmat.cd.csc_from_dense(X)
     if X.shape[0] == 0 or (X.shape[1] == 0 and not allow_no_examples):
         raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
     return X

@@ -570,3 +570,34 @@ def test_col_sqnorms_serial_equals_parallel(powerlaw):
     ser = gmat.cd.col_sqnorms(X, np.full(X.shape[1], np.nan), parallel=False)
     np.testing.assert_array_equal(ser, par)
     np.testing.assert_allclose(par, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 40), (31, 569), (5, 0), (0, 3)])
+def test_csc_from_dense_matches_scipy(dtype, order, shape):
+    """The same structure, values and dtype as scipy's own conversion, for any memory order,
+    with empty rows and columns and exact zeros among the values."""
+    rng = np.random.default_rng(sum(shape))
+    A = rng.standard_normal(shape).astype(dtype)
+    A[rng.random(shape) < 0.4] = 0.0
+    if shape[1] > 2:
+        A[:, 1] = 0.0  # an empty column
+    if shape[0] > 2:
+        A[2, :] = 0.0  # an empty row
+    A = np.asarray(A, order=order)
+    got, ref = gmat.cd.csc_from_dense(A), sp.csc_matrix(A)
+    assert got.format == "csc" and got.dtype == A.dtype and got.shape == A.shape
+    np.testing.assert_array_equal(got.indptr, ref.indptr)
+    np.testing.assert_array_equal(got.indices, ref.indices)
+    np.testing.assert_array_equal(got.data, ref.data)
+    assert got.indices.dtype == np.int32 and got.indptr.dtype == np.int32
+    gmat.check_csc(got, "got")
+
+
+def test_csc_from_dense_rejects_bad_input():
+    with pytest.raises(TypeError, match="A must be a dense array"):
+        gmat.cd.csc_from_dense(sp.csc_matrix(np.eye(3)))
+    with pytest.raises(ValueError):
+        gmat.cd.csc_from_dense(np.ones(3))
+    with pytest.raises(TypeError):
+        gmat.cd.csc_from_dense(np.ones((3, 3), dtype=np.int64))
