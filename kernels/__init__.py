@@ -44,6 +44,7 @@ from ._cd import (
     cd_primal_tpa,
     cd_remap_indices,
     cd_unit_columns,
+    cd_unit_columns_serial,
 )
 from ._criteo import (
     N_CAT,
@@ -141,6 +142,7 @@ __all__ = [
     "cd_primal_tpa",
     "cd_remap_indices",
     "cd_unit_columns",
+    "cd_unit_columns_serial",
     "check_csc_structure",
     "count_distinct_rows",
     "criteo_format",

@@ -265,18 +265,30 @@ def cd_remap_indices(indices, newid, out):
     return out
 
 
+@njit(inline="always")
+def _unit_column(indptr, data, j):
+    for p in range(indptr[j], indptr[j + 1]):
+        if data[p] != 1.0:
+            return 0.0
+    return 1.0
+
+
 @parallel_njit(**_FLAGS)
 def cd_unit_columns(indptr, data, out):
     """``out[j] = 1.0`` when every stored value of column ``j`` is exactly one (an example of
     one-hot or hashed categorical features), else ``0.0``; the dual kernels then never read that
     column's values.  ``out`` may be a strided column of a record array."""
     for j in prange(out.shape[0]):
-        flag = 1.0
-        for p in range(indptr[j], indptr[j + 1]):
-            if data[p] != 1.0:
-                flag = 0.0
-                break
-        out[j] = flag
+        out[j] = _unit_column(indptr, data, j)
+    return out
+
+
+@njit(**_FLAGS)
+def cd_unit_columns_serial(indptr, data, out):
+    """:func:`cd_unit_columns` on the calling thread (small matrices: no parallel launch)."""
+    for j in range(out.shape[0]):
+        out[j] = _unit_column(indptr, data, j)
+    return out
 
 
 @njit(inline="always")
@@ -556,13 +568,38 @@ def _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf):
     term.  An example whose values are all one (``unit_i``: one-hot / hashed categorical data)
     is summed without reading them: the same sum bit for bit (x * 1.0 is exact), one memory
     stream fewer."""
-    acc = 0.0
+    # four partial sums: one chain of dependent adds costs ~4 cycles per value where v sits
+    # in cache (breast cancer's 31 features: 540 hinge sweeps 0.77 -> 0.64 ms; no change
+    # where the gathers miss the cache)
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    p = np.uint64(lo)
+    end = np.uint64(hi)
+    four = np.uint64(4)
+    one = np.uint64(1)
     if unit_i:
-        for p in range(np.uint64(lo), np.uint64(hi)):
-            acc += v[np.uint64(indices[p])]
+        while p + four <= end:
+            a0 += v[np.uint64(indices[p])]
+            a1 += v[np.uint64(indices[p + one])]
+            a2 += v[np.uint64(indices[p + np.uint64(2)])]
+            a3 += v[np.uint64(indices[p + np.uint64(3)])]
+            p += four
+        while p < end:
+            a0 += v[np.uint64(indices[p])]
+            p += one
     else:
-        for p in range(np.uint64(lo), np.uint64(hi)):
-            acc += data[p] * v[np.uint64(indices[p])]
+        while p + four <= end:
+            a0 += data[p] * v[np.uint64(indices[p])]
+            a1 += data[p + one] * v[np.uint64(indices[p + one])]
+            a2 += data[p + np.uint64(2)] * v[np.uint64(indices[p + np.uint64(2)])]
+            a3 += data[p + np.uint64(3)] * v[np.uint64(indices[p + np.uint64(3)])]
+            p += four
+        while p < end:
+            a0 += data[p] * v[np.uint64(indices[p])]
+            p += one
+    acc = (a0 + a1) + (a2 + a3)
     if icpt != 0.0:
         acc += icpt * v[nf]
     return acc

@@ -408,6 +408,15 @@ def test_unit_columns_flags_all_ones_columns(powerlaw, rng):
     assert gmat.cd.unit_columns(X, out) is out
     np.testing.assert_array_equal(out, unit)
     assert (rec[:, [0, 1, 2, 3, 5, 6, 7]] == 7.0).all()
+    # the parallel kernel (from 2^17 values) and the serial one (below) agree
+    from roofline import kernels
+
+    par = kernels.cd_unit_columns(X.indptr, X.data, np.empty(X.shape[1]))
+    ser = kernels.cd_unit_columns_serial(X.indptr, X.data, np.empty(X.shape[1]))
+    np.testing.assert_array_equal(par, unit)
+    np.testing.assert_array_equal(ser, unit)
+    sq = kernels.cd_col_sqnorms(X.indptr, X.data, np.empty(X.shape[1]))
+    np.testing.assert_array_equal(sq, gmat.cd.col_sqnorms(X))
     with pytest.raises(TypeError, match="out must have dtype float64"):
         gmat.cd.unit_columns(X, np.zeros(X.shape[1], np.uint8))
     with pytest.raises(ValueError, match="out must have shape"):

@@ -602,7 +602,8 @@ def test_shrinking_reaches_the_same_optimum(loss, penalty):
 @pytest.mark.parametrize("loss", ["logistic", "hinge"])
 def test_dual_renumbers_the_features_only_where_some_are_hot(loss, monkeypatch):
     """The one-thread dual renumbers the features by frequency on power-law data, not on
-    hashed-like data whose features are all rare; the fit is the same either way."""
+    hashed-like data whose features are all rare, nor where there are too few features for
+    the numbering to matter (REORDER_MIN_FEATURES); the fit is the same either way."""
     from roofline.learners import _cd
 
     rng = np.random.default_rng(21)
@@ -612,13 +613,15 @@ def test_dual_renumbers_the_features_only_where_some_are_hot(loss, monkeypatch):
                        shape=(d, n))
     Xh.sum_duplicates()
     Xh.data[:] = 1.0
-    Xp = powerlaw_matrix(2000, n, 12.0, seed=3)
+    Xp = powerlaw_matrix(8000, n, 12.0, seed=3)
+    Xs = powerlaw_matrix(_cd.REORDER_MIN_FEATURES, n, 12.0, seed=3)  # as hot, fewer features
     y = np.where(rng.random(n) < 0.4, 1.0, 0.0)
     kw = dict(loss=loss, alpha=1e-3, solver="scd", tol=1e-9, random_state=0,
               fit_intercept=False)
     rh = fit_glm_cd(Xh, y, **kw)
     rp = fit_glm_cd(Xp, y, **kw)
     assert not rh.info["reordered"] and rp.info["reordered"]
+    assert not fit_glm_cd(Xs, y, **kw).info["reordered"]
     monkeypatch.setattr(_cd, "REORDER_MIN_HOT_MASS", 0.0)  # always renumber
     rh2 = fit_glm_cd(Xh, y, **kw)
     assert rh2.info["reordered"]
