@@ -188,8 +188,9 @@ def csc_from_dense(A):
     """The CSC matrix of a dense 2-D array (its nonzeros; rows sorted within each column).
 
     ``scipy.sparse.csc_matrix(A)`` gives the same matrix through ``nonzero`` and a COO
-    matrix; this takes one pass to count and one to fill (569 x 31 values: ~20 us against
-    ~300 us, which mattered for the dual solvers' millisecond fits of small dense data).
+    matrix; this takes one pass to count and one to fill (breast cancer's 31 x 569, C order:
+    ~0.10 ms against ~0.24 ms, which matters for the dual solvers' millisecond fits of small
+    dense data).
 
     Parameters
     ----------
