@@ -521,6 +521,22 @@ def _logistic_dual_beta(beta, ym, q):
 
 
 @njit(inline="always")
+def _hinge_beta(beta, g, lam_n, qs):
+    """The hinge dual's exact step in liblinear's form: ``beta - G / Q_ii`` clipped to
+    ``[0, 1]``, with ``G = y_i x_i^T w - 1`` and ``Q_ii = qs / lam_n`` (``qs`` the step's
+    curvature times ``lam_n``; at ``qs = 0`` the end of the box that ``G`` points to)."""
+    if qs > 0.0:
+        nb = beta - g * lam_n / qs
+    else:
+        nb = 1.0 if g < 0.0 else 0.0
+    if nb < 0.0:
+        return 0.0
+    if nb > 1.0:
+        return 1.0
+    return nb
+
+
+@njit(inline="always")
 def _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt):
     """The (damped) step of ``alpha[i]`` given ``acc = x_i^T v`` (the constant feature's term
     included)."""
@@ -535,16 +551,7 @@ def _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt):
         # beta - G / Q_ii with G = y_i x_i^T w - 1
         beta = a * yi
         g = yi * acc * (1.0 / lam_n) - 1.0
-        qs = sigma * (colsq[i] + icpt * icpt)
-        if qs > 0.0:
-            nb = beta - g * lam_n / qs
-        else:
-            nb = 1.0 if g < 0.0 else 0.0
-        if nb < 0.0:
-            nb = 0.0
-        elif nb > 1.0:
-            nb = 1.0
-        delta = yi * (nb - beta)
+        delta = yi * (_hinge_beta(beta, g, lam_n, sigma * (colsq[i] + icpt * icpt)) - beta)
     else:
         beta = a * yi
         nb = _logistic_dual_beta(beta, yi * m, q)
@@ -812,16 +819,7 @@ def _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, 
             t += 1
             if pg == 0.0:
                 continue
-            qi = colsq[i] + i2
-            if qi > 0.0:
-                nb = beta - g * lam_n / qi
-            else:
-                nb = 1.0 if g < 0.0 else 0.0
-            if nb < 0.0:
-                nb = 0.0
-            elif nb > 1.0:
-                nb = 1.0
-            delta = yi * (nb - beta)
+            delta = yi * (_hinge_beta(beta, g, lam_n, colsq[i] + i2) - beta)
             if delta != 0.0:
                 alpha[i] += delta
                 _scatter_col(lo, hi, indices, data, v, delta, unit_i)
