@@ -329,12 +329,12 @@ def unit_columns(A, out=None):
 
 
 def _unit(unit, n):
-    """The kernels' ``unit`` argument: the caller's flags (checked), or ``None`` where none is
-    set (the kernels are then compiled without the flagged examples' loops)."""
+    """The kernels' ``unit`` argument: the caller's flags (checked), or ``None``, for which
+    the kernels are compiled without the flagged examples' loops: callers whose flags are
+    all zero pass ``None`` (decided once, not scanned here at every call)."""
     if unit is None:
         return None
-    unit = _f64_vector(unit, n, "unit", " (unit_columns)")
-    return unit if unit.any() else None
+    return _f64_vector(unit, n, "unit", " (unit_columns)")
 
 
 def matvec(A, x, out=None, offset=0.0, *, parallel=True, unit=None):

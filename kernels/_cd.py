@@ -572,6 +572,15 @@ def _scatter_col(lo, hi, indices, data, out, scale, unit_i):
 
 
 @njit(inline="always")
+def _dual_move(lo, hi, indices, data, v, scale, unit_i, icpt, nf):
+    """``v += scale * x_i`` for the example whose entries are ``[lo, hi)``, the constant
+    feature's entry ``v[nf]`` included when ``icpt != 0``."""
+    _scatter_col(lo, hi, indices, data, v, scale, unit_i)
+    if icpt != 0.0:
+        v[nf] += scale * icpt
+
+
+@njit(inline="always")
 def _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf):
     """``x_i^T v`` over the entries ``[lo, hi)`` of example ``i``, plus the constant feature's
     term.  An example whose values are all one (``unit_i``: one-hot / hashed categorical data)
@@ -626,14 +635,9 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
     if delta == 0.0:
         return delta
     alpha[i] += delta
-    sd = sigma * delta
-    _scatter_col(lo, hi, indices, data, v, sd, unit_i)
-    if icpt != 0.0:
-        v[nf] += sd * icpt
+    _dual_move(lo, hi, indices, data, v, sigma * delta, unit_i, icpt, nf)
     if track:
-        _scatter_col(lo, hi, indices, data, d, delta, unit_i)
-        if icpt != 0.0:
-            d[nf] += delta * icpt
+        _dual_move(lo, hi, indices, data, d, delta, unit_i, icpt, nf)
     return delta
 
 
@@ -752,9 +756,7 @@ def _smooth_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
             delta = _dual_delta(acc, i, y, alpha, loss, lam_n, 1.0, 1.0, colsq, icpt)
             if delta != 0.0:
                 alpha[i] += delta
-                _scatter_col(lo, hi, indices, data, v, delta, unit_i)
-                if icpt != 0.0:
-                    v[nf] += delta * icpt
+                _dual_move(lo, hi, indices, data, v, delta, unit_i, icpt, nf)
                 work += hi - lo
         sweeps += 1
     return sweeps, 0
@@ -793,25 +795,16 @@ def _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, 
             yi = y[i]
             g = yi * acc * inv_lam - 1.0
             beta = alpha[i] * yi
-            pg = 0.0
-            if beta == 0.0:
-                if shrinking and g > pgmax_old:
-                    n_active -= 1
-                    order[t] = order[n_active]
-                    order[n_active] = i
-                    continue
-                if g < 0.0:
-                    pg = g
-            elif beta == 1.0:
-                if shrinking and g < pgmin_old:
-                    n_active -= 1
-                    order[t] = order[n_active]
-                    order[n_active] = i
-                    continue
-                if g > 0.0:
-                    pg = g
-            else:
-                pg = g
+            if shrinking and ((beta == 0.0 and g > pgmax_old)
+                              or (beta == 1.0 and g < pgmin_old)):
+                n_active -= 1
+                order[t] = order[n_active]
+                order[n_active] = i
+                continue
+            # the projected gradient: zero where the box holds the step back
+            pg = g
+            if (beta == 0.0 and g > 0.0) or (beta == 1.0 and g < 0.0):
+                pg = 0.0
             if pg > pgmax_new:
                 pgmax_new = pg
             if pg < pgmin_new:
@@ -822,9 +815,7 @@ def _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, 
             delta = yi * (_hinge_beta(beta, g, lam_n, colsq[i] + i2) - beta)
             if delta != 0.0:
                 alpha[i] += delta
-                _scatter_col(lo, hi, indices, data, v, delta, unit_i)
-                if icpt != 0.0:
-                    v[nf] += delta * icpt
+                _dual_move(lo, hi, indices, data, v, delta, unit_i, icpt, nf)
                 work += hi - lo
         sweeps += 1
         if pgmax_new - pgmin_new <= eps:

@@ -249,8 +249,10 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     gmat.cd.unit_columns(X, rec[:, 4])
     rec[:, 5:] = 0.0  # 5: a before its last TPA step (to discard a sub-epoch); 6, 7 spare
     a, y, colsq, last_step, prev = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 5]
-    kw = dict(loss=pb.loss, colsq=colsq, icpt=pb.icpt, unit=rec[:, 4])
-    pb.unit = rec[:, 4]  # the checks' margins and exact v skip the all-ones values too
+    # None where no example is flagged: the kernels then run without the flagged loops
+    unit = rec[:, 4] if rec[:, 4].any() else None
+    kw = dict(loss=pb.loss, colsq=colsq, icpt=pb.icpt, unit=unit)
+    pb.unit = unit  # the checks' margins and exact v skip the all-ones values too
     # the regularisation the sweeps run at (lam_n_it, read by sweep() below): the problem's,
     # but raised for the first sweep from a cold start (see warmup_factor)
     lam_first = pb.lam_n
