@@ -299,7 +299,9 @@ class TCPTransport(Transport):
                     pass
         deadline = time.monotonic() + (min(self.timeout, 10.0) if linger is None else linger)
         for t in list(self._threads):
-            if t is not threading.current_thread():
+            # a reader is listed just before it starts: one a handshake is starting while a
+            # failing rank closes cannot be joined yet (RuntimeError), and is a daemon
+            if t is not threading.current_thread() and t.ident is not None:
                 t.join(max(deadline - time.monotonic(), 0.0))
         self._closed = True
         for s in self._socks:
