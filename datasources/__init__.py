@@ -22,8 +22,9 @@ from ._config import (
     datasource_to_config,
 )
 from ._criteo import CRITEO_FIELDS, CriteoOptions, CriteoSource, criteo_field_seeds
-from ._files import FileSource, FileSourceOptions, ShardWriter, read_shard, write_shards
+from ._filesource import FileSource, FileSourceOptions
 from ._prefetch import Prefetch, PrefetchOptions
+from ._shards import read_shard
 from ._stages import (
     HeldOut,
     HeldOutOptions,
@@ -36,41 +37,42 @@ from ._stages import (
 )
 from ._svmlight import SVMLightOptions, SVMLightSource, load_svmlight
 from ._synthetic import CRITEO_LIKE_CARDINALITIES, make_criteo_like, make_criteo_like_matrix
+from ._writer import ShardWriter, write_shards
 
 __all__ = [
-    "DataSource",
-    "DataSourceOptions",
-    "MatSource",
-    "MatSourceOptions",
-    "Minibatch",
-    "SOURCE_TYPES",
-    "STAGE_TYPES",
-    "datasource_from_config",
-    "datasource_to_config",
-    "config_to_toml",
     "CRITEO_FIELDS",
     "CRITEO_LIKE_CARDINALITIES",
     "CriteoOptions",
     "CriteoSource",
-    "criteo_field_seeds",
-    "make_criteo_like",
-    "make_criteo_like_matrix",
+    "DataSource",
+    "DataSourceOptions",
     "FileSource",
     "FileSourceOptions",
-    "ShardWriter",
-    "read_shard",
-    "write_shards",
     "HeldOut",
     "HeldOutOptions",
+    "MatSource",
+    "MatSourceOptions",
+    "Minibatch",
     "Prefetch",
     "PrefetchOptions",
+    "SOURCE_TYPES",
+    "STAGE_TYPES",
+    "SVMLightOptions",
+    "SVMLightSource",
+    "ShardWriter",
     "Shuffle",
     "ShuffleOptions",
     "Stage",
     "ToDevice",
     "ToDeviceOptions",
-    "split_heldout",
-    "SVMLightOptions",
-    "SVMLightSource",
+    "config_to_toml",
+    "criteo_field_seeds",
+    "datasource_from_config",
+    "datasource_to_config",
     "load_svmlight",
+    "make_criteo_like",
+    "make_criteo_like_matrix",
+    "read_shard",
+    "split_heldout",
+    "write_shards",
 ]

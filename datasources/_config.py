@@ -34,7 +34,7 @@ import os
 from roofline.gmat import load_toml, to_toml
 
 from ._criteo import CriteoOptions, CriteoSource
-from ._files import FileSource, FileSourceOptions
+from ._filesource import FileSource, FileSourceOptions
 from ._io import is_url
 from ._prefetch import Prefetch, PrefetchOptions
 from ._stages import (
@@ -49,11 +49,11 @@ from ._stages import (
 from ._svmlight import SVMLightOptions, SVMLightSource
 
 __all__ = [
-    "datasource_from_config",
-    "datasource_to_config",
-    "config_to_toml",
     "SOURCE_TYPES",
     "STAGE_TYPES",
+    "config_to_toml",
+    "datasource_from_config",
+    "datasource_to_config",
 ]
 
 SOURCE_TYPES = {"svmlight": SVMLightSource, "criteo": CriteoSource, "files": FileSource}

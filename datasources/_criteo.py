@@ -19,7 +19,7 @@ from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
 from ._text import TextOptions, TextSource, stitch_csc
 
-__all__ = ["CriteoSource", "CriteoOptions", "criteo_field_seeds", "CRITEO_FIELDS"]
+__all__ = ["CRITEO_FIELDS", "CriteoOptions", "CriteoSource", "criteo_field_seeds"]
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import os
 import zlib
 
 __all__ = [
-    "is_url",
-    "open_binary",
-    "iter_chunks",
     "TruncatedInputError",
     "display_name",
     "gzip_stream_error",
+    "is_url",
+    "iter_chunks",
+    "open_binary",
 ]
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,16 @@ from ._base import (
     _take_cols,
 )
 
-__all__ = ["Stage", "HeldOut", "HeldOutOptions", "Shuffle", "ShuffleOptions", "ToDevice",
-           "ToDeviceOptions"]
+__all__ = [
+    "HeldOut",
+    "HeldOutOptions",
+    "Shuffle",
+    "ShuffleOptions",
+    "Stage",
+    "ToDevice",
+    "ToDeviceOptions",
+    "split_heldout",
+]
 
 
 class Stage(DataSource):

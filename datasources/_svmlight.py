@@ -14,7 +14,7 @@ from ._base import _csc, _index_dtype
 from ._io import DEFAULT_CHUNK, TruncatedInputError, display_name
 from ._text import TextOptions, TextSource, stitch_csc
 
-__all__ = ["SVMLightSource", "SVMLightOptions", "load_svmlight"]
+__all__ = ["SVMLightOptions", "SVMLightSource", "load_svmlight"]
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from ._base import _csc, _index_dtype
 from ._criteo import criteo_field_seeds
 from ._text import stitch_csc
 
-__all__ = ["make_criteo_like", "make_criteo_like_matrix", "CRITEO_LIKE_CARDINALITIES"]
+__all__ = ["CRITEO_LIKE_CARDINALITIES", "make_criteo_like", "make_criteo_like_matrix"]
 
 #: Default number of categories of C1..C26 (orders of magnitude like the Criteo Kaggle data).
 CRITEO_LIKE_CARDINALITIES = (

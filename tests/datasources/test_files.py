@@ -1,4 +1,5 @@
-"""FileSource / ShardWriter / write_shards (datasources/_files.py) on real npz and HDF5 files."""
+"""FileSource / ShardWriter / write_shards (datasources/_filesource.py, _writer.py, _shards.py)
+ on real npz and HDF5 files."""
 
 import h5py
 import numpy as np
@@ -228,7 +229,7 @@ def test_shard_headers_parse_in_many_threads(tmp_path, data, compress):
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
-    from roofline.datasources import _files
+    from roofline.datasources import _shards
 
     X, y, w = data
     paths = write_shards(MatSource(X[:, :50], y[:50], w[:50]), str(tmp_path / "h-{i}.npz"),
@@ -240,9 +241,9 @@ def test_shard_headers_parse_in_many_threads(tmp_path, data, compress):
             _CyclicGarbage()
             f = io.BytesIO(raw)
             if compress:
-                assert _files._read_npz(f, "h-0.npz")["shape"][1] == 50
+                assert _shards._read_npz(f, "h-0.npz")["shape"][1] == 50
             else:
-                assert _files._npz_layout(f, "h-0.npz") is not None
+                assert _shards._npz_layout(f, "h-0.npz") is not None
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
