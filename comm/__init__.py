@@ -13,11 +13,14 @@ of them over any point-to-point :class:`Transport`; the backends are transports:
 * ``disk``: :class:`DiskCluster`, a cluster simulated in one process whose messages are
   checksummed files in a spool directory (bit-identical to the other backends).
 * ``dask``: :func:`run_on_dask`, one rank per worker of a Dask cluster, joined over TCP.
-* ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi``, imported lazily): MPI's own dense
-  collectives, Kylix over MPI point-to-point for the sparse ones.
+* ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi_comm``, mpi4py imported lazily): MPI's
+  own dense collectives, Kylix over MPI point-to-point for the sparse ones.
 
 :func:`from_environment` returns the right one for how the script was started (alone: a group
-of one), and :func:`run` runs a function on K ranks from Python or IPython.
+of one), and :func:`run` runs a function on K ranks from Python or IPython.  Both choose the
+backend from a registry (:func:`backends`, :func:`get_backend`, :func:`register_backend`):
+one row per backend says how to run it, how to recognise it in the environment and what it
+needs installed.
 
 Example::
 
@@ -43,18 +46,15 @@ from ._base import (
     Transport,
 )
 from ._dask import run_on_dask
-from ._disk import DiskCluster, DiskTransport
+from ._disk import DiskTransport
+from ._disk_cluster import DiskCluster
 from ._env import from_environment, run
+from ._inprocess import InProcessCommunicator, InProcessGroup
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
 from ._launch import Coordinator, launch
+from ._registry import backends, get_backend, register_backend
 from ._replicate import ReplicatedTransport
-from ._threads import (
-    InProcessCommunicator,
-    InProcessGroup,
-    QueueGroup,
-    QueueTransport,
-    run_in_threads,
-)
+from ._threads import QueueGroup, QueueTransport, run_in_threads
 
 __all__ = [
     "CommError",
@@ -74,9 +74,12 @@ __all__ = [
     "ReplicatedTransport",
     "SparsePlan",
     "Transport",
+    "backends",
     "from_environment",
+    "get_backend",
     "kylix_degrees",
     "launch",
+    "register_backend",
     "run",
     "run_in_threads",
     "run_on_dask",

@@ -16,9 +16,10 @@ import socket
 from urllib.parse import urlparse
 
 from ._base import CommError, PeerError
+from ._factories import tcp_communicator
 from ._launch import Coordinator
 
-__all__ = ["run_on_dask"]
+__all__ = ["run_dask", "run_on_dask"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +43,6 @@ def _reachable_ip(towards: str) -> str:
 def _rank_task(rank, size, coord, token, timeout, degrees, fn, args, kwargs, *part):
     """One rank, run by a Dask worker: join the TCP job from this worker's host and run ``fn``."""
     from distributed import get_worker
-
-    from ._tcp import tcp_communicator
 
     host = _host_of(get_worker().address)
     with tcp_communicator(rank, size, coord, token, degrees=degrees, timeout=timeout,
@@ -147,6 +146,38 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
                         f"{timeout * 3:g} s") from e
     finally:
         coord.close()
+
+
+def run_dask(fn, n, *, args=(), kwargs=None, timeout=120.0, client=None, **_) -> list:
+    """The runner of ``run(..., backend="dask")``: :func:`run_on_dask` on ``client``, or on a
+    local cluster of ``n`` worker processes started for this call when ``client`` is None.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(comm, *args, **kwargs)``, importable and picklable.
+    n : int
+        The number of ranks.
+    args, kwargs
+        Further arguments of ``fn``.
+    timeout : float
+        Seconds a rank waits for a peer.
+    client : distributed.Client, optional
+        The Dask cluster.
+
+    Returns
+    -------
+    list
+        ``fn``'s results by rank.
+    """
+    kwargs = kwargs or {}
+    if client is not None:
+        return run_on_dask(client, fn, n=n, args=args, kwargs=kwargs, timeout=timeout)
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n, threads_per_worker=2, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        return run_on_dask(c, fn, n=n, args=args, kwargs=kwargs, timeout=timeout)
 
 
 def _place(client, workers, parts, n):

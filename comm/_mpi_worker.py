@@ -8,7 +8,7 @@ import sys
 
 
 def main(job):
-    from ._mpi import MPICommunicator
+    from ._mpi_comm import MPICommunicator
 
     with open(job, "rb") as f:
         fn, args, kwargs, timeout = pickle.load(f)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import collections
 import logging
-import time
 
 from ._base import CommTimeoutError, PeerError, Transport
+from ._transport import poll_until
 
 __all__ = ["ReplicatedTransport"]
 
@@ -116,8 +116,10 @@ class ReplicatedTransport(Transport):
         if peer == self.rank:
             return self.inner.recv(self.inner.rank, tag)
         s = self._next[(peer, tag)]
-        deadline = time.monotonic() + self.timeout
-        while True:
+        seen = -1
+
+        def attempt():
+            nonlocal seen
             seen = self.inner.wait_arrival(-1, 0.0)
             alive = False
             for q in self.replicas(peer):
@@ -140,12 +142,13 @@ class ReplicatedTransport(Transport):
                     self._drained.add(q)
             if not alive:
                 raise self._all_dead(peer)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CommTimeoutError(f"rank {self.inner.rank}: no message from any replica "
-                                       f"of node {peer} (ranks {list(self.replicas(peer))}) "
-                                       f"within {self.timeout:g} s", peer * self.replication)
-            self.inner.wait_arrival(seen, min(left, 1.0))
+            return None
+
+        return poll_until(
+            attempt, lambda left: self.inner.wait_arrival(seen, min(left, 1.0)), self.timeout,
+            lambda: CommTimeoutError(f"rank {self.inner.rank}: no message from any replica of "
+                                     f"node {peer} (ranks {list(self.replicas(peer))}) within "
+                                     f"{self.timeout:g} s", peer * self.replication))
 
     def close(self):
         self.inner.close()

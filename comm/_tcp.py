@@ -1,4 +1,4 @@
-"""Kylix over TCP: a full mesh of sockets between the ranks of one job.
+"""The TCP transport: a full mesh of sockets between the ranks of one job.
 
 Each rank listens on a port the operating system chooses (port 0) and registers it with the
 job's coordinator (:mod:`roofline.comm._launch`), which hands every rank the addresses of all
@@ -8,10 +8,13 @@ foreign bytes or another job's token is refused and logged, and the job goes on;
 connection claiming a rank already connected is refused (the first one wins).
 
 One reader thread per connection checks every frame (:mod:`roofline.comm._framing`) and queues
-its payload by tag; :meth:`TCPTransport.recv` waits on that queue with the transport's timeout.
-A peer whose connection ends (a dead process) makes every receive from it raise
-:class:`~roofline.comm.PeerError` naming it; a corrupted frame raises
-:class:`~roofline.comm.MessageError` and is never delivered.
+its payload by tag; ``recv`` (:class:`~roofline.comm._transport.PollingTransport`'s) waits on
+that queue with the transport's timeout.  A peer whose connection ends (a dead process) makes
+every receive from it raise :class:`~roofline.comm.PeerError` naming it; a corrupted frame
+raises :class:`~roofline.comm.MessageError` and is never delivered.
+
+This module is a transport only (it sits below Kylix): the communicator over it,
+``tcp_communicator``, is made in :mod:`roofline.comm._factories`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import socket
 import threading
 import time
 
-from ._base import CommError, CommTimeoutError, MessageError, PeerError, Transport
+from ._base import CommError, CommTimeoutError, MessageError, PeerError
 from ._framing import (
     KIND_DATA,
     KIND_HELLO,
@@ -32,9 +35,9 @@ from ._framing import (
     read_header,
     read_payload,
 )
-from ._kylix import KylixCommunicator
+from ._transport import PollingTransport
 
-__all__ = ["TCPTransport", "listen", "register", "tcp_communicator"]
+__all__ = ["TCPTransport", "listen", "register"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: 
     return [tuple(a) for a in reply["addresses"]]
 
 
-class TCPTransport(Transport):
+class TCPTransport(PollingTransport):
     """One rank's sockets to every other rank of a job.
 
     Parameters
@@ -245,8 +248,6 @@ class TCPTransport(Transport):
             raise PeerError(f"rank {self.rank}: sending to rank {peer} failed ({e}); is it "
                             "alive?", peer) from e
 
-    can_poll = True
-
     def try_recv(self, peer, tag):
         with self._cv:
             q = self._queues.get((peer, tag))
@@ -258,24 +259,8 @@ class TCPTransport(Transport):
                 raise CommError(f"rank {self.rank}: the transport is closed")
             return None
 
-    def wait_arrival(self, seen, timeout):
-        with self._cv:
-            if self._arrivals == seen and not self._closed:
-                self._cv.wait(timeout)
-            return self._arrivals
-
-    def recv(self, peer, tag):
-        deadline = time.monotonic() + self.timeout
-        with self._cv:  # re-entrant: try_recv takes it again
-            while True:
-                m = self.try_recv(peer, tag)
-                if m is not None:
-                    return m
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise CommTimeoutError(f"rank {self.rank}: no message from rank {peer} "
-                                           f"within {self.timeout:g} s", peer)
-                self._cv.wait(left)
+    def _arrival_state(self):
+        return self._arrivals, self._closed
 
     def close(self, linger: float | None = None):
         """Close gracefully: end this rank's sending side at once (the peers see the end of
@@ -328,30 +313,3 @@ def _sendall(sock, bufs):
             else:
                 bufs[0] = memoryview(bufs[0])[n:]
                 n = 0
-
-
-def tcp_communicator(rank, size, coord, token, *, degrees=None, timeout=60.0,
-                     host="127.0.0.1", replication=1) -> KylixCommunicator:
-    """Join a TCP job: listen, register with the coordinator at ``coord = (host, port)``,
-    connect to every peer, and return a :class:`~roofline.comm.KylixCommunicator`.
-
-    With ``replication=r > 1`` the ``size`` ranks form ``size / r`` logical nodes of ``r``
-    replicas each (:class:`~roofline.comm.ReplicatedTransport`): the communicator's ``rank``
-    and ``size`` are the logical ones, and the job survives the death of all but one replica
-    of every node."""
-    lst = listen(host)
-    try:
-        addresses = register(tuple(coord), token, rank, lst.getsockname(), timeout)
-    except BaseException:
-        lst.close()
-        raise
-    transport = TCPTransport(rank, size, token, lst, addresses, timeout)
-    if int(replication) > 1:
-        from ._replicate import ReplicatedTransport
-
-        try:
-            transport = ReplicatedTransport(transport, replication)
-        except ValueError:
-            transport.close()
-            raise
-    return KylixCommunicator(transport, degrees, backend="tcp")
