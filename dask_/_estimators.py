@@ -11,7 +11,6 @@ partitions of a Dask input (or run locally on numpy/scipy input).
 
 from __future__ import annotations
 
-import inspect
 import logging
 
 import numpy as np
@@ -106,7 +105,9 @@ def _fit_rank(comm, parts, estimator):
 
 
 class _DaskGLM:
-    """Fit and predict of the Dask estimators (see the module's docstring)."""
+    """Fit and predict of the Dask estimators (see the module's docstring): listed before the
+    :mod:`roofline.learners` estimator among a Dask estimator's bases, so that its ``fit`` and
+    ``predict`` run; ``_local`` is that estimator's class, fitted on every rank."""
 
     _local: type
 
@@ -187,79 +188,220 @@ class _DaskGLM:
         return self._apply("predict", X, dtype=dtype, drop_axis=1)
 
 
-def _parameter_docs(doc):
-    """The entries of the numpydoc Parameters section of ``doc`` (None or a docstring), as
-    ``{name: [header line, description lines...]}``, dedented (each name of a ``a, b : type``
-    entry gets the whole entry)."""
-    lines = inspect.cleandoc(doc or "").splitlines()
-    out, current, i = {}, None, 0
-    while i < len(lines) and not (lines[i].strip() == "Parameters" and i + 1 < len(lines)
-                                  and set(lines[i + 1].strip()) == {"-"}):
-        i += 1
-    for j in range(i + 2, len(lines)):
-        line = lines[j]
-        if j + 1 < len(lines) and line.strip() and set(lines[j + 1].strip()) == {"-"}:
-            break  # the next section's title
-        if line and not line[0].isspace():
-            current = [line.rstrip()]
-            for n in line.split(" : ")[0].split(","):
-                out[n.strip()] = current
-        elif current is not None and line.strip():
-            current.append(line.rstrip())
-    return out
+class DaskLogisticRegression(_DaskGLM, LogisticRegression):
+    """L2-regularised logistic regression on Dask collections.
+
+    :class:`roofline.learners.LogisticRegression` fitted on Dask collections: each worker
+    holding partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).
+    The parameters are those of :class:`~roofline.learners.LogisticRegression` except
+    ``comm``, plus ``client``; ``solver`` defaults to ``"cocoa"``.
+
+    Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` over all the partitions;
+    multi-class is one-vs-rest.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength (scikit-learn's).
+    fit_intercept : bool, default=True
+        Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
+        constant feature, and so regularised, in the dual CD solvers).
+    solver : {"cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto"}, default="cocoa"
+        A solver that runs over a communicator (see
+        :class:`roofline.learners.LogisticRegression`); ``"auto"`` chooses ``"cocoa"`` there.
+        The local estimator's default is ``"auto"``.
+    max_iter : int, default=200
+        CD rounds (L-BFGS iterations of ``vw-hybrid``); a fit that stops on it before meeting
+        ``tol`` warns with :class:`sklearn.exceptions.ConvergenceWarning`.
+    tol : float, default=1e-6
+        CD relative duality gap (L-BFGS gradient tolerance of ``vw-hybrid``).
+    batch_size : int, default=256
+        Minibatch size of the online pass of ``vw-hybrid``.
+    learning_rate : float, default=0.1
+        Step size of the online pass of ``vw-hybrid``.
+    n_jobs : int, default=1
+        Threads of the CD solvers on each worker.
+    random_state : int or None, default=None
+        Seed of the CD solvers' coordinate order.
+    verbose : int, default=0
+        Log progress (on the workers) to stderr.
+    dtype : {"float64", "float32"}, default="float64"
+        Value dtype of the data and model.
+    client : distributed.Client or None, default=None
+        The cluster; the current client (``distributed.default_client()``) when None.
+
+    Attributes
+    ----------
+    coef_ : ndarray (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray (1,) or (n_classes,)
+    classes_ : ndarray
+    n_iter_ : ndarray (1,)
+    n_workers_ : int
+        Ranks (workers holding partitions) of the fit.
+    estimator_ : roofline.learners.LogisticRegression
+        The fitted local estimator (rank 0's), used by ``predict`` and friends.
+    """
+
+    _local = LogisticRegression
+
+    def __init__(self, C=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200, tol=1e-6,
+                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
+                 dtype="float64", client=None):
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+        self.client = client
 
 
-def _dask_class(local, name, summary, **defaults_):
-    """A Dask estimator class: ``local``'s parameters (without ``comm``) plus ``client``, with
-    ``solver="cocoa"`` by default (a solver that runs over a communicator) and the other
-    ``defaults_`` changed."""
-    sig = inspect.signature(local.__init__)
-    new_defaults = {"solver": "cocoa", **defaults_}
-    params = [p.replace(default=new_defaults[p.name]) if p.name in new_defaults else p
-              for p in sig.parameters.values() if p.name != "comm"]
-    params.append(inspect.Parameter("client", inspect.Parameter.KEYWORD_ONLY, default=None))
-    names = [p.name for p in params[1:]]
-    defaults = {p.name: p.default for p in params[1:]}
+class DaskLinearSVC(_DaskGLM, LinearSVC):
+    """A linear support vector classifier on Dask collections.
 
-    def __init__(self, *args, **kwargs):
-        positional = [p.name for p in params[1:]
-                      if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
-        if len(args) > len(positional):
-            raise TypeError(f"{name} takes at most {len(positional)} positional arguments")
-        kwargs.update(zip(positional, args, strict=False))
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise TypeError(f"{name} got unexpected parameters {sorted(unknown)}")
-        for k in names:
-            setattr(self, k, kwargs.get(k, defaults[k]))
+    :class:`roofline.learners.LinearSVC` fitted on Dask collections: each worker holding
+    partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
+    parameters are those of :class:`~roofline.learners.LinearSVC` except ``comm``, plus
+    ``client``; ``solver`` defaults to ``"cocoa"`` and ``loss`` to ``"hinge"`` (the loss the
+    distributed dual CD solves).
 
-    __init__.__signature__ = sig.replace(parameters=params)
-    local_docs = _parameter_docs(local.__doc__)
-    entries = []
-    for k in names:
-        if k == "client":
-            entries += ["client : distributed.Client, optional",
-                        "    The cluster (default: the current client)."]
-            continue
-        default = "optional" if defaults[k] is None else f"default={defaults[k]!r}"
-        entries += local_docs.get(k) or [
-            f"{k} : {default}", f"    As for :class:`roofline.learners.{local.__name__}`."]
-        if k in new_defaults:
-            entries.append(f"    Here the default is ``{new_defaults[k]!r}``.")
-    doc = (f"{summary}\n\n    {local.__name__} (roofline.learners) fitted on Dask collections: "
-           f"each worker holding partitions is one rank of a Kylix TCP job "
-           f"(:func:`roofline.comm.run_on_dask`).  The parameters are those of "
-           f":class:`roofline.learners.{local.__name__}` except ``comm``, plus ``client``; "
-           f"``solver`` defaults to ``'cocoa'`` (a solver that runs over a communicator)."
-           f"\n\n    Parameters\n    ----------\n"
-           + "".join(f"    {line}\n" for line in entries))
-    return type(name, (_DaskGLM, local), {"__init__": __init__, "_local": local,
-                                          "__doc__": doc, "__module__": __name__})
+    Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2`` over all the partitions;
+    multi-class is one-vs-rest.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength (scikit-learn's).
+    loss : {"hinge", "squared_hinge"}, default="hinge"
+        The local estimator's default is ``"squared_hinge"``.
+    fit_intercept : bool, default=True
+        Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
+        constant feature, and so regularised, in the dual CD solvers).
+    solver : {"cocoa", "hcocoa", "pure-block", "auto"}, default="cocoa"
+        A solver that runs over a communicator (see :class:`roofline.learners.LinearSVC`);
+        ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
+    max_iter : int, default=200
+        CD rounds; a fit that stops on it before meeting ``tol`` warns with
+        :class:`sklearn.exceptions.ConvergenceWarning`.
+    tol : float, default=1e-6
+        CD relative duality gap.
+    batch_size : int, default=256
+        Minibatch size of the local estimator's ``adagrad``/``sgd`` (no solver over a
+        communicator uses it for the hinge losses).
+    learning_rate : float, default=0.1
+        Step size of the local estimator's ``adagrad``/``sgd`` (unused here, as
+        ``batch_size``).
+    n_jobs : int, default=1
+        Threads of the CD solvers on each worker.
+    random_state : int or None, default=None
+        Seed of the CD solvers' coordinate order.
+    verbose : int, default=0
+        Log progress (on the workers) to stderr.
+    dtype : {"float64", "float32"}, default="float64"
+        Value dtype of the data and model.
+    client : distributed.Client or None, default=None
+        The cluster; the current client (``distributed.default_client()``) when None.
+
+    Attributes
+    ----------
+    coef_ : ndarray (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray (1,) or (n_classes,)
+    classes_ : ndarray
+    n_workers_ : int
+        Ranks (workers holding partitions) of the fit.
+    estimator_ : roofline.learners.LinearSVC
+        The fitted local estimator (rank 0's), used by ``predict`` and friends.
+    """
+
+    _local = LinearSVC
+
+    def __init__(self, C=1.0, *, loss="hinge", fit_intercept=True, solver="cocoa",
+                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
+                 random_state=None, verbose=0, dtype="float64", client=None):
+        self.C = C
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+        self.client = client
 
 
-DaskLogisticRegression = _dask_class(LogisticRegression, "DaskLogisticRegression",
-                                     "L2-regularised logistic regression on Dask collections.")
-DaskLinearSVC = _dask_class(LinearSVC, "DaskLinearSVC",
-                            "A linear support vector classifier on Dask collections.",
-                            loss="hinge")  # the loss the distributed dual CD solves
-DaskRidge = _dask_class(Ridge, "DaskRidge", "Ridge regression on Dask collections.")
+class DaskRidge(_DaskGLM, Ridge):
+    """Ridge regression on Dask collections.
+
+    :class:`roofline.learners.Ridge` fitted on Dask collections: each worker holding
+    partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
+    parameters are those of :class:`~roofline.learners.Ridge` except ``comm``, plus
+    ``client``; ``solver`` defaults to ``"cocoa"``.
+
+    Minimises ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` over all the partitions.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        L2 strength (scikit-learn's).
+    fit_intercept : bool, default=True
+        Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
+        constant feature, and so regularised, in the dual CD solvers).
+    solver : {"cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto"}, default="cocoa"
+        A solver that runs over a communicator (see :class:`roofline.learners.Ridge`);
+        ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
+    max_iter : int, default=200
+        CD rounds (L-BFGS iterations of ``vw-hybrid``); a fit that stops on it before meeting
+        ``tol`` warns with :class:`sklearn.exceptions.ConvergenceWarning`.
+    tol : float, default=1e-6
+        CD relative duality gap (L-BFGS gradient tolerance of ``vw-hybrid``).
+    batch_size : int, default=256
+        Minibatch size of the online pass of ``vw-hybrid``.
+    learning_rate : float, default=0.1
+        Step size of the online pass of ``vw-hybrid``.
+    n_jobs : int, default=1
+        Threads of the CD solvers on each worker.
+    random_state : int or None, default=None
+        Seed of the CD solvers' coordinate order.
+    verbose : int, default=0
+        Log progress (on the workers) to stderr.
+    dtype : {"float64", "float32"}, default="float64"
+        Value dtype of the data and model.
+    client : distributed.Client or None, default=None
+        The cluster; the current client (``distributed.default_client()``) when None.
+
+    Attributes
+    ----------
+    coef_ : ndarray (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray (n_targets,)
+    n_workers_ : int
+        Ranks (workers holding partitions) of the fit.
+    estimator_ : roofline.learners.Ridge
+        The fitted local estimator (rank 0's), used by ``predict`` and friends.
+    """
+
+    _local = Ridge
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
+                 verbose=0, dtype="float64", client=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+        self.client = client

@@ -1,0 +1,79 @@
+"""The Dask estimators are ordinary classes written in source: their signatures are those of
+the roofline.learners estimators (less ``comm``, plus ``client``), get_params / clone work,
+and roofline.dask's ``__all__`` is sorted and re-exports nothing of another package."""
+
+import ast
+import inspect
+import pathlib
+
+import pytest
+from sklearn.base import clone
+
+import roofline.dask as pkg
+from roofline.dask import DaskLinearSVC, DaskLogisticRegression, DaskRidge
+from roofline.learners import LinearSVC, LogisticRegression, Ridge
+
+P = inspect.Parameter
+CLIENT = P("client", P.KEYWORD_ONLY, default=None)
+CASES = [
+    (DaskLogisticRegression, LogisticRegression, {"solver": "cocoa"}),
+    (DaskLinearSVC, LinearSVC, {"solver": "cocoa", "loss": "hinge"}),
+    (DaskRidge, Ridge, {"solver": "cocoa"}),
+]
+IDS = [c[0].__name__ for c in CASES]
+
+
+@pytest.mark.parametrize(("cls", "local", "changed"), CASES, ids=IDS)
+def test_signature_is_the_local_one_less_comm_plus_client(cls, local, changed):
+    want = [p.replace(default=changed.get(p.name, p.default))
+            for p in inspect.signature(local.__init__).parameters.values() if p.name != "comm"]
+    want.append(CLIENT)
+    got = list(inspect.signature(cls.__init__).parameters.values())
+    assert got == want
+    for name, value in changed.items():  # the Dask defaults really differ from the local ones
+        assert inspect.signature(local.__init__).parameters[name].default != value
+
+
+@pytest.mark.parametrize(("cls", "local", "changed"), CASES, ids=IDS)
+def test_defined_in_source_as_a_subclass(cls, local, changed):
+    src = inspect.getsource(cls)
+    assert src.startswith(f"class {cls.__name__}(")
+    assert "def __init__(self" in inspect.getsource(cls.__init__)
+    assert cls.__module__ == "roofline.dask._estimators"
+    assert issubclass(cls, local) and cls._local is local
+    doc = inspect.getdoc(cls)
+    for name in inspect.signature(cls.__init__).parameters:
+        if name != "self":
+            assert f"\n{name} : " in doc, f"{cls.__name__}'s docstring lacks {name}"
+
+
+@pytest.mark.parametrize(("cls", "local", "changed"), CASES, ids=IDS)
+def test_get_params_and_clone(cls, local, changed):
+    first = next(iter(inspect.signature(local.__init__).parameters.values()))
+    assert first.name == "self"
+    est = cls(0.5, tol=1e-3, n_jobs=3, client="c")
+    params = est.get_params()
+    assert params["tol"] == 1e-3 and params["n_jobs"] == 3 and params["client"] == "c"
+    assert params["C" if "C" in params else "alpha"] == 0.5
+    assert "comm" not in params and params["solver"] == "cocoa"
+    twin = clone(est)
+    assert type(twin) is cls and twin.get_params() == params
+    assert est._local_params() == {k: v for k, v in params.items() if k != "client"}
+    local_est = local(**est._local_params())
+    assert local_est.get_params()["comm"] is None
+    with pytest.raises(TypeError):
+        cls(comm=None)
+    with pytest.raises(TypeError):
+        cls(1.0, 2.0)
+
+
+def test_all_is_sorted_in_step_with_init_and_local():
+    tree = ast.parse((pathlib.Path(pkg.__file__).parent / "__init__.py").read_text())
+    imported = sorted(a.asname or a.name for node in tree.body
+                      if isinstance(node, ast.ImportFrom) for a in node.names)
+    assert pkg.__all__ == sorted(pkg.__all__) == imported
+    for name in pkg.__all__:
+        assert getattr(pkg, name).__module__ == "roofline.dask._estimators", name
+    from roofline.dask import _estimators
+
+    assert _estimators.__all__ == pkg.__all__
