@@ -9,8 +9,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from roofline.comm import CommError, DiskCluster, KylixCommunicator, QueueGroup, run, run_in_threads
-from roofline.comm._disk import DiskTransport
+from roofline.comm import (
+    CommError,
+    DiskCluster,
+    DiskTransport,
+    KylixCommunicator,
+    QueueGroup,
+    run,
+    run_in_threads,
+)
 
 
 def _vectors(K, seed=0, n_features=3000):

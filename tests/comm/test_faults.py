@@ -14,9 +14,8 @@ import zlib
 import numpy as np
 import pytest
 
-from roofline.comm import CommError, Coordinator, MessageError, PeerError
+from roofline.comm import CommError, Coordinator, KylixCommunicator, MessageError, PeerError
 from roofline.comm._framing import HEADER, KIND_DATA, KIND_HELLO, MAGIC, VERSION, pack_header
-from roofline.comm._kylix import KylixCommunicator
 from roofline.comm._tcp import TCPTransport, listen, register
 
 HERE = os.path.dirname(__file__)
