@@ -9,6 +9,7 @@ order) or ``cache=`` to reuse buffers across minibatches.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import numpy as np
@@ -187,12 +188,9 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
 
 def _mult_as(A, S, out):
     m = S.shape[1]
-    shape = out.shape
     k = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
-        res = (S.T @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
-        out[...] = res.reshape(shape)
-        return out
+        return _gpu_mult_as(A, S, out)
     if k == 0 or m == 0:
         out[...] = 0
         return out
@@ -250,12 +248,9 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
 
 def _mult_ast(A, S, out):
     n, m = S.shape
-    shape = out.shape
     k = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
-        res = (S @ (A.reshape(1, -1) if A.ndim == 1 else A).T).T
-        out[...] = res.reshape(shape)
-        return out
+        return _gpu_mult_ast(A, S, out)
     if k == 0 or n == 0:
         out[...] = 0
         return out
@@ -371,14 +366,7 @@ def _sddmm(S, A, B, out, scale):
     nnz = out.shape[0]
     ka = 1 if A.ndim == 1 else A.shape[0]
     if device_of(A) == "gpu":  # pragma: no cover - needs a GPU
-        import cupy
-
-        rows = S.indices[:nnz]
-        cols = cupy.repeat(cupy.arange(m), cupy.diff(S.indptr).astype(cupy.int64))
-        A2 = A.reshape(1, -1) if A.ndim == 1 else A
-        B2 = B.reshape(1, -1) if B.ndim == 1 else B
-        vals = (A2[:, rows] * B2[:, cols]).sum(axis=0)
-        out[...] = vals * S.data[:nnz] if scale else vals
+        _gpu_sddmm(S, A, B, out, scale)
     elif ka == 0:
         out[...] = 0
     elif nnz:
@@ -399,3 +387,159 @@ def _sddmm(S, A, B, out, scale):
 def _with_pattern(S, values):
     """A CSC matrix of ``S``'s kind and pattern holding ``values`` (structure shared)."""
     return csc_from_arrays(type(S), values, S.indices[: values.shape[0]], S.indptr, S.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# cupy operands: the numba-cuda kernels of roofline.kernels._cuda_primitives
+
+#: How A*S^T runs on the GPU: ``"auto"`` (the cost model of :func:`gpu_ast_method`),
+#: ``"atomic"`` or ``"gather"``; set from ``ROOFLINE_GPU_AST`` at import.
+GPU_AST_METHOD = os.environ.get("ROOFLINE_GPU_AST", "auto")
+
+_GPU_ATTR = "_roofline_gpu_plans"
+
+#: Bytes of device memory one random access moves at least (an L2 sector).
+_SECTOR = 32
+
+
+def _structure_id(S):
+    return (id(S.indptr), id(S.indices), S.shape, int(S.indptr.shape[0]))
+
+
+def _gpu_cached(S, key, build):
+    """A per-matrix GPU plan (segment list, transposed index), kept on the matrix object while
+    its structure arrays stay the same objects (a rebuilt matrix builds afresh)."""
+    plans = getattr(S, _GPU_ATTR, None)
+    sid = _structure_id(S)
+    if plans is None or plans.get("_id") != sid:
+        plans = {"_id": sid}
+        setattr(S, _GPU_ATTR, plans)
+    if key not in plans:
+        plans[key] = build()
+    return plans[key]
+
+
+def _gpu_has(S, key) -> bool:
+    plans = getattr(S, _GPU_ATTR, None)
+    return plans is not None and plans.get("_id") == _structure_id(S) and key in plans
+
+
+def _seg_len(k):
+    return kernels.gpu_layout(k)[2] * _cuda_steps()
+
+
+def _cuda_steps():
+    from roofline.kernels import _cuda_primitives
+
+    return _cuda_primitives.SEG_STEPS
+
+
+def _gpu_plan(S, k):
+    L = _seg_len(k)
+    return _gpu_cached(S, ("seg", L), lambda: kernels.segment_plan(S.indptr, L))
+
+
+def _gpu_transposed(S, k):
+    """The transposed index of ``S`` and its segment plan for this ``k`` (cached on ``S``)."""
+    index = _gpu_cached(S, "T", lambda: kernels.transpose_index(S.indptr, S.indices,
+                                                                S.shape[0]))
+    L = _seg_len(k)
+    plan = _gpu_cached(S, ("Tseg", L), lambda: kernels.segment_plan(index[0], L))
+    return index, plan
+
+
+def gpu_ast_method(nnz: int, k: int, itemsize: int, cached: bool) -> str:
+    """The A*S^T strategy on the GPU by its memory traffic (bytes per nonzero).
+
+    * ``"atomic"``: each nonzero reads and writes its feature's output column (a random
+      ``max(32, k * itemsize)``-byte access, twice: the atomic read-modify-write);
+    * ``"gather"``: each nonzero of the transposed index reads its position and example
+      (8 bytes), its value through the permutation (a random sector) and the example's column of
+      ``A`` (a random access); building the index first (when it is not cached) sorts the
+      nonzeros by feature, ~48 bytes per nonzero.
+
+    So the first call on a matrix takes atomics for small ``k`` and the index from
+    ``k * itemsize`` of ~256 bytes on; once the index is cached (a matrix used again: full-batch
+    solvers, epochs over device-resident data) the gather wins.  Hot features make atomics
+    collide on the same addresses, which the model does not see: ``GPU_AST_METHOD`` (or
+    ``ROOFLINE_GPU_AST``) forces either.
+    """
+    if GPU_AST_METHOD in ("atomic", "gather"):
+        return GPU_AST_METHOD
+    access = max(_SECTOR, k * itemsize)
+    atomic = 2 * access
+    gather = access + 8 + _SECTOR + (0 if cached else 48)
+    return "gather" if gather < atomic else "atomic"
+
+
+def _xp(a):
+    """cupy for device arrays; numpy for host arrays (the GPU paths below also run on numpy
+    operands under numba's CUDA simulator, which is how the tests reach them without a GPU)."""
+    return np if isinstance(a, np.ndarray) else get_array_module(a)
+
+
+def _gpu_prep(A, name):
+    """``A`` as a 2-D ``(k, n)`` device array, Fortran-ordered (a copy only when it is not)."""
+    if A.ndim == 1:
+        return A.reshape(1, -1)
+    if not A.flags.f_contiguous:
+        logger.debug("%s of shape %s is not Fortran-ordered: copying it", name, A.shape)
+        A = _xp(A).asfortranarray(A)
+    return A
+
+
+def _gpu_faults(faults, S):
+    if int(faults[0]):
+        raise _out_of_range(S)
+
+
+def _gpu_mult_as(A, S, out):  # pragma: no cover - needs a GPU (simulator: tests/kernels)
+    k = 1 if A.ndim == 1 else A.shape[0]
+    out2 = out.reshape(1, -1) if out.ndim == 1 else out
+    if k == 0 or S.shape[1] == 0:
+        out[...] = 0
+        return out
+    plan = _gpu_plan(S, k)
+    if plan[3]:
+        out2[...] = 0
+    faults = _xp(A).zeros(1, np.int32)
+    kernels.gpu_mult_as(_gpu_prep(A, "A"), S.indptr, S.indices, S.data, plan, out2, faults)
+    _gpu_faults(faults, S)
+    return out
+
+
+def _gpu_mult_ast(A, S, out):  # pragma: no cover - needs a GPU (simulator: tests/kernels)
+    k = 1 if A.ndim == 1 else A.shape[0]
+    out2 = out.reshape(1, -1) if out.ndim == 1 else out
+    nnz = int(S.indptr[-1])
+    if k == 0 or S.shape[0] == 0 or nnz == 0:
+        out[...] = 0
+        return out
+    A2 = _gpu_prep(A, "A")
+    faults = _xp(A).zeros(1, np.int32)
+    method = gpu_ast_method(nnz, k, A.dtype.itemsize, _gpu_has(S, "T"))
+    if method == "gather":
+        index, plan = _gpu_transposed(S, k)
+        if plan[3]:
+            out2[...] = 0
+        kernels.gpu_mult_ast_gather(A2, index, S.data, plan, out2, faults)
+    else:
+        out2[...] = 0
+        kernels.gpu_mult_ast_atomic(A2, S.indptr, S.indices, S.data, _gpu_plan(S, k), out2,
+                                    faults)
+    _gpu_faults(faults, S)
+    return out
+
+
+def _gpu_sddmm(S, A, B, out, scale):  # pragma: no cover - needs a GPU (simulator: tests/kernels)
+    k = 1 if A.ndim == 1 else A.shape[0]
+    if out.shape[0] == 0:
+        return out
+    if k == 0:
+        out[...] = 0
+        return out
+    faults = _xp(A).zeros(1, np.int32)
+    kernels.gpu_sddmm(_gpu_prep(A, "A"), _gpu_prep(B, "B"), S.indptr, S.indices, S.data,
+                      _gpu_plan(S, k), bool(scale), out, faults)
+    _gpu_faults(faults, S)
+    return out

@@ -13,6 +13,8 @@ tests) use, one private module per job:
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
+``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
+                micro-benchmarks (numba.cuda imported on first launch; simulator-tested)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
 ``_threads``    the parallel kernels' decorator: idle OpenMP workers sleep (``OMP_WAIT_POLICY``)
 """
@@ -77,6 +79,15 @@ from ._csc import (
     row_slabs_into,
 )
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
+from ._cuda_primitives import (
+    gpu_layout,
+    gpu_mult_as,
+    gpu_mult_ast_atomic,
+    gpu_mult_ast_gather,
+    gpu_sddmm,
+    segment_plan,
+    transpose_index,
+)
 from ._glm import (
     adagrad_glm_update,
     adagrad_glm_update_serial,
@@ -168,6 +179,11 @@ __all__ = [
     "glm_forward_backward_vec",
     "gpu_glm_scatter_update",
     "gpu_glm_step",
+    "gpu_layout",
+    "gpu_mult_as",
+    "gpu_mult_ast_atomic",
+    "gpu_mult_ast_gather",
+    "gpu_sddmm",
     "lanes",
     "limit_threads",
     "log_bucket_thresholds",
@@ -192,8 +208,10 @@ __all__ = [
     "nnz_chunks_into",
     "row_slabs",
     "row_slabs_into",
+    "segment_plan",
     "stream_read",
     "stream_triad",
     "svmlight_parse",
+    "transpose_index",
     "vaxpy",
 ]

@@ -59,7 +59,8 @@ __all__ = [
     "transpose_index",
 ]
 
-#: Threads per block of the primitive kernels.
+#: Threads per block of the primitive kernels (a power of two, 32 to 128; the simulator tests
+#: use 32, which also caps a group at 32 lanes, so their k = 40 runs two row chunks).
 BLOCK = 128
 
 #: Segment length in steps of a group: a column of more than ``sl * SEG_STEPS`` nonzeros is
@@ -82,7 +83,7 @@ def gpu_layout(k: int) -> tuple[int, int, int, int]:
     """``(T, rl, sl, G)`` for ``k`` dense rows: lanes per group, row lanes, nonzero lanes,
     groups per block (see the module docstring)."""
     kp = 1 << max(0, (max(int(k), 1) - 1).bit_length())
-    t = 32 if kp <= 32 else (64 if kp <= 64 else 128)
+    t = min(32 if kp <= 32 else (64 if kp <= 64 else 128), BLOCK)
     rl = min(kp, t)
     return t, rl, t // rl, BLOCK // t
 
@@ -176,13 +177,13 @@ def _args(*arrays):
 def _build(dtype):
     """The primitive kernels for values of ``dtype``, compiled lazily by numba on first launch
     (each index dtype is its own specialisation)."""
-    key = np.dtype(dtype).char
+    key = (np.dtype(dtype).char, BLOCK)
     if key in _KERNELS:
         return _KERNELS[key]
     _cuda()
-    real = np.float32 if key == "f" else np.float64
+    real = np.float32 if key[0] == "f" else np.float64
     nblock = BLOCK
-    ngroups_max = BLOCK // 32
+    ngroups_max = max(1, BLOCK // 32)
 
     @cuda.jit
     def as_kernel(A, indptr, indices, data, perm, segcol, segoff, seg_len, k, rl, sl, t_lanes,
