@@ -131,6 +131,7 @@ class SVMLightSource(TextSource):
         )
         self._init_paths(paths, "svmlight")
         self.n_examples = None
+        self._warned_empty = set()  # files without an example, warned about once
         if n_features is None or zero_based == "auto":
             self._scan()
         else:
@@ -143,14 +144,17 @@ class SVMLightSource(TextSource):
         """One parse of all files: example count, index range, index base."""
         o = self.opts
         n_rows, lo, hi = 0, -1, -1
+        states = []
         for path in self.paths:
             st = _ParseState()
             for _ in self._parse_file(path, True, -1, st, log=False):
                 pass
+            states.append(st)
             n_rows += st.n_rows
             if st.max_idx >= 0:
                 lo = st.min_idx if lo < 0 else min(lo, st.min_idx)
                 hi = max(hi, st.max_idx)
+        self._check_examples(states)
         if o.zero_based == "auto":
             self._zero_based = hi >= 0 and lo == 0
         else:
@@ -268,8 +272,10 @@ class SVMLightSource(TextSource):
         dt = np.dtype(self.opts.dtype)
         n_f = self.n_features
         total_skipped = total_rows = 0
+        states = []
         for path in self.paths:
             st = _ParseState()
+            states.append(st)
             for labels, indptr, indices, data in self._parse_file(
                 path, self._zero_based, n_f, st
             ):
@@ -292,9 +298,32 @@ class SVMLightSource(TextSource):
                 )
             total_skipped += st.n_skipped
             total_rows += st.n_rows
+        self._check_examples(states)
         self.n_skipped = total_skipped
         if self.n_examples is None:
             self.n_examples = total_rows  # known after one full pass
+
+    def _check_examples(self, states):
+        """After a full pass (``states``: one :class:`_ParseState` per file): a file without
+        any line of data (empty, blank, or only ``#`` comments) is an error naming it when no
+        file has an example, else a warning naming it (once per file: an empty part file among
+        others, as Spark writes them).  Files whose lines were all skipped as malformed
+        (``on_error="skip"``) are reported by the skip count instead."""
+        empty = [p for p, st in zip(self.paths, states, strict=True)
+                 if st.n_rows == 0 and st.n_skipped == 0]
+        if not empty:
+            return
+        why = "the file is empty or holds only comments and blank lines"
+        if len(empty) == len(self.paths):
+            names = ", ".join(display_name(p) for p in empty[:3])
+            more = f" (+{len(empty) - 3} more)" if len(empty) > 3 else ""
+            if len(empty) > 1:
+                why = "the files are empty or hold only comments and blank lines"
+            raise ValueError(f"{names}{more}: no example ({why})")
+        for p in empty:
+            if p not in self._warned_empty:
+                self._warned_empty.add(p)
+                logger.warning("%s: no example (%s); read as nothing", display_name(p), why)
 
     def __repr__(self) -> str:
         files = display_name(self.paths[0]) + (f" +{len(self.paths) - 1}" if len(self.paths) > 1

@@ -134,8 +134,8 @@ def make_criteo_like(n_examples, *, seed, path=None, n_categories=None, zipf_a=1
     seed : int
         The only source of randomness (``np.random.default_rng(seed)``).
     path : str or path-like, optional
-        Write there (gzip when it ends with ``.gz``) and return the path; without it, return
-        the TSV as ``bytes``.
+        Write there (gzip when it ends with ``.gz``; missing parent folders are created) and
+        return the path; without it, return the TSV as ``bytes``.
     n_categories : int or sequence of 26 ints, optional
         Cardinality of each categorical field (default :data:`CRITEO_LIKE_CARDINALITIES`).
     zipf_a : float
@@ -154,6 +154,9 @@ def make_criteo_like(n_examples, *, seed, path=None, n_categories=None, zipf_a=1
     if path is None:
         return b"".join(criteo_format(*c).tobytes() for c in _iter_chunks(n_examples, gen))
     path = os.fspath(path)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)  # e.g. examples/data/ of the example configs
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "wb") as f:
         for c in _iter_chunks(n_examples, gen):

@@ -1,5 +1,6 @@
 """datasource_from_config (datasources/_config.py) and the example TOML files."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -77,6 +78,33 @@ def test_example_criteo(tmp_path):
     (mb,) = list(src)
     X, y = make_criteo_like_matrix(2000, seed=0, n_bits=16, layout="per_field")
     assert (mb.X != X).nnz == 0 and np.array_equal(mb.y, y)
+
+
+def test_example_criteo_as_its_comment_says(tmp_path, monkeypatch):
+    """The generation command in the example's comment, run from the repository root (here a
+    copy of its examples/ folder): make_criteo_like creates the missing data/ folder."""
+    text = (EXAMPLES / "datasource_criteo.toml").read_text()
+    call = next(line.lstrip("# ").strip() for line in text.splitlines()
+                if "make_criteo_like(" in line)
+    (tmp_path / "examples").mkdir()
+    shutil.copy(EXAMPLES / "datasource_criteo.toml", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    assert not (tmp_path / "examples" / "data").exists()
+    exec(call, {"make_criteo_like": make_criteo_like})  # the example's own line
+    src = datasource_from_config(tmp_path / "examples" / "datasource_criteo.toml")
+    assert isinstance(src.source, CriteoSource)
+    assert sum(mb.n_examples for mb in src) == 100_000
+    src.close()
+
+
+def test_guide_heldout_parts_are_accepted():
+    """Every ``part="..."`` the datasources guide shows is a value HeldOut and its config
+    accept."""
+    guide = (EXAMPLES.parent / "docs" / "guide" / "datasources.rst").read_text()
+    parts = re.findall(r'part\s*=\s*"([^"]*)"', guide)
+    assert parts
+    for part in parts:
+        HeldOutOptions(part=part)  # raises on a value the config refuses
 
 
 def test_example_shards(tmp_path, data):

@@ -100,6 +100,10 @@ def test_agrees_with_sklearn(tmp_path, case, dtype, gz, chunk, auto):
     path.write_bytes(gzip.compress(text) if gz else text)
     zb_sk = "auto" if auto else zero_based
     Xs, ys = _sk(path, np.float64, zb_sk)
+    if Xs.shape[0] == 0:  # sklearn returns an empty dataset; we name the file
+        with pytest.raises(ValueError, match="f.svm(.gz)?: no example"):
+            load_svmlight(path, dtype=dtype, zero_based=zb_sk, chunk_bytes=chunk)
+        return
     big = np.finfo(np.float32).max
     if dtype == np.float32 and (np.abs(Xs.data) > big).any() | (np.abs(ys) > big).any():
         # sklearn silently stores inf; we refuse
@@ -128,6 +132,10 @@ def test_streamed_batches_concatenate_to_sklearn(tmp_path, case, bs):
     src = SVMLightSource(path, n_features=n_f, zero_based=zero_based, dtype="float64",
                          batch_size=bs, chunk_bytes=1024)
     assert src.n_examples is None  # not scanned
+    if Xs.shape[0] == 0:  # no example: an error naming the file at the end of the pass
+        with pytest.raises(ValueError, match="f.svm: no example"):
+            list(src)
+        return
     batches = list(src)
     assert src.n_examples == Xs.shape[0]  # known after a full pass
     assert all(b.n_examples == bs for b in batches[:-1])
@@ -185,6 +193,38 @@ def test_several_files_one_stream(tmp_path):
     assert X.shape == (100_000, 500)
     assert (X[:, :300] != Xa.T).nnz == 0 and (X[:, 300:] != Xb.T).nnz == 0
     np.testing.assert_array_equal(y, np.concatenate([ya, yb]))
+
+
+@pytest.mark.parametrize("text", [b"", b"\n\n", b"# a comment\n  # another\n\n",
+                                  b"# no newline at the end"])
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("scan", [True, False])
+def test_empty_or_comment_only_file_is_an_error_naming_it(tmp_path, text, gz, scan):
+    """No example in the input is an error naming the file, at construction when the files
+    are scanned, else on the first pass, never an empty dataset."""
+    p = tmp_path / ("empty.svm.gz" if gz else "empty.svm")
+    p.write_bytes(gzip.compress(text) if gz else text)
+    kw = {} if scan else dict(n_features=10, zero_based=False)
+    with pytest.raises(ValueError, match=rf"{p.name}: no example .*empty or holds only "
+                                         "comments"):
+        load_svmlight(str(p), **kw)
+    if not scan:
+        src = SVMLightSource(str(p), **kw)
+        with pytest.raises(ValueError, match=rf"{p.name}: no example"):
+            list(src)
+        src.close()
+
+
+def test_one_empty_file_among_several_warns_naming_it(tmp_path, caplog):
+    """An empty part file among non-empty ones (as Spark writes them) is read as nothing, with
+    a warning naming it."""
+    a = _power_law_file(tmp_path / "a.svm", 50, seed=2)
+    e = tmp_path / "part-00001.svm"
+    e.write_bytes(b"# header only\n")
+    with caplog.at_level(logging.WARNING, logger="roofline.datasources._svmlight"):
+        X, y = load_svmlight([a, str(e)], zero_based=False, n_features=100_000)
+    assert X.shape == (100_000, 50) and y.shape == (50,)
+    assert "part-00001.svm: no example" in caplog.text
 
 
 def test_qid_ignored_with_note(tmp_path, caplog):

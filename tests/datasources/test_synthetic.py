@@ -20,6 +20,13 @@ def test_tsv_and_matrix_variants_agree(tmp_path, layout):
     np.testing.assert_array_equal(y, ys)
 
 
+def test_make_criteo_like_creates_the_parent_folders(tmp_path):
+    p = tmp_path / "examples" / "data" / "criteo.tsv.gz"
+    assert make_criteo_like(300, seed=4, path=p) == str(p)
+    assert p.read_bytes()[:2] == b"\x1f\x8b"  # gzip, by the suffix
+    assert sum(mb.n_examples for mb in CriteoSource(str(p), n_bits=8)) == 300
+
+
 def test_reproducible_and_seed_dependent():
     a = make_criteo_like(500, seed=1)
     assert a == make_criteo_like(500, seed=1)
