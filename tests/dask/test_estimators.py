@@ -115,7 +115,7 @@ def test_bad_input_is_named(client):
     Xd, yd = _spread(client, X, y)
     with pytest.raises(ValueError, match="X has 1200 rows but y has 600"):
         DaskLogisticRegression(client=client).fit(Xd, yd[:600])
-    with pytest.raises(TypeError, match="unexpected parameters"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'comm'"):
         DaskLogisticRegression(comm=None)
 
 
