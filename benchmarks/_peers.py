@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 # The one place that converts regularisations (see their docstrings for each peer's scaling).
-from roofline.gmat.glm import alpha_from_peer, alpha_to_peer
+from roofline.glm import alpha_from_peer, alpha_to_peer
 
 __all__ = [
     "alpha_of_sklearn_C",

@@ -116,8 +116,8 @@ def worker(args):
     from mpi4py import MPI
 
     from roofline.comm import Coordinator
-    from roofline.comm._mpi import MPICommunicator
-    from roofline.comm._tcp import tcp_communicator
+    from roofline.comm._mpi_comm import MPICommunicator
+    from roofline.comm._factories import tcp_communicator
 
     mpi = MPI.COMM_WORLD
     rank, K = mpi.Get_rank(), mpi.Get_size()

@@ -91,7 +91,7 @@ class Problem:
 
 
 def run_roofline(pb, alpha, *, dual, solver, threads, max_iter, time_cap, pstar):
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     hold = []
     t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def run_roofline(pb, alpha, *, dual, solver, threads, max_iter, time_cap, pstar)
         cb_s[0] += time.perf_counter() - t
         return stop
 
-    res = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=dual, solver=solver,
+    res = fit_glm(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=dual, solver=solver,
                      n_jobs=threads, fit_intercept=False, tol=1e-7, max_iter=max_iter,
                      random_state=0, callback=cb, check_every=1)  # a point per sweep
     setup = res.time - res.check_time - res.times[-1]
@@ -186,12 +186,12 @@ def run_vw_peer(pb, passes, tmp):
 
 
 def select_alpha(pb, Cs):
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     rows = []
     for C in Cs:
         alpha = alpha_of_sklearn_C(C, pb.n)
-        r = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
+        r = fit_glm(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
                        fit_intercept=False, tol=1e-6, max_iter=200, random_state=0)
         rows.append((C, alpha, *pb.heldout(r.coef)))
         print(f"  C={C:<8g} alpha={alpha:.3e}  held-out logloss {rows[-1][2]:.5f}  "
@@ -220,14 +220,14 @@ def fmt(v, f="{:.2f}"):
 
 def warmup(threads):
     """Compile the numba kernels (cached on disk) outside the timed runs."""
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     rng = np.random.default_rng(0)
     X = sp.random(50, 200, density=0.1, format="csc", random_state=rng, dtype=np.float32)
     y = (rng.random(200) < 0.5).astype(float)
     for dual in (False, True):
         for solver in ("scd", "tpa-scd"):
-            fit_glm_cd(X, y, loss="logistic", alpha=0.1, dual=dual, solver=solver,
+            fit_glm(X, y, loss="logistic", alpha=0.1, dual=dual, solver=solver,
                        n_jobs=threads, fit_intercept=False, max_iter=2)
 
 
@@ -246,9 +246,9 @@ def table(args):
     C, alpha = select_alpha(pb, args.C)
     print(f"chosen C = {C:g} (alpha = {alpha:.3e})", flush=True)
 
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
-    ref = fit_glm_cd(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
+    ref = fit_glm(pb.Xtr, pb.ytr, loss="logistic", alpha=alpha, dual=True,
                      fit_intercept=False, tol=1e-11, max_iter=1000, random_state=1)
     pref = float(ref.objective[-1])
     print(f"reference optimum: dual SCD, relative gap {ref.relative_gap:.1e} after {ref.n_iter} "
@@ -329,7 +329,7 @@ def table(args):
 
 
 def link_cost(args):
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     Xtr, ytr, _, _ = load(args.link_examples, args.seed, n_bits=args.link_bits)
     n, d = Xtr.shape[1], Xtr.shape[0]
@@ -354,7 +354,7 @@ def link_cost(args):
     configs = [("flat CoCoA+ (K=8)", "cocoa", 1)] + [
         (f"hier. CoCoA R={r}", "hcocoa", r) for r in args.inner_rounds]
     for name, solver, R in configs:
-        res = fit_glm_cd(Xtr, ytr, loss="logistic", alpha=alpha, dual=True, solver=solver,
+        res = fit_glm(Xtr, ytr, loss="logistic", alpha=alpha, dual=True, solver=solver,
                          n_workers=K, n_nodes=N, inner_rounds=R, tol=min(targets), max_iter=500,
                          fit_intercept=False, random_state=0)
         rel = res.gap_history / np.abs(res.objective)

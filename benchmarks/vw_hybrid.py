@@ -23,7 +23,8 @@ import numpy as np
 
 def _fit(comm, n_examples, bits, C, passes, tol):
     from roofline.datasources import make_criteo_like_matrix
-    from roofline.learners import alpha_from_peer, fit_vw_hybrid
+    from roofline.glm import alpha_from_peer
+    from roofline.learners import fit_vw_hybrid
 
     X, y = make_criteo_like_matrix(n_examples, seed=0, n_bits=bits, dtype=np.float64)
     mine = np.arange(comm.rank, n_examples, comm.size)

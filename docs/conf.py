@@ -44,8 +44,9 @@ html_theme_options = {"description": "Machine learning at the hardware limit, in
 # Public packages of the API reference: (module, title).
 API = [
     ("roofline.gmat", "roofline.gmat: matrices, primitives, the machine roofline"),
-    ("roofline.gmat.cd", "roofline.gmat.cd: coordinate-descent steps"),
-    ("roofline.gmat.glm", "roofline.gmat.glm: losses, peer conversions, fused GLM steps"),
+    ("roofline.glm", "roofline.glm: generalized linear models, losses, solvers, fit_glm"),
+    ("roofline.glm.cd", "roofline.glm.cd: coordinate-descent steps"),
+    ("roofline.glm.newton", "roofline.glm.newton: second-order steps"),
     ("roofline.datasources", "roofline.datasources: data sources and configs"),
     ("roofline.learners", "roofline.learners: learners, models, optimizers, solvers, estimators"),
     ("roofline.comm", "roofline.comm: communicators (Kylix, TCP, MPI)"),
@@ -139,9 +140,10 @@ doctest_global_setup = """
 import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 import numpy as np
-from roofline import comm, datasources, gmat, learners
+from roofline import comm, datasources, glm, gmat, learners
 from roofline.comm import *
 from roofline.datasources import *
+from roofline.glm import *
 from roofline.gmat import *
 from roofline.learners import *
 """

@@ -41,10 +41,10 @@ def shard(rank: int, size: int, seed: int = 0):
 
 def fit(comm, tol: float = 1e-4):
     """Fit on this rank's shard; every rank returns the same model."""
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     X, y = shard(comm.rank, comm.size)
-    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-3, solver="cocoa", dual=True,
+    res = fit_glm(X, y, loss="logistic", alpha=1e-3, solver="cocoa", dual=True,
                      fit_intercept=False, tol=tol, max_iter=2000, random_state=0, comm=comm)
     return {"size": comm.size, "backend": comm.backend, "objective": float(res.objective[-1]),
             "gap": float(res.gap), "converged": bool(res.converged),

@@ -6,12 +6,11 @@ branch on device or dtype themselves.
 Sparse matrices are CSC with one column = one example (``n_features x n_examples``); dense
 model matrices are ``k x n``, best stored in Fortran order.
 
-Public submodules: :mod:`roofline.gmat.cd` (coordinate-descent steps) and
-:mod:`roofline.gmat.glm` (the loss and regularisation vocabulary, label checks, conversions to
+Public submodules: :mod:`roofline.glm.cd` (coordinate-descent steps) and
+:mod:`roofline.glm` (the loss and regularisation vocabulary, label checks, conversions to
 the peers' conventions, the fused ADAGrad GLM step).
 """
 
-from . import cd, glm
 from ._arrays import (
     SUPPORTED_DTYPES,
     as_dense,
@@ -56,7 +55,6 @@ __all__ = [
     "axpy",
     "benchmark_primitives",
     "best_time",
-    "cd",
     "check_csc",
     "cost_mult_as",
     "cost_mult_ast",
@@ -67,7 +65,6 @@ __all__ = [
     "empty",
     "expit",
     "get_array_module",
-    "glm",
     "gpu_available",
     "is_sparse",
     "load_toml",
@@ -87,3 +84,16 @@ __all__ = [
     "to_toml",
     "zeros",
 ]
+
+
+#: The GLM submodules that moved to :mod:`roofline.glm` (deprecated aliases, next release gone).
+_MOVED = {"cd": "roofline.glm.cd", "glm": "roofline.glm", "newton": "roofline.glm.newton"}
+
+
+def __getattr__(name):
+    """``roofline.gmat.cd`` / ``.glm`` / ``.newton``: deprecated aliases (see :data:`_MOVED`)."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return importlib.import_module(f"{__name__}.{name}")

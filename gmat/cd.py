@@ -1,20 +1,15 @@
-"""Coordinate-descent steps for generalized linear models (``roofline.gmat.cd``).
+"""Deprecated alias of :mod:`roofline.glm.cd` (moved there; removed in the next release).
 
-The building blocks of the CD solvers of :mod:`roofline.learners` (sequential SCD, TPA-SCD on
-CPU threads, CoCoA+ workers, Google's pure-block SCD): one step, sweep or whole-vector map per
-function, over CPU CSC *coordinate matrices* and float64 state vectors updated in place.
-
-Conventions (scaling, loss codes, ``sigma``, ``damp``, the tracked changes ``d``): see
-:mod:`roofline.gmat._cd`; the loss vocabulary and the regularisation scaling
-(``lam_n = n * alpha``) are documented in :mod:`roofline.gmat.glm`.
-
-Example::
-
-    from roofline.gmat import cd
-    A = cd.feature_major(X)                 # the primal's coordinates: X^T as CSC
-    colsq = cd.col_sqnorms(A)
-    cd.primal_epoch(A, y, w, z, coords, loss="squared", l1=False, lam_n=n * alpha, colsq=colsq)
+Import the new home instead: ``from roofline.glm import cd``.
+This module is the one place where gmat reaches above itself, and only when a user imports it.
 """
 
-from ._cd import *  # noqa: F403 - the public steps, listed once in gmat/_cd.py
-from ._cd import __all__  # noqa: F401
+import sys
+import warnings
+
+warnings.warn("roofline.gmat.cd is deprecated and will be removed in the next release; "
+              "use roofline.glm.cd", DeprecationWarning, stacklevel=2)
+
+import roofline.glm.cd as _new  # noqa: E402
+
+sys.modules[__name__] = _new

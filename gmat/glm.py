@@ -1,112 +1,15 @@
-"""Generalised linear models in gmat (``roofline.gmat.glm``): the loss and regularisation
-vocabulary, the one label check, the one conversion to the peers' conventions, and the fused
-ADAGrad GLM step.
+"""Deprecated alias of :mod:`roofline.glm` (moved there; removed in the next release).
 
-Objective
----------
-Roofline's one scaling is the *mean* loss plus ``alpha`` times the regulariser, as in
-scikit-learn's ``SGDClassifier``::
-
-    F(w, b) = (1 / sum_j s_j) sum_j s_j l(y_j, eta_j) + alpha R(w),    eta_j = w^T x_j + b
-
-    R(w) = ||w||^2 / 2   (L2)        R(w) = ||w||_1   (L1)
-
-with example weights ``s_j`` (1 when absent); the intercept ``b`` is not regularised (the dual
-CD solvers regularise a constant feature instead, as liblinear and snapml do).
-
-Losses
-------
-One code table, ``LOSS_CODES`` (the kernels' ``loss`` argument); names and aliases are
-resolved by :func:`resolve_loss`:
-
-=================  ====  ===============================  ==========================
-canonical name     code  aliases                          supported by
-=================  ====  ===============================  ==========================
-``squared``        0     ``linear``, ``least_squares``    GLM / fused step, CD
-``logistic``       1     ``log``, ``log_loss``            GLM / fused step, CD
-``hinge``          2                                      GLM / fused step, CD
-``squared_hinge``  3                                      GLM / fused step
-=================  ====  ===============================  ==========================
-
-Each loss has two label conventions (:func:`check_labels`):
-
-* the *GLM form* (the minibatch learners and the fused step; ``margin=False``): labels
-  ``{0, 1}`` (logistic: any value in ``[0, 1]``), ``s = 2 [y > 0] - 1``::
-
-      squared        l = (eta - y)^2 / 2
-      logistic       l = log(1 + exp(eta)) - y eta
-      hinge          l = max(0, 1 - s eta)
-      squared_hinge  l = max(0, 1 - s eta)^2
-
-* the *margin form* (the coordinate-descent steps of :mod:`roofline.gmat.cd`;
-  ``margin=True``): classifier labels ``{-1, +1}`` (``{0, 1}`` mapped),
-  ``squared (z - y)^2 / 2``, ``logistic log(1 + exp(-y z))``, ``hinge max(0, 1 - y z)``.
-
-Regularisation vocabulary
--------------------------
-Every name below is the one strength ``alpha`` of the objective above, or converts to it here
-(:func:`alpha_from_peer` / :func:`alpha_to_peer` are the only conversions):
-
-==================================================  ============================================
-name (where)                                        relation to ``alpha``
-==================================================  ============================================
-``alpha`` (``fit_glm_cd``, ``CDOptions``)           ``alpha``
-``reg2weight`` (``L2Regularizer``, ``L2Options``)   ``alpha`` (L2, ``R = ||W||_F^2 / 2``)
-``reg1weight`` (``L1Regularizer``, ``L1Options``)   ``alpha`` (L1, ``R = ||W||_1``)
-``l2``, ``l1`` (the fused steps, ADAGrad)           ``alpha``, applied lazily to the touched
-                                                    feature columns (as BIDMach and VW do)
-``lambda`` (learner docstrings, the estimators)     ``alpha``
-``lam_n`` (:mod:`roofline.gmat.cd`, the kernels)    ``n * alpha``: the CD steps work in sums,
-                                                    ``sum_i l_i + lam_n R(w)``
-scikit-learn ``SGDClassifier(alpha=)``              ``alpha``
-scikit-learn ``Lasso(alpha=)`` (peer ``"lasso"``)   ``alpha``
-scikit-learn ``Ridge(alpha=)`` (peer ``"ridge"``)   ``alpha_ridge / n``
-scikit-learn / liblinear ``C`` (peer ``"C"``)       ``1 / (C n)``
-snapml ``regularizer`` (peer ``"snapml"``)          ``regularizer / n``
-Vowpal Wabbit ``--l2`` (peer ``"vw"``)              ``l2`` (added to every example's gradient by
-                                                    VW's online learners)
-==================================================  ============================================
-
-``n`` is the number of examples (the sum of the example weights for weighted fits).  The dual
-variables of the CD solvers (one per example) are called ``a``, never ``alpha``.
+Import the new home instead: ``from roofline import glm``.
+This module is the one place where gmat reaches above itself, and only when a user imports it.
 """
 
-from ._fused import (
-    MAX_NNZ,
-    FusedWorkspace,
-    adagrad_glm_step,
-    glm_adagrad_online_step,
-    glm_adagrad_step,
-)
-from ._losses import (
-    CD_LOSSES,
-    GLM_LOSSES,
-    LOSS_ALIASES,
-    LOSS_CODES,
-    LOSSES,
-    PEERS,
-    alpha_from_peer,
-    alpha_to_peer,
-    check_labels,
-    loss_code,
-    resolve_loss,
-)
+import sys
+import warnings
 
-__all__ = [
-    "CD_LOSSES",
-    "GLM_LOSSES",
-    "LOSSES",
-    "LOSS_ALIASES",
-    "LOSS_CODES",
-    "MAX_NNZ",
-    "PEERS",
-    "FusedWorkspace",
-    "adagrad_glm_step",
-    "alpha_from_peer",
-    "alpha_to_peer",
-    "check_labels",
-    "glm_adagrad_online_step",
-    "glm_adagrad_step",
-    "loss_code",
-    "resolve_loss",
-]
+warnings.warn("roofline.gmat.glm is deprecated and will be removed in the next release; "
+              "use roofline.glm", DeprecationWarning, stacklevel=2)
+
+import roofline.glm as _new  # noqa: E402
+
+sys.modules[__name__] = _new

@@ -1,16 +1,15 @@
-"""Second-order steps for smooth generalized linear models (``roofline.gmat.newton``).
+"""Deprecated alias of :mod:`roofline.glm.newton` (moved there; removed in the next release).
 
-The building blocks of the trust-region Newton solver of :mod:`roofline.learners`: the loss
-derivatives at the margins, the fused Hessian-vector product ``X D X^T s`` (one pass over the
-examples) and the Hessian's diagonal (the preconditioner).  Conventions:
-:mod:`roofline.gmat._newton`.
-
-Example::
-
-    from roofline.gmat import newton
-    L, g_b, h_b, dl, D = newton.loss_derivs(z, y, loss)
-    Hs, Hs_b = newton.hess_vec(X, D, s, s_b)
+Import the new home instead: ``from roofline.glm import newton``.
+This module is the one place where gmat reaches above itself, and only when a user imports it.
 """
 
-from ._newton import *  # noqa: F403 - the public steps, listed once in gmat/_newton.py
-from ._newton import __all__  # noqa: F401
+import sys
+import warnings
+
+warnings.warn("roofline.gmat.newton is deprecated and will be removed in the next release; "
+              "use roofline.glm.newton", DeprecationWarning, stacklevel=2)
+
+import roofline.glm.newton as _new  # noqa: E402
+
+sys.modules[__name__] = _new

@@ -58,7 +58,7 @@ __all__ = [
 
 SQUARED, LOGISTIC, HINGE, SQUARED_HINGE = 0, 1, 2, 3
 
-#: The one loss code table: canonical name -> code (names and aliases: ``roofline.gmat.glm``).
+#: The one loss code table: canonical name -> code (names and aliases: ``roofline.glm``).
 LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "hinge": HINGE,
               "squared_hinge": SQUARED_HINGE}
 

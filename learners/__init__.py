@@ -10,18 +10,9 @@ Compose learning BIDMach's way::
     learner.train()
 """
 
-from roofline.comm import (  # re-exported for compatibility: they live in roofline.comm
-    Communicator,
-    InProcessCommunicator,
-    InProcessGroup,
-)
-from roofline.gmat import Options, option  # the one options system (gmat/_options.py)
-from roofline.gmat.glm import alpha_from_peer, alpha_to_peer  # the one peer conversion
+import warnings
 
-from ._cd import CDOptions, CDResult, fit_glm_cd
-from ._cd_stream import fit_glm_cd_stream
 from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from ._cocoa import check_pure_blocks, pure_blocks
 from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from ._learner import Learner, LearnerOptions, TrainResult
 from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
@@ -40,14 +31,9 @@ from ._vw import VWHybridResult, fit_vw_hybrid
 __all__ = [
     "ADAGrad",
     "ADAGradOptions",
-    "CDOptions",
-    "CDResult",
     "Checkpoint",
-    "Communicator",
     "GLM",
     "GLMOptions",
-    "InProcessCommunicator",
-    "InProcessGroup",
     "L1Regularizer",
     "L2Regularizer",
     "LBFGS",
@@ -62,20 +48,43 @@ __all__ = [
     "Mixin",
     "Model",
     "Optimizer",
-    "Options",
     "Ridge",
     "SGD",
     "SGDOptions",
     "TrainResult",
     "VWHybridResult",
-    "alpha_from_peer",
-    "alpha_to_peer",
-    "check_pure_blocks",
-    "fit_glm_cd",
-    "fit_glm_cd_stream",
     "fit_vw_hybrid",
     "load_checkpoint",
-    "option",
-    "pure_blocks",
     "save_checkpoint",
 ]
+
+
+#: Names that moved to another package: ``name -> (new home, new name)``.  Reaching them here
+#: still works for one release, with a :class:`DeprecationWarning` naming the new home.
+_MOVED = {
+    "CDOptions": ("roofline.glm", "GLMSolverOptions"),
+    "CDResult": ("roofline.glm", "GLMResult"),
+    "Communicator": ("roofline.comm", "Communicator"),
+    "InProcessCommunicator": ("roofline.comm", "InProcessCommunicator"),
+    "InProcessGroup": ("roofline.comm", "InProcessGroup"),
+    "Options": ("roofline.gmat", "Options"),
+    "alpha_from_peer": ("roofline.glm", "alpha_from_peer"),
+    "alpha_to_peer": ("roofline.glm", "alpha_to_peer"),
+    "check_pure_blocks": ("roofline.glm", "check_pure_blocks"),
+    "fit_glm_cd": ("roofline.glm", "fit_glm"),
+    "fit_glm_cd_stream": ("roofline.glm", "fit_glm_stream"),
+    "option": ("roofline.gmat", "option"),
+    "pure_blocks": ("roofline.glm", "pure_blocks"),
+}
+
+
+def __getattr__(name):
+    """The deprecated aliases of :data:`_MOVED` (removed in the next release)."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, new = _MOVED[name]
+    warnings.warn(f"roofline.learners.{name} is deprecated and will be removed in the next "
+                  f"release; use {module}.{new}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)

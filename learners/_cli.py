@@ -25,8 +25,8 @@ error naming the key and the file)::
     [[mixins]]                   # type = "l2" | "l1" | "metrics", then its options
     [learner]                    # LearnerOptions: n_passes, eval_every, early_stopping, ...
     [solver]                     # instead of [optimizer]/[mixins]/[learner]: fit by coordinate
-    alpha = 1e-6                 # descent (fit_glm_cd), mean loss + alpha * R(w); penalty =
-    solver = "auto"              # "l2" | "l1", seed; the other keys are CDOptions (tol, ...)
+    alpha = 1e-6                 # descent (fit_glm), mean loss + alpha * R(w); penalty =
+    solver = "auto"              # "l2" | "l1", seed; the other keys are GLMSolverOptions (tol, ...)
     [output]
     dir = "runs/demo"            # relative to the current directory
 """
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.gmat import Options, load_toml, option, to_toml
 
 __all__ = ["main", "build_from_config"]
@@ -85,7 +85,7 @@ class DataOptions(Options):
 @dataclass
 class SolverProblemOptions(Options):
     """The keys of the ``[solver]`` table that define the problem, not the solver (the others
-    are :class:`roofline.learners.CDOptions`); the loss and ``fit_intercept`` come from
+    are :class:`roofline.learners.GLMSolverOptions`); the loss and ``fit_intercept`` come from
     ``[model]``."""
 
     alpha: float = option(1e-6, "regularisation: mean loss + alpha * R(w)", low=0.0,
@@ -94,20 +94,20 @@ class SolverProblemOptions(Options):
     seed: int = option(0, "seed of the coordinate permutations", low=0)
 
 
-# [model] loss names (canonical and aliases) -> fit_glm_cd's loss, from the one registry
-_CD_LOSSES = {name: gmat.glm.resolve_loss(name)
-              for name in (*gmat.glm.LOSSES, *gmat.glm.LOSS_ALIASES)
-              if gmat.glm.resolve_loss(name) in gmat.glm.CD_LOSSES}
+# [model] loss names (canonical and aliases) -> fit_glm's loss, from the one registry
+_CD_LOSSES = {name: glm.resolve_loss(name)
+              for name in (*glm.LOSSES, *glm.LOSS_ALIASES)
+              if glm.resolve_loss(name) in glm.CD_LOSSES}
 
 
 def _solver_table(t: dict, where: str):
-    """``(SolverProblemOptions, CDOptions)`` of a ``[solver]`` table."""
-    from ._cd import CDOptions
+    """``(SolverProblemOptions, GLMSolverOptions)`` of a ``[solver]`` table."""
+    from roofline.glm import GLMSolverOptions
 
     problem_keys = set(SolverProblemOptions.__dataclass_fields__)
     problem = SolverProblemOptions.from_dict({k: v for k, v in t.items() if k in problem_keys},
                                              where)
-    opts = CDOptions.from_dict({k: v for k, v in t.items() if k not in problem_keys}, where)
+    opts = GLMSolverOptions.from_dict({k: v for k, v in t.items() if k not in problem_keys}, where)
     return problem, opts
 
 
@@ -355,12 +355,13 @@ def _close(fig):
 
 
 def _train_cd(parts, resolved, config, out, args=None) -> int:
-    """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm_cd` on the training
+    """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm` on the training
     split; writes ``model.npz`` (a GLM checkpoint ``roofline predict`` reads), ``config.toml``
     and ``trace.json`` (the solver's objective and duality gap at every check)."""
     import json
 
-    from ._cd import fit_glm_cd
+    from roofline.glm import fit_glm
+
     from ._checkpoint import save_checkpoint
     from ._models import GLM
 
@@ -372,7 +373,7 @@ def _train_cd(parts, resolved, config, out, args=None) -> int:
     train, held = _sources(parts["data"], config, parts["base"])
     with open(os.path.join(out, "config.toml"), "w") as f:
         f.write(_config_toml(resolved))
-    res = fit_glm_cd(train.X, train.y, loss=_CD_LOSSES[mopts.loss], alpha=problem.alpha,
+    res = fit_glm(train.X, train.y, loss=_CD_LOSSES[mopts.loss], alpha=problem.alpha,
                      penalty=problem.penalty, fit_intercept=mopts.fit_intercept,
                      random_state=problem.seed, options=opts,
                      verbose=int(logging.getLogger().isEnabledFor(logging.INFO)))
@@ -450,7 +451,6 @@ def cmd_predict(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from roofline import gmat
 
     report = getattr(gmat, "roofline_report", None)
     if report is None:

@@ -24,11 +24,11 @@ Multi-class classification is one-vs-rest: one output per class in a single ``k 
 multi-label GLM), ``predict_proba`` normalising the ``k`` sigmoids as scikit-learn's OvR does.
 
 Solvers: ``"auto"`` (the default: chosen from the data, see ``solver`` below and
-``learners/_auto.py``), ``"lbfgs"`` (batch L-BFGS over full passes), ``"newton"``
+``glm/_auto.py``), ``"lbfgs"`` (batch L-BFGS over full passes), ``"newton"``
 (trust-region Newton-CG), ``"cholesky"`` (ridge), ``"adagrad"`` and ``"sgd"``
 (``max_iter`` passes of minibatches of ``batch_size``; these also provide ``partial_fit``), and
 the coordinate-descent solvers ``"scd"``, ``"tpa-scd"``, ``"cocoa"``, ``"hcocoa"``,
-``"pure-block"`` of :func:`roofline.learners.fit_glm_cd` (same objective scaling, ``alpha =
+``"pure-block"`` of :func:`roofline.learners.fit_glm` (same objective scaling, ``alpha =
 lambda``).
 """
 
@@ -44,16 +44,16 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from roofline import gmat
+from roofline import glm
 from roofline.datasources import MatSource
+from roofline.glm import choose_solver
+from roofline.glm._direct import solve_ridge
+from roofline.glm._newton import NEWTON_LOSSES, fit_newton
+from roofline.glm._problem import verbose_logging
 
-from ._auto import choose_solver
-from ._cd_problem import verbose_logging
-from ._direct import solve_ridge
 from ._learner import Learner
 from ._mixins import L2Regularizer
 from ._models import GLM
-from ._newton import NEWTON_LOSSES, fit_newton
 from ._optimizers import LBFGS, SGD, ADAGrad
 
 __all__ = ["LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"]
@@ -63,8 +63,8 @@ logger = logging.getLogger(__name__)
 CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 MINIBATCH_SOLVERS = ("adagrad", "sgd")
 VW_SOLVERS = ("vw-hybrid",)  # Vowpal Wabbit's AllReduce learner (learners/_vw.py)
-NEWTON_SOLVERS = ("newton",)  # trust-region Newton-CG (learners/_newton.py)
-DIRECT_SOLVERS = ("cholesky",)  # ridge by its normal equations (learners/_direct.py)
+NEWTON_SOLVERS = ("newton",)  # trust-region Newton-CG (glm/_newton.py)
+DIRECT_SOLVERS = ("cholesky",)  # ridge by its normal equations (glm/_direct.py)
 # the solvers that take comm= ("auto" picks cocoa then)
 DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto")
 SOLVERS = (("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS + NEWTON_SOLVERS
@@ -151,14 +151,14 @@ def _check_sample_weights(sample_weight, X):
 def _solver_check(solver, loss):
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
-    if solver in CD_SOLVERS and gmat.glm.resolve_loss(loss) not in gmat.glm.CD_LOSSES:
+    if solver in CD_SOLVERS and glm.resolve_loss(loss) not in glm.CD_LOSSES:
         raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
-    if solver in DIRECT_SOLVERS and gmat.glm.resolve_loss(loss) != "squared":
+    if solver in DIRECT_SOLVERS and glm.resolve_loss(loss) != "squared":
         raise ValueError(f"solver={solver!r} solves ridge (the squared loss), not {loss}")
-    if solver in NEWTON_SOLVERS and gmat.glm.resolve_loss(loss) not in NEWTON_LOSSES:
+    if solver in NEWTON_SOLVERS and glm.resolve_loss(loss) not in NEWTON_LOSSES:
         raise ValueError(f"solver={solver!r} needs a smooth loss {NEWTON_LOSSES}, not {loss}; "
                          f"use a CD solver")
-    if solver in VW_SOLVERS and gmat.glm.resolve_loss(loss) not in ("logistic", "squared"):
+    if solver in VW_SOLVERS and glm.resolve_loss(loss) not in ("logistic", "squared"):
         raise ValueError(f"solver={solver!r} supports the logistic and squared losses, not "
                          f"{loss}; use 'lbfgs' or a CD solver")
 
@@ -197,11 +197,11 @@ class _GLMEstimator(BaseEstimator):
         _check_random_state(self.random_state)
 
     def _resolve_solver(self, Xc, sw, lam):
-        """The solver to run and, for ``solver="auto"``, why (``learners/_auto.py``)."""
+        """The solver to run and, for ``solver="auto"``, why (``glm/_auto.py``)."""
         if self.solver != "auto":
             return self.solver, None
         comm = getattr(self, "comm", None)
-        loss = gmat.glm.resolve_loss(self._loss)
+        loss = glm.resolve_loss(self._loss)
         if comm is None and lam <= 0:
             return "lbfgs", "no regularisation: L-BFGS"
         big = _max_abs(Xc)
@@ -290,7 +290,7 @@ class _GLMEstimator(BaseEstimator):
         """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
         weights = _nonuniform(sw)
         return self._per_output("newton", Y, sw, lam, lambda y: fit_newton(
-            Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
+            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam,
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
             verbose=self.verbose, n_jobs=self.n_jobs, gtol=self.tol,
             sample_weight=weights), weights=True)
@@ -305,12 +305,12 @@ class _GLMEstimator(BaseEstimator):
             verbose=self.verbose, n_jobs=self.n_jobs), weights=True)
 
     def _fit_cd(self, Xc, Y, sw, lam, solver):
-        """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm_cd`) per output,
+        """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm`) per output,
         over ``comm`` when given (each rank holds examples: the dual)."""
-        from roofline.learners import fit_glm_cd
+        from roofline.learners import fit_glm
 
-        return self._per_output(solver, Y, sw, lam, lambda y: fit_glm_cd(
-            Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam, solver=solver,
+        return self._per_output(solver, Y, sw, lam, lambda y: fit_glm(
+            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, solver=solver,
             n_jobs=self.n_jobs, tol=self.tol, max_iter=self.max_iter,
             fit_intercept=self.fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
@@ -324,7 +324,7 @@ class _GLMEstimator(BaseEstimator):
 
         def one(y):
             with verbose_logging(self.verbose):
-                return fit_vw_hybrid(Xc, y, loss=gmat.glm.resolve_loss(self._loss), alpha=lam,
+                return fit_vw_hybrid(Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam,
                                      comm=self.comm, fit_intercept=self.fit_intercept,
                                      max_iter=self.max_iter, tol=self.tol,
                                      verbose=self.verbose)
@@ -359,7 +359,7 @@ def _common_doc(extra=""):
         trust-region Newton-CG on the primal (smooth losses, any sample weights; ``tol`` is
         then a bound on the gradient's max-norm, as for ``lbfgs``).  ``cholesky``: ridge by
         its normal equations (exact; up to 2048 features).  ``auto`` (the default) chooses
-        from the data by the measured rule of ``learners/_auto.py``: ``cholesky`` for ridge
+        from the data by the measured rule of ``glm/_auto.py``: ``cholesky`` for ridge
         with at most 1024 features, ``newton`` for the other smooth problems, the dual ``scd``
         for large sparse strongly regularised ones and for the hinge, ``lbfgs`` without
         regularisation, with feature values beyond ``2^20`` (it rescales them) or with
@@ -396,7 +396,7 @@ def _common_doc(extra=""):
 class _Classifier(ClassifierMixin, _GLMEstimator):
     def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
         _check_number("C", self.C, low=0.0, low_open=True)
-        return gmat.glm.alpha_from_peer("C", self.C, total_weight)
+        return glm.alpha_from_peer("C", self.C, total_weight)
 
     def _encode(self, y, classes):
         if len(classes) < 2:
@@ -668,7 +668,7 @@ class Ridge(_Regressor):
 
     def _lambda(self, total_weight):
         _check_number("alpha", self.alpha, low=0.0, low_open=False)
-        return gmat.glm.alpha_from_peer("ridge", self.alpha, total_weight) if self.alpha else 0.0
+        return glm.alpha_from_peer("ridge", self.alpha, total_weight) if self.alpha else 0.0
 
 
 class LinearRegression(_Regressor):

@@ -155,7 +155,7 @@ class L2Options(Options):
 class L2Regularizer(Mixin):
     """``alpha/2 ||W||_F^2`` added to the mean loss (the intercept is not regularised).
 
-    ``reg2weight`` is Roofline's ``alpha`` (:mod:`roofline.gmat.glm`: the vocabulary, and
+    ``reg2weight`` is Roofline's ``alpha`` (:mod:`roofline.glm`: the vocabulary, and
     ``alpha_from_peer`` for scikit-learn's ``C``, snapml's ``regularizer``, VW's ``--l2``).
 
     Parameters

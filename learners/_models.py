@@ -17,10 +17,10 @@ with, per output (labels ``y`` in {0, 1} for the classifiers, ``s = 2y - 1``)::
     hinge           l = max(0, 1 - s * eta)
     squared_hinge   l = max(0, 1 - s * eta)^2
 
-Loss names and aliases are those of :mod:`roofline.gmat.glm` (``loss="linear"`` is the squared
+Loss names and aliases are those of :mod:`roofline.glm` (``loss="linear"`` is the squared
 loss).  The regularisers are mixins (``L2Regularizer``: ``alpha/2 ||W||_F^2``,
 ``L1Regularizer``: ``alpha ||W||_1``); the intercept is never regularised.  The conversions to
-the peers' conventions live in one place, :func:`roofline.gmat.glm.alpha_from_peer`.
+the peers' conventions live in one place, :func:`roofline.glm.alpha_from_peer`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.gmat import Options, option
 
 __all__ = ["GLM", "GLMOptions", "LOSSES", "Model"]
 
 logger = logging.getLogger(__name__)
 
-#: Canonical loss names of :class:`GLM` (``gmat.glm.GLM_LOSSES``).
-LOSSES = gmat.glm.GLM_LOSSES
+#: Canonical loss names of :class:`GLM` (``glm.GLM_LOSSES``).
+LOSSES = glm.GLM_LOSSES
 # the names GLMOptions accepts: the canonical ones and their aliases
-_LOSS_NAMES = LOSSES + tuple(a for a, c in sorted(gmat.glm.LOSS_ALIASES.items()) if c in LOSSES)
+_LOSS_NAMES = LOSSES + tuple(a for a, c in sorted(glm.LOSS_ALIASES.items()) if c in LOSSES)
 
 
 def _fortran(a):
@@ -191,7 +191,7 @@ class GLM(Model):
     @property
     def loss_name(self) -> str:
         """The canonical name of ``opts.loss`` (``"squared"`` for ``"linear"``)."""
-        return gmat.glm.resolve_loss(self.opts.loss)
+        return glm.resolve_loss(self.opts.loss)
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -438,9 +438,9 @@ class GLM(Model):
         Raises
         ------
         ValueError
-            Labels the loss cannot take (see :func:`roofline.gmat.glm.check_labels`).
+            Labels the loss cannot take (see :func:`roofline.glm.check_labels`).
         """
-        gmat.glm.check_labels(y, self.loss_name)
+        glm.check_labels(y, self.loss_name)
 
     def loss_deriv(self, eta, y, w, cache=None, D=None):
         """Per-example losses and derivatives ``dl/deta`` (weighted, not normalised).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.gmat import Options, option
 
 from ._models import GLM
@@ -236,10 +236,10 @@ class ADAGrad(Optimizer):
     gradient terms make the step fall back to the unfused path.
 
     For a :class:`GLM` the whole step -- forward product, loss, gradient and update -- is one
-    gmat call (:func:`roofline.gmat.glm.glm_adagrad_step`), one sweep over the minibatch.
+    gmat call (:func:`roofline.glm.glm_adagrad_step`), one sweep over the minibatch.
 
     With ``online=True`` the model is updated after every example of the minibatch, in order
-    (:func:`roofline.gmat.glm.glm_adagrad_online_step`): Vowpal Wabbit's online ADAGrad, with each
+    (:func:`roofline.glm.glm_adagrad_online_step`): Vowpal Wabbit's online ADAGrad, with each
     example's gradient taken at the model its predecessors left.  The minibatch is then only
     the unit of data delivery and bookkeeping; ``lr`` is a per-example step (the gradient is not
     averaged over the minibatch), and the training loss reported is VW's progressive validation
@@ -261,7 +261,7 @@ class ADAGrad(Optimizer):
         xp = gmat.get_array_module(model.coef)
         self.sumsq = xp.full(model.coef.shape, self.opts.initsumsq, dtype=model.dtype, order="F")
         self.sumsq0 = xp.full(model.coef.shape[0], self.opts.initsumsq, dtype=model.dtype)
-        self.workspace = gmat.glm.FusedWorkspace()
+        self.workspace = glm.FusedWorkspace()
 
     def state(self) -> dict:
         return {**super().state(), "sumsq": self.sumsq, "sumsq0": self.sumsq0}
@@ -310,12 +310,12 @@ class ADAGrad(Optimizer):
         -------
         bool
             True with ``fused=True``, a sparse minibatch of fewer than
-            :data:`roofline.gmat.glm.MAX_NNZ` nonzeros, and only fusable (L1/L2) mixins.
+            :data:`roofline.glm.MAX_NNZ` nonzeros, and only fusable (L1/L2) mixins.
         """
         return (
             self.opts.fused
             and gmat.is_sparse(batch.X)
-            and batch.X.nnz < gmat.glm.MAX_NNZ
+            and batch.X.nnz < glm.MAX_NNZ
             and all(m.fusable for m in mixins)
         )
 
@@ -353,7 +353,7 @@ class ADAGrad(Optimizer):
             if self.opts.online:
                 raise ValueError(
                     "ADAGrad(online=True) needs fused=True, sparse minibatches of fewer than "
-                    f"{gmat.glm.MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
+                    f"{glm.MAX_NNZ} nonzeros and only L1/L2 regularizer mixins "
                     f"(got fused={self.opts.fused}, a {type(batch.X).__name__} minibatch, "
                     f"mixins {[type(m).__name__ for m in mixins]})")
             return super().step(model, batch, mixins, cache)
@@ -366,7 +366,6 @@ class ADAGrad(Optimizer):
             model._check_ready(X)
             y = model._labels(batch.y, X.shape[1])  # values are checked by the step
             fit = model.opts.fit_intercept
-            glm = gmat.glm
             step = glm.glm_adagrad_online_step if self.opts.online else glm.glm_adagrad_step
             loss_sum, weight_sum = step(
                 model.coef, self.sumsq, X, y, loss=model.opts.loss, lr=lr,
@@ -387,7 +386,7 @@ class ADAGrad(Optimizer):
                 else gmat.get_array_module(D).empty(D.shape[0], D.dtype)
             np.sum(D, axis=1, out=g0)
             self._step_intercept(model, g0, lr)
-        gmat.glm.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
+        glm.adagrad_glm_step(model.coef, self.sumsq, X, D, lr=lr, eps=self.opts.epsilon,
                               l2=l2, l1=l1, workspace=self.workspace)
         self.t += 1
         return loss_sum, weight_sum

@@ -2,7 +2,7 @@
 per rank, a per-feature weighted average of the ranks' models, then L-BFGS on the global
 objective with the loss and gradient all-reduced every iteration.
 
-The objective is :func:`fit_glm_cd`'s: ``P(w, b) = mean_i loss(y_i, x_i . w + b) +
+The objective is :func:`fit_glm`'s: ``P(w, b) = mean_i loss(y_i, x_i . w + b) +
 alpha / 2 ||w||^2`` over every rank's examples (``b`` unregularised).
 
 1. **Online pass** (``online_passes``): each rank runs Vowpal Wabbit's online ADAGrad over its
@@ -32,10 +32,9 @@ import scipy.sparse as sp
 import scipy.special
 from sklearn.exceptions import ConvergenceWarning
 
-from roofline import gmat
+from roofline import glm
 from roofline.datasources import MatSource
-
-from ._cd_problem import check_X, positive
+from roofline.glm._problem import check_X, positive
 
 __all__ = ["VWHybridResult", "fit_vw_hybrid"]
 
@@ -215,7 +214,7 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
         raise ValueError(f"online_passes must be an int >= 0, got {online_passes!r}")
     # the checks of the CD and Newton solvers: a CSC (or dense) shard, margin labels
     X = check_X(X, allow_no_examples=True)
-    y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=True)
+    y = glm.check_labels(y, loss, margin=True, single_class_ok=True)
     d, n_local = X.shape
     if y.shape[0] != n_local:
         raise ValueError(f"y has {y.shape[0]} entries but X has {n_local} examples (columns); "

@@ -7,7 +7,7 @@ the other checks not) to a training objective within 1e-3 (relative) of the opti
 ``track_x_snapml_to_1e3`` is snapml's dual solver (2 threads, growing ``max_iter`` runs, each
 timed whole) over it, measured in the same process (the issue's target is 2x; NaN when snapml
 is not installed); ``track_dual_sweep_ns_per_nonzero`` is one full SDCA sweep of
-``fit_glm_cd`` per nonzero (the fastest of three full sweeps of one run, from its public
+``fit_glm`` per nonzero (the fastest of three full sweeps of one run, from its public
 per-check ``times``: every sweep visits all examples, no warm-up, a check after each).
 The full table (1M examples, liblinear, saga, VW) is ``python benchmarks/cd_solvers.py``.
 """
@@ -19,9 +19,9 @@ import numpy as np
 from _peers import alpha_of_sklearn_C, logloss_of_margins, snapml_regularizer
 from sklearn.exceptions import ConvergenceWarning
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.datasources import make_criteo_like_matrix
-from roofline.learners import fit_glm_cd
+from roofline.glm import fit_glm
 
 N_EXAMPLES = 200_000
 C = 0.3
@@ -29,7 +29,7 @@ LEVEL = 1e-3
 
 
 def _objective(X, y, w, alpha):
-    z = gmat.cd.matvec(X, np.asarray(w, dtype=np.float64))
+    z = glm.cd.matvec(X, np.asarray(w, dtype=np.float64))
     return logloss_of_margins(z, y) + 0.5 * alpha * float(w @ w)
 
 
@@ -60,9 +60,9 @@ class DualSCD:
         y = np.where(y01 > 0, 1.0, -1.0)
         alpha = alpha_of_sklearn_C(C, N_EXAMPLES)
         kw = dict(loss="logistic", alpha=alpha, dual=True, fit_intercept=False)
-        ref = fit_glm_cd(X, y, tol=1e-10, max_iter=1000, random_state=1, **kw)
+        ref = fit_glm(X, y, tol=1e-10, max_iter=1000, random_state=1, **kw)
         pstar = float(ref.objective[-1])
-        res = fit_glm_cd(X, y, tol=1e-7, max_iter=200, random_state=0, check_every=1, **kw)
+        res = fit_glm(X, y, tol=1e-7, max_iter=200, random_state=0, check_every=1, **kw)
         setup = res.time - res.check_time - res.times[-1]
         check = res.check_time / len(res.times)  # a run stopped there pays its last check
         hit = np.flatnonzero(res.objective - pstar <= LEVEL * abs(pstar))
@@ -72,7 +72,7 @@ class DualSCD:
         # solver's times exclude setup and checks, so their steps are the sweeps
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            full = fit_glm_cd(X, y, tol=1e-15, max_iter=3, random_state=0, check_every=1,
+            full = fit_glm(X, y, tol=1e-15, max_iter=3, random_state=0, check_every=1,
                               active_fraction=1.0, warmup=False, **kw)
         sweep = float(np.diff(full.times, prepend=0.0).min())
 
@@ -116,7 +116,7 @@ class CoCoAManyWorkers:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             t0 = time.perf_counter()
-            fit_glm_cd(self.X, self.y, n_workers=n_workers, **self.kw)
+            fit_glm(self.X, self.y, n_workers=n_workers, **self.kw)
             return time.perf_counter() - t0
 
     def time_512_workers_3_rounds(self):

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.datasources import make_criteo_like_matrix
 
 N_EXAMPLES = 200_000
@@ -21,7 +21,7 @@ N_EXAMPLES = 200_000
 def _pass(X, y, batch, online):
     """One pass of the fused (or online) ADAGrad logistic step over ``X``, from zeros."""
     n, m = X.shape
-    step = gmat.glm.glm_adagrad_online_step if online else gmat.glm.glm_adagrad_step
+    step = glm.glm_adagrad_online_step if online else glm.glm_adagrad_step
     batches = [(gmat.slice_columns(X, s, min(s + batch, m)), y[s:min(s + batch, m)])
                for s in range(0, m, batch)]
 
@@ -29,7 +29,7 @@ def _pass(X, y, batch, online):
         coef = np.zeros((1, n), X.dtype, order="F")
         sumsq = np.full((1, n), 1e-8, X.dtype, order="F")
         b, s0 = np.zeros(1, X.dtype), np.full(1, 1e-8, X.dtype)
-        ws = gmat.glm.FusedWorkspace()
+        ws = glm.FusedWorkspace()
         for Xb, yb in batches:
             step(coef, sumsq, Xb, yb, loss="logistic", lr=0.1 if online else 0.2, eps=1e-8,
                  intercept=b, sumsq0=s0, workspace=ws)

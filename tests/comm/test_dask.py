@@ -55,11 +55,11 @@ def test_parts_are_passed_to_their_ranks_on_the_workers_holding_them(client):
 
 
 def _cocoa_fit(comm, X, y):
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     r, k = comm.rank, comm.size
     cols = np.arange(X.shape[1]) % k == r
-    res = fit_glm_cd(X[:, cols], y[cols], loss="logistic", alpha=1e-2, solver="cocoa",
+    res = fit_glm(X[:, cols], y[cols], loss="logistic", alpha=1e-2, solver="cocoa",
                      dual=True, fit_intercept=False, tol=1e-6, max_iter=300, random_state=0,
                      comm=comm)
     assert res.converged

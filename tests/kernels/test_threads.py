@@ -11,10 +11,10 @@ _SCRIPT = """
 import os
 import numpy as np
 import scipy.sparse as sp
-from roofline import gmat, kernels
+from roofline import glm, gmat, kernels
 imported = os.environ.get("OMP_WAIT_POLICY")
 X = sp.random(300, 2000, density=0.3, format="csc", random_state=0)
-gmat.cd.matvec(X, np.ones(300))  # 2^17+ values: the parallel kernel
+glm.cd.matvec(X, np.ones(300))  # 2^17+ values: the parallel kernel
 import numba
 print(imported, os.environ.get("OMP_WAIT_POLICY"), numba.threading_layer())
 """

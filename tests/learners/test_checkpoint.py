@@ -59,7 +59,7 @@ def test_bad_checkpoints_raise_clear_errors(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from roofline.learners import GLM, ADAGrad, save_checkpoint
+    from roofline.learners import ADAGrad, GLM, save_checkpoint
     m = GLM(n_outputs=8, dtype="float64")
     m.init(500_000)
     m.coef[...] = 7.0

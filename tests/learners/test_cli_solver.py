@@ -1,5 +1,5 @@
-"""``roofline train`` with a ``[solver]`` table: a coordinate-descent fit (fit_glm_cd with a
-CDOptions built from the table) instead of the minibatch learner."""
+"""``roofline train`` with a ``[solver]`` table: a coordinate-descent fit (fit_glm with a
+GLMSolverOptions built from the table) instead of the minibatch learner."""
 
 import json
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from roofline import datasources as ds
-from roofline.learners import CDOptions, fit_glm_cd, load_checkpoint
+from roofline.glm import GLMSolverOptions, fit_glm
+from roofline.learners import load_checkpoint
 from roofline.learners._cli import build_from_config, main
 from tests.learners._configs import CD_CONFIG
 
@@ -22,7 +23,7 @@ def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
     cfg = _write(tmp_path, CD_CONFIG)
     parts, resolved = build_from_config(cfg)
     problem, opts = parts["solver"]
-    assert isinstance(opts, CDOptions)
+    assert isinstance(opts, GLMSolverOptions)
     assert (opts.solver, opts.n_workers, opts.tol, opts.max_iter, opts.dual) == \
         ("cocoa", 3, 1e-4, 200, True)
     assert (problem.alpha, problem.penalty, problem.seed) == (1e-2, "l2", 5)
@@ -33,9 +34,9 @@ def test_train_with_a_solver_table_fits_by_coordinate_descent(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "cocoa:" in printed and "held-out logistic loss" in printed
 
-    # the checkpoint holds exactly fit_glm_cd's solution on the training split
+    # the checkpoint holds exactly fit_glm's solution on the training split
     X, y = ds.make_criteo_like_matrix(3000, seed=3, n_bits=10, dtype=np.float64)
-    ref = fit_glm_cd(X[:, :2400].tocsc(), y[:2400], loss="logistic", alpha=1e-2,
+    ref = fit_glm(X[:, :2400].tocsc(), y[:2400], loss="logistic", alpha=1e-2,
                      random_state=5, options=opts)
     assert ref.converged
     ck = load_checkpoint(out / "model.npz")

@@ -124,7 +124,7 @@ def test_bad_parameters_raise():
         LinearSVC(solver="scd").fit(X, y)
 
 
-@pytest.mark.skipif(not hasattr(learners, "fit_glm_cd"), reason="CD solvers not available")
+@pytest.mark.skipif(not hasattr(learners, "fit_glm"), reason="CD solvers not available")
 @pytest.mark.parametrize("est", [LogisticRegression(C=0.5), Ridge(alpha=3.0)])
 def test_cd_solver_path_reaches_the_lbfgs_optimum(est):
     if isinstance(est, Ridge):

@@ -66,7 +66,7 @@ def test_one_options_system():
 
     from roofline import gmat
     from roofline.datasources import ShuffleOptions
-    from roofline.learners import Options
+    from roofline.gmat import Options
 
     assert Options is gmat.Options
     assert importlib.util.find_spec("roofline.learners._options") is None

@@ -8,7 +8,8 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 from roofline import gmat
 from roofline.comm import run
-from roofline.learners import alpha_from_peer, fit_vw_hybrid
+from roofline.glm import alpha_from_peer
+from roofline.learners import fit_vw_hybrid
 
 N, D = 6000, 800
 

@@ -10,7 +10,7 @@ scikit-learn).  Each outer iteration solves the Newton system ``H s = -g`` by pr
 conjugate gradients inside a trust region (Lin, Weng and Keerthi 2008; Hsia, Chiang and Lin
 2018's diagonal preconditioner ``M = 0.99 I + 0.01 diag(H)``, in liblinear's scaling where the
 regulariser's Hessian is ``I``).  A Hessian-vector product is one fused pass over the examples
-(:func:`roofline.gmat.newton.hess_vec`: ``x_i^T s`` then the scatter of ``D_i t_i x_i`` while
+(:func:`roofline.glm.newton.hess_vec`: ``x_i^T s`` then the scatter of ``D_i t_i x_i`` while
 the column is in cache); the gradient is one more pass, the objective at a trial point one
 matvec.
 
@@ -33,12 +33,11 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from roofline import gmat
-from roofline.gmat import newton as gnewton
-
-from ._cd_problem import (
-    CDResult,
+from . import _losses
+from . import newton as gnewton
+from ._problem import (
     GLMProblem,
+    GLMResult,
     Trace,
     check_X,
     mean_one_weights,
@@ -65,7 +64,7 @@ _SIGMA1, _SIGMA2, _SIGMA3 = 0.25, 0.5, 4.0
 _PCG_ALPHA = 0.01  # M = (1 - a) I + a diag(H), liblinear's scaling
 #: Data at least this dense (stored values over ``d n``) run on a dense float64 copy in
 #: Fortran order (each example a contiguous column), on the fused one-pass kernels of
-#: :mod:`roofline.gmat.newton` (``dense_eval``: a point's margins, loss, gradient, Hessian
+#: :mod:`roofline.glm.newton` (``dense_eval``: a point's margins, loss, gradient, Hessian
 #: diagonal and certificate; ``dense_hess_vec``) ...
 DENSE_MIN_DENSITY = 0.3
 #: ... when it holds at most this many values (256 MiB).  Dense input is used as it is when in
@@ -402,7 +401,7 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
     fit_intercept : bool
         An unregularised intercept.
     tol : float
-        Stop when the duality gap is below ``tol * |P|`` (relative), as :func:`fit_glm_cd`.
+        Stop when the duality gap is below ``tol * |P|`` (relative), as :func:`fit_glm`.
     max_iter : int
         Newton iterations; stopping there without meeting ``tol`` emits
         :class:`sklearn.exceptions.ConvergenceWarning`.
@@ -421,7 +420,7 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         the weighted mean ``sum_i s_i l_i / sum_i s_i`` (scikit-learn's weights, in the
         mean-loss scaling: repeating an example ``k`` times and weighting it ``k`` give the
         same problem when ``alpha`` is scaled by ``n / sum(s)``, see
-        :func:`roofline.gmat.glm.alpha_from_peer`).
+        :func:`roofline.glm.alpha_from_peer`).
     gtol : float, optional
         Stop when the max-norm of the objective's gradient (mean-loss scale, intercept
         included) is at most ``gtol``, instead of the duality-gap test: the sense of ``tol``
@@ -431,17 +430,17 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
 
     Returns
     -------
-    CDResult
+    GLMResult
         With ``solver="newton"``, ``info["cg_iter"]`` the CG steps.
     """
     t0 = time.perf_counter()
-    name = gmat.glm.resolve_loss(loss, allowed=NEWTON_LOSSES)
-    code = gmat.glm.LOSS_CODES[name]
+    name = _losses.resolve_loss(loss, allowed=NEWTON_LOSSES)
+    code = _losses.LOSS_CODES[name]
     alpha = positive(alpha, "alpha")
     tol = positive(tol, "tol")
     max_iter = positive(max_iter, "max_iter", integer=True)
     X = check_X(X, keep_dense=True)
-    y = gmat.glm.check_labels(y, name, margin=True)
+    y = _losses.check_labels(y, name, margin=True)
     if y.shape[0] != X.shape[1]:
         raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[1]} examples "
                          "(columns); X must be (n_features, n_examples)")
@@ -461,7 +460,7 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
                                                 n_threads=n_jobs, sample_weight=sw,
                                                 gtol=None if gtol is None
                                                 else positive(gtol, "gtol"))
-    res = CDResult(coef=w, intercept=float(b), n_iter=int(it), objective=np.asarray(trace.P),
+    res = GLMResult(coef=w, intercept=float(b), n_iter=int(it), objective=np.asarray(trace.P),
                    gap_history=np.asarray(trace.G), times=np.asarray(trace.T),
                    gap=float(trace.G[-1]), converged=bool(conv), time=0.0,
                    check_time=trace.check, solver="newton", loss=name, penalty="l2",

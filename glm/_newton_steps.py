@@ -3,9 +3,9 @@
 The trust-region Newton solver of :mod:`roofline.learners` (``solver="newton"``) calls these
 functions, never the kernels.  ``X`` is the project layout (``n_features x n_examples`` CPU
 CSC, one column per example); state vectors are float64 numpy arrays; ``loss`` is a code of
-:data:`roofline.gmat.glm.LOSS_CODES` of a smooth loss (``0`` squared, ``1`` logistic, ``3``
+:data:`roofline.glm.LOSS_CODES` of a smooth loss (``0`` squared, ``1`` logistic, ``3``
 squared hinge).  Objectives are sums, ``sum_i l(z_i) + lam_n ||w||^2 / 2``, as in
-:mod:`roofline.gmat.cd`.
+:mod:`roofline.glm.cd`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from roofline import kernels
 
-from ._cd import _coords, _f64_vector, _vector
+from ._cd_steps import _coords, _f64_vector, _vector
 from ._losses import LOSS_CODES
 
 __all__ = [
@@ -39,7 +39,7 @@ _SMOOTH_CODES = {LOSS_CODES[name] for name in SMOOTH_LOSSES}
 def _smooth(loss):
     if isinstance(loss, (bool, str)) or loss not in _SMOOTH_CODES:
         raise ValueError(f"loss must be the code of a smooth loss {SMOOTH_LOSSES} "
-                         f"(roofline.gmat.glm.loss_code), got {loss!r}")
+                         f"(roofline.glm.loss_code), got {loss!r}")
     return int(loss)
 
 

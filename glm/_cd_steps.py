@@ -8,12 +8,12 @@ Conventions
   (coordinates = examples) uses the project layout ``X`` (``n_features x n_examples``) itself;
   the primal (coordinates = features) uses ``feature_major(X)``: ``X^T`` stored as CSC
   (``n_examples x n_features``), column ``j`` = the examples in which feature ``j`` occurs.
-* ``loss`` is a code of :data:`roofline.gmat.glm.LOSS_CODES` (of a loss of ``CD_LOSSES``):
+* ``loss`` is a code of :data:`roofline.glm.LOSS_CODES` (of a loss of ``CD_LOSSES``):
   ``0`` squared ``(z - y)^2 / 2``, ``1`` logistic ``log(1 + exp(-y z))``, ``2`` hinge
   ``max(0, 1 - y z)``; classifier labels are in ``{-1, +1}`` (the margin form:
   ``check_labels(y, loss, margin=True)``).
 * Objectives are *sums*: ``sum_i loss(z_i, y_i) + lam_n * R(w)`` with ``lam_n = n * alpha``
-  (``alpha`` the strength of the mean-loss objective, :mod:`roofline.gmat.glm`),
+  (``alpha`` the strength of the mean-loss objective, :mod:`roofline.glm`),
   ``R = ||w||^2 / 2`` (``l1=False``) or ``||w||_1`` (``l1=True``).
 * ``sigma`` is CoCoA's subproblem scaling (1 for a single solver) and ``damp`` multiplies every
   step (TPA-SCD's damping).  When ``d`` is given it accumulates the caller's own raw changes
@@ -33,8 +33,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline import kernels
+from roofline.gmat import as_dense, csc_from_arrays, device_of
 
-from ._arrays import as_dense, csc_from_arrays, device_of
 from ._losses import CD_LOSSES, LOSS_CODES
 
 __all__ = [
@@ -111,7 +111,7 @@ def _loss(loss):
     if isinstance(loss, (bool, str)) or loss not in _CD_CODES:
         raise ValueError(
             f"loss must be a code 0 (squared), 1 (logistic) or 2 (hinge) (from "
-            f"roofline.gmat.glm.loss_code), got {loss!r}"
+            f"roofline.glm.loss_code), got {loss!r}"
         )
     return int(loss)
 

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from roofline import kernels
+from roofline.gmat import check_csc, device_of
 
-from ._arrays import check_csc, device_of
 from ._losses import GLM_LOSSES, check_labels, loss_code, resolve_loss
 
 __all__ = [
@@ -241,9 +241,9 @@ def glm_adagrad_step(coef, sumsq, X, y, *, loss, lr, eps, w=None, intercept=None
     X : CSC matrix (n, m)
         The minibatch, fewer than ``FUSED_MAX_NNZ`` nonzeros, dtype of ``coef``.
     y : array (k, m), or (m,) when k == 1
-        Labels (checked: see :func:`roofline.gmat.glm.check_labels`).
+        Labels (checked: see :func:`roofline.glm.check_labels`).
     loss : {"squared", "logistic", "hinge", "squared_hinge"}
-        Or an alias (``"linear"`` for ``"squared"``: :data:`roofline.gmat.glm.LOSS_ALIASES`).
+        Or an alias (``"linear"`` for ``"squared"``: :data:`roofline.glm.LOSS_ALIASES`).
     lr, eps : float
         Step size and the ADAGrad epsilon (``lr / (sqrt(sumsq) + eps)``).
     w : array (m,), optional

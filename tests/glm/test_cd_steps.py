@@ -1,4 +1,4 @@
-"""The coordinate-descent steps of gmat (gmat/_cd.py): references, argument mapping onto the
+"""The coordinate-descent steps of gmat (glm/_cd_steps.py): references, argument mapping onto the
 kernels, and O(1) validation at the boundary.
 
 The kernels' numerics are tested against numpy references in tests/kernels/test_cd.py;
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from roofline import gmat, kernels
+from roofline import glm, gmat, kernels
 from roofline.gmat._arrays import csc_from_arrays
 
 
@@ -23,7 +23,7 @@ def _problem(X, rng, loss):
 
 def test_feature_major_holds_the_csr_arrays(powerlaw):
     X = powerlaw
-    A = gmat.cd.feature_major(X)
+    A = glm.cd.feature_major(X)
     Xr = X.tocsr()
     assert A.format == "csc" and A.shape == (X.shape[1], X.shape[0])
     for a, b in ((A.indptr, Xr.indptr), (A.indices, Xr.indices), (A.data, Xr.data)):
@@ -36,35 +36,35 @@ def test_feature_major_holds_the_csr_arrays(powerlaw):
     Xr64.indices, Xr64.indptr = Xr.indices.astype(np.int64), Xr.indptr.astype(np.int64)
     X2 = X.copy()
     X2.tocsr = lambda: Xr64
-    A2 = gmat.cd.feature_major(X2)
+    A2 = glm.cd.feature_major(X2)
     assert A2.indices is Xr64.indices and A2.indptr is Xr64.indptr and A2.data is Xr64.data
-    assert isinstance(gmat.cd.feature_major(sp.csc_array(X)), sp.csc_array)
+    assert isinstance(glm.cd.feature_major(sp.csc_array(X)), sp.csc_array)
 
 
 def test_maps_match_scipy(powerlaw, rng):
     X = powerlaw
     Xd = X.toarray().astype(np.float64)
     w, a = rng.normal(size=X.shape[0]), rng.normal(size=X.shape[1])
-    z = gmat.cd.matvec(X, w, offset=0.5)
+    z = glm.cd.matvec(X, w, offset=0.5)
     np.testing.assert_allclose(z, Xd.T @ w + 0.5, rtol=1e-12, atol=1e-12)
     out = np.empty(X.shape[1])
-    assert gmat.cd.matvec(X, w, out, 0.5, parallel=False) is out
+    assert glm.cd.matvec(X, w, out, 0.5, parallel=False) is out
     np.testing.assert_array_equal(out, z)  # same body, same order: bit-equal
-    u = gmat.cd.matvec_t(X, a, np.ones(X.shape[0]))
+    u = glm.cd.matvec_t(X, a, np.ones(X.shape[0]))
     np.testing.assert_allclose(u, Xd @ a + 1.0, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gmat.cd.col_sqnorms(X), (Xd**2).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(glm.cd.col_sqnorms(X), (Xd**2).sum(0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("loss", [0, 1, 2])
 def test_vector_sums_match_the_kernels(loss, rng):
     y, _ = _problem(sp.csc_matrix((1, 50)), rng, loss)
     z = 2 * rng.normal(size=50)
-    assert gmat.cd.loss_sum(z, y, loss) == kernels.cd_loss_sum(z, y, loss)
+    assert glm.cd.loss_sum(z, y, loss) == kernels.cd_loss_sum(z, y, loss)
     a = 0.5 * y if loss else z
-    assert gmat.cd.conj_sum(a, y, loss) == kernels.cd_conj_sum(a, y, loss)
+    assert glm.cd.conj_sum(a, y, loss) == kernels.cd_conj_sum(a, y, loss)
     ref = np.empty(50)
     g, h = kernels.cd_grad(z, y, loss, ref)
-    out, g2, h2 = gmat.cd.grad(z, y, loss)
+    out, g2, h2 = glm.cd.grad(z, y, loss)
     np.testing.assert_array_equal(out, ref)
     assert (g2, h2) == (g, h)
 
@@ -72,9 +72,9 @@ def test_vector_sums_match_the_kernels(loss, rng):
 @pytest.mark.parametrize("loss,l1", [(0, False), (1, False), (1, True)])
 def test_primal_steps_pass_every_argument(powerlaw, rng, loss, l1):
     X = powerlaw.astype(np.float64)
-    A = gmat.cd.feature_major(X)
+    A = glm.cd.feature_major(X)
     y, w0 = _problem(X, rng, loss)
-    colsq = gmat.cd.col_sqnorms(A)
+    colsq = glm.cd.col_sqnorms(A)
     coords = rng.permutation(X.shape[0]).astype(np.int64)
     z0 = X.T @ w0
     # direct kernel calls
@@ -84,9 +84,9 @@ def test_primal_steps_pass_every_argument(powerlaw, rng, loss, l1):
     b1 = kernels.cd_intercept_step(y, z1, d1, 0.25, loss, 2.0, 0.5, True)
     # through gmat
     w2, z2, d2 = w0.copy(), z0.copy(), np.zeros(X.shape[1])
-    gmat.cd.primal_epoch(A, y, w2, z2, coords, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
+    glm.cd.primal_epoch(A, y, w2, z2, coords, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
                          sigma=2.0, damp=0.5, d=d2)
-    b2 = gmat.cd.intercept_step(y, z2, 0.25, loss=loss, sigma=2.0, damp=0.5, d=d2)
+    b2 = glm.cd.intercept_step(y, z2, 0.25, loss=loss, sigma=2.0, damp=0.5, d=d2)
     np.testing.assert_array_equal(w2, w1)
     np.testing.assert_array_equal(z2, z1)
     np.testing.assert_array_equal(d2, d1)
@@ -97,7 +97,7 @@ def test_primal_steps_pass_every_argument(powerlaw, rng, loss, l1):
     kernels.cd_primal_tpa(A.indptr, A.indices, A.data, y, w3, Z3, coords, bounds, loss, l1, 3.0,
                           0.5, colsq, np.empty(0))
     w4, Z4 = w0.copy(), np.repeat(z0[None, :], 2, axis=0)
-    gmat.cd.primal_tpa(A, y, w4, Z4, coords, bounds, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
+    glm.cd.primal_tpa(A, y, w4, Z4, coords, bounds, loss=loss, l1=l1, lam_n=3.0, colsq=colsq,
                        damp=0.5)
     np.testing.assert_array_equal(w4, w3)
     np.testing.assert_array_equal(Z4, Z3)
@@ -109,7 +109,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     X = powerlaw.astype(np.float64)
     y, _ = _problem(X, rng, loss)
     n = X.shape[1]
-    colsq = gmat.cd.col_sqnorms(X)
+    colsq = glm.cd.col_sqnorms(X)
     coords = rng.permutation(n).astype(np.int64)
     nv = X.shape[0] + (1 if icpt else 0)
     a1, v1, d1 = np.zeros(n), np.zeros(nv), np.zeros(nv)
@@ -117,7 +117,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
     kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y, a1, v1, d1, coords, loss, 40.0, 2.0,
                           0.5, colsq, icpt, True, s1, True, None)
     a2, v2, d2, s2 = np.zeros(n), np.zeros(nv), np.zeros(nv), np.full(n, -1.0)
-    gmat.cd.dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
+    glm.cd.dual_epoch(X, y, a2, v2, coords, loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt,
                        sigma=2.0, damp=0.5, d=d2, steps=s2)
     for got, ref in ((a2, a1), (v2, v1), (d2, d1), (s2, s1)):
         np.testing.assert_array_equal(got, ref)
@@ -130,7 +130,7 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
                         colsq, icpt, np.empty(0), None, np.empty(0), np.empty(0),
                         np.empty(0))
     a4, V4 = np.zeros(n), np.zeros((2, nv))
-    gmat.cd.dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
+    glm.cd.dual_tpa(X, y, a4, V4, coords, bounds, loss=loss, lam_n=40.0, colsq=colsq,
                      icpt=icpt, damp=0.5)
     np.testing.assert_array_equal(a4, a3)
     np.testing.assert_array_equal(V4, V3)
@@ -139,11 +139,11 @@ def test_dual_steps_pass_every_argument(powerlaw, rng, loss, icpt):
 @pytest.mark.parametrize("l1", [False, True])
 def test_block_steps_pass_every_argument(powerlaw, rng, l1):
     X = powerlaw.astype(np.float64)
-    A = gmat.cd.feature_major(X)
+    A = glm.cd.feature_major(X)
     y, w0 = _problem(X, rng, 1)
     z = X.T @ w0
     order = np.argsort(-np.diff(A.indptr), kind="stable").astype(np.int64)
-    blocks, n_blocks = gmat.cd.greedy_pure_blocks(A, order, 8)
+    blocks, n_blocks = glm.cd.greedy_pure_blocks(A, order, 8)
     rb, rn = kernels.cd_greedy_pure_blocks(A.indptr, A.indices, A.shape[0], order, 8)
     np.testing.assert_array_equal(blocks, rb)
     assert n_blocks == rn > 0
@@ -151,78 +151,78 @@ def test_block_steps_pass_every_argument(powerlaw, rng, l1):
     m = feats.size
     g1, h1, g2, h2 = np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)
     kernels.cd_block_stats(A.indptr, A.indices, A.data, y, z, feats, 1, g1, h1)
-    gmat.cd.block_stats(A, y, z, feats, g2, h2, loss=1)
+    glm.cd.block_stats(A, y, z, feats, g2, h2, loss=1)
     np.testing.assert_array_equal(g2, g1)
     np.testing.assert_array_equal(h2, h1)
     w1, w2, d1, d2 = w0.copy(), w0.copy(), np.empty(m), np.empty(m)
     kernels.cd_block_steps(w1, feats, g1, h1, l1, 30.0, d1)
-    gmat.cd.block_steps(w2, feats, g2, h2, d2, l1=l1, lam_n=30.0)
+    glm.cd.block_steps(w2, feats, g2, h2, d2, l1=l1, lam_n=30.0)
     np.testing.assert_array_equal(w2, w1)
     np.testing.assert_array_equal(d2, d1)
     z1, z2 = z.copy(), z.copy()
     kernels.cd_block_apply(A.indptr, A.indices, A.data, z1, feats, d1)
-    gmat.cd.block_apply(A, z2, feats, d2)
+    glm.cd.block_apply(A, z2, feats, d2)
     np.testing.assert_array_equal(z2, z1)
     assert not np.array_equal(z2, z)
 
 
 def test_bad_arguments_are_named(powerlaw, rng):
     X = powerlaw.astype(np.float64)
-    A = gmat.cd.feature_major(X)
+    A = glm.cd.feature_major(X)
     d, n = X.shape
     y, w = _problem(X, rng, 1)
-    z, colsq = X.T @ w, gmat.cd.col_sqnorms(A)
+    z, colsq = X.T @ w, glm.cd.col_sqnorms(A)
     coords = np.arange(d, dtype=np.int64)
     kw = dict(loss=1, l1=False, lam_n=1.0, colsq=colsq)
     with pytest.raises(TypeError, match="A must be a scipy.sparse CSC matrix.*CSR"):
-        gmat.cd.primal_epoch(X.T.tocsr(), y, w, z, coords, **kw)
+        glm.cd.primal_epoch(X.T.tocsr(), y, w, z, coords, **kw)
     with pytest.raises(TypeError, match="A must be a scipy.sparse CSC matrix.*ndarray"):
-        gmat.cd.matvec(X.toarray(), w)
+        glm.cd.matvec(X.toarray(), w)
     with pytest.raises(TypeError, match="X must be a scipy.sparse CSC"):
-        gmat.cd.feature_major(X.tocsr())
+        glm.cd.feature_major(X.tocsr())
     with pytest.raises(ValueError, match=rf"w must have shape \({d},\)"):
-        gmat.cd.primal_epoch(A, y, w[:-1], z, coords, **kw)
+        glm.cd.primal_epoch(A, y, w[:-1], z, coords, **kw)
     with pytest.raises(ValueError, match=rf"z must have shape \({n},\)"):
-        gmat.cd.primal_epoch(A, y, w, z[:, None], coords, **kw)
+        glm.cd.primal_epoch(A, y, w, z[:, None], coords, **kw)
     with pytest.raises(ValueError, match="d must have shape"):
-        gmat.cd.primal_epoch(A, y, w, z, coords, d=np.zeros(n + 1), **kw)
+        glm.cd.primal_epoch(A, y, w, z, coords, d=np.zeros(n + 1), **kw)
     with pytest.raises(TypeError, match="coords must hold integers"):
-        gmat.cd.primal_epoch(A, y, w, z, coords.astype(float), **kw)
+        glm.cd.primal_epoch(A, y, w, z, coords.astype(float), **kw)
     with pytest.raises(TypeError, match="y must be a numpy array"):
-        gmat.cd.loss_sum(z, list(y), 1)
+        glm.cd.loss_sum(z, list(y), 1)
     with pytest.raises(ValueError, match="loss must be a code"):
-        gmat.cd.loss_sum(z, y, 3)
+        glm.cd.loss_sum(z, y, 3)
     with pytest.raises(ValueError, match="loss must be a code"):
-        gmat.cd.grad(z, y, "logistic")
+        glm.cd.grad(z, y, "logistic")
     with pytest.raises(ValueError, match="x must have shape"):
-        gmat.cd.matvec(X, w[:-1])
+        glm.cd.matvec(X, w[:-1])
     with pytest.raises(ValueError, match="out must have shape"):
-        gmat.cd.matvec_t(X, np.zeros(n), np.zeros(d + 1))
+        glm.cd.matvec_t(X, np.zeros(n), np.zeros(d + 1))
     # TPA: the shared rows and the thread bounds
     bounds = np.array([0, 10, d], dtype=np.int64)
     with pytest.raises(ValueError, match=r"Z must have 1 row \(Hogwild\) or 2 rows"):
-        gmat.cd.primal_tpa(A, y, w, np.zeros((3, n)), coords, bounds, **kw)
+        glm.cd.primal_tpa(A, y, w, np.zeros((3, n)), coords, bounds, **kw)
     with pytest.raises(ValueError, match=f"Z must be a 2-D array with {n} columns"):
-        gmat.cd.primal_tpa(A, y, w, z, coords, bounds, **kw)
+        glm.cd.primal_tpa(A, y, w, z, coords, bounds, **kw)
     with pytest.raises(ValueError, match="bounds must hold n_threads"):
-        gmat.cd.primal_tpa(A, y, w, z[None, :], coords, bounds + 1, **kw)
+        glm.cd.primal_tpa(A, y, w, z[None, :], coords, bounds + 1, **kw)
     # the dual vector has one more entry with a constant feature
     alpha = np.zeros(n)
-    dkw = dict(loss=1, lam_n=1.0, colsq=gmat.cd.col_sqnorms(X), icpt=1.0)
+    dkw = dict(loss=1, lam_n=1.0, colsq=glm.cd.col_sqnorms(X), icpt=1.0)
     with pytest.raises(ValueError, match=rf"v must have shape \({d + 1},\)"):
-        gmat.cd.dual_epoch(X, y, alpha, np.zeros(d), np.arange(n), **dkw)
+        glm.cd.dual_epoch(X, y, alpha, np.zeros(d), np.arange(n), **dkw)
     with pytest.raises(ValueError, match=rf"V must be a 2-D array with {d + 1} columns"):
-        gmat.cd.dual_tpa(X, y, alpha, np.zeros((1, d)), np.arange(n), bounds[:2], **dkw)
+        glm.cd.dual_tpa(X, y, alpha, np.zeros((1, d)), np.arange(n), bounds[:2], **dkw)
     with pytest.raises(ValueError, match="delta must have shape"):
-        gmat.cd.block_steps(w, coords[:3], np.zeros(3), np.zeros(3), np.zeros(2), l1=False,
+        glm.cd.block_steps(w, coords[:3], np.zeros(3), np.zeros(3), np.zeros(2), l1=False,
                             lam_n=1.0)
     with pytest.raises(ValueError, match="words must be a positive integer"):
-        gmat.cd.greedy_pure_blocks(A, coords, 0)
+        glm.cd.greedy_pure_blocks(A, coords, 0)
 
 
 def test_reorder_features_renumbers_by_frequency(powerlaw):
     X = powerlaw
-    B, order, counts = gmat.cd.reorder_features(X)
+    B, order, counts = glm.cd.reorder_features(X)
     assert B.shape == X.shape and B.data is X.data and B.indptr is X.indptr
     assert B.indices.dtype == X.indices.dtype
     np.testing.assert_array_equal(B.toarray(), X.toarray()[order])
@@ -234,25 +234,25 @@ def test_reorder_features_renumbers_by_frequency(powerlaw):
     X64 = csc_from_arrays(sp.csc_matrix, X.data, X.indices.astype(np.int64),
                           X.indptr.astype(np.int64), X.shape)  # scipy would downcast
     assert X64.indices.dtype == np.int64
-    B64, order64, _ = gmat.cd.reorder_features(X64)
+    B64, order64, _ = glm.cd.reorder_features(X64)
     assert B64.indices.dtype == np.int64
     np.testing.assert_array_equal(order64, order)
     with pytest.raises(TypeError, match="X must be a scipy.sparse CSC"):
-        gmat.cd.reorder_features(X.tocsr())
+        glm.cd.reorder_features(X.tocsr())
 
 
 def test_feature_counts_and_reorder_from_counts(powerlaw):
     X = powerlaw
-    counts = gmat.cd.feature_counts(X)
+    counts = glm.cd.feature_counts(X)
     assert counts.dtype == np.int32
     np.testing.assert_array_equal(counts, np.diff(X.tocsr().indptr))
-    B, order, sorted_counts = gmat.cd.reorder_features(X, counts)
-    B2, order2, _ = gmat.cd.reorder_features(X)
+    B, order, sorted_counts = glm.cd.reorder_features(X, counts)
+    B2, order2, _ = glm.cd.reorder_features(X)
     np.testing.assert_array_equal(order, order2)
     np.testing.assert_array_equal(B.indices, B2.indices)
     np.testing.assert_array_equal(sorted_counts, counts[order])
     with pytest.raises(ValueError, match="counts must have shape"):
-        gmat.cd.reorder_features(X, counts[:-1])
+        glm.cd.reorder_features(X, counts[:-1])
 
 
 def test_unit_matvecs_skip_the_ones_bit_for_bit(rng):
@@ -267,29 +267,29 @@ def test_unit_matvecs_skip_the_ones_bit_for_bit(rng):
     X[9, 11] = -1.0
     X = X.tocsc()
     X.eliminate_zeros()
-    unit = gmat.cd.unit_columns(X)
+    unit = glm.cd.unit_columns(X)
     assert unit[7] == 0.0 and unit[11] == 0.0 and unit.sum() > n // 2
     w = rng.standard_normal(d)
     a = rng.standard_normal(n)
     for parallel in (True, False):
-        np.testing.assert_array_equal(gmat.cd.matvec(X, w, offset=0.5, parallel=parallel,
+        np.testing.assert_array_equal(glm.cd.matvec(X, w, offset=0.5, parallel=parallel,
                                                      unit=unit),
-                                      gmat.cd.matvec(X, w, offset=0.5, parallel=parallel))
-    np.testing.assert_array_equal(gmat.cd.matvec_t(X, a, np.zeros(d), unit=unit),
-                                  gmat.cd.matvec_t(X, a, np.zeros(d)))
+                                      glm.cd.matvec(X, w, offset=0.5, parallel=parallel))
+    np.testing.assert_array_equal(glm.cd.matvec_t(X, a, np.zeros(d), unit=unit),
+                                  glm.cd.matvec_t(X, a, np.zeros(d)))
     # a wrong flag would read ones where the values are not: the flags matter
     wrong = np.ones(n)
-    assert not np.array_equal(gmat.cd.matvec(X, w, unit=wrong), gmat.cd.matvec(X, w))
+    assert not np.array_equal(glm.cd.matvec(X, w, unit=wrong), glm.cd.matvec(X, w))
     with pytest.raises(ValueError, match="unit must have shape"):
-        gmat.cd.matvec(X, w, unit=np.ones(n - 1))
+        glm.cd.matvec(X, w, unit=np.ones(n - 1))
 
 
 def _split_setup(X, rng, loss, icpt):
-    B, _, counts = gmat.cd.reorder_features(X.astype(np.float64))
+    B, _, counts = glm.cd.reorder_features(X.astype(np.float64))
     y, _ = _problem(B, rng, loss)
     n = B.shape[1]
     nv = B.shape[0] + (1 if icpt else 0)
-    kw = dict(loss=loss, lam_n=40.0, colsq=gmat.cd.col_sqnorms(B), icpt=icpt)
+    kw = dict(loss=loss, lam_n=40.0, colsq=glm.cd.col_sqnorms(B), icpt=icpt)
     return B, y, n, nv, int((counts >= 3).sum()), kw
 
 
@@ -300,9 +300,9 @@ def test_dual_split_on_one_thread_is_the_sequential_epoch(powerlaw, rng, loss, i
     assert 0 < n_hot < B.shape[0]
     coords = rng.permutation(n).astype(np.int64)
     a1, v1 = np.zeros(n), np.zeros(nv)
-    gmat.cd.dual_epoch(B, y, a1, v1, coords, damp=0.5, **kw)
+    glm.cd.dual_epoch(B, y, a1, v1, coords, damp=0.5, **kw)
     a2, v2 = np.zeros(n), np.zeros(nv)
-    work = gmat.cd.dual_tpa_split(B, y, a2, v2, coords, np.array([0, n]), n_hot=n_hot,
+    work = glm.cd.dual_tpa_split(B, y, a2, v2, coords, np.array([0, n]), n_hot=n_hot,
                                   damp=0.5, publish_every=7, **kw)
     # the replica's hot entries are refreshed as base + changes: equal up to rounding, which
     # can change when the logistic Newton solve (to 1e-7 in the log-odds) stops
@@ -324,7 +324,7 @@ def test_dual_split_loses_no_hot_update(powerlaw, rng, icpt, publish_every):
     alpha, v = np.zeros(n), np.zeros(nv)
     work = None
     for _ in range(3):
-        work = gmat.cd.dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=B.shape[0],
+        work = glm.cd.dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=B.shape[0],
                                       publish_every=publish_every, work=work, **kw)
         exact = B @ alpha
         np.testing.assert_allclose(v[: B.shape[0]], exact, rtol=1e-10, atol=1e-12)
@@ -348,7 +348,7 @@ def test_dual_split_loses_no_cold_update(powerlaw, rng, n_hot):
     alpha, v = np.zeros(n), np.zeros(nv)
     work = None
     for _ in range(3):
-        work = gmat.cd.dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=n_hot, work=work,
+        work = glm.cd.dual_tpa_split(B, y, alpha, v, coords, bounds, n_hot=n_hot, work=work,
                                       **kw)
         np.testing.assert_allclose(v, B @ alpha, rtol=1e-10, atol=1e-12)
     assert np.any(alpha != 0)
@@ -361,14 +361,14 @@ def test_dual_split_rejects_bad_arguments(powerlaw, rng):
     a, v = np.zeros(n), np.zeros(nv)
     for bad in (-1, B.shape[0] + 1, 1.5, True):
         with pytest.raises(ValueError, match="n_hot must be an integer"):
-            gmat.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=bad, **kw)
+            glm.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=bad, **kw)
     with pytest.raises(ValueError, match="publish_every must be a positive integer"):
-        gmat.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, publish_every=0, **kw)
+        glm.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, publish_every=0, **kw)
     with pytest.raises(ValueError, match=r"work must be a float64 array of shape \(2, "):
-        gmat.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, work=np.zeros((2, 3)),
+        glm.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot, work=np.zeros((2, 3)),
                                **kw)
     with pytest.raises(ValueError, match="v must"):
-        gmat.cd.dual_tpa_split(B, y, a, np.zeros(nv + 1), coords, bounds, n_hot=n_hot, **kw)
+        glm.cd.dual_tpa_split(B, y, a, np.zeros(nv + 1), coords, bounds, n_hot=n_hot, **kw)
     assert not a.any() and not v.any()
 
 
@@ -376,7 +376,7 @@ def test_dual_epoch_steps_checked(powerlaw, rng):
     B, y, n, nv, _, kw = _split_setup(powerlaw, rng, 1, 0.0)
     a, v = np.zeros(n), np.zeros(nv)
     with pytest.raises(ValueError, match="steps"):
-        gmat.cd.dual_epoch(B, y, a, v, np.arange(n), steps=np.zeros(n + 1), **kw)
+        glm.cd.dual_epoch(B, y, a, v, np.arange(n), steps=np.zeros(n + 1), **kw)
     assert not a.any()
 
 
@@ -397,7 +397,7 @@ def _mixed_units(X, rng):
 
 def test_unit_columns_flags_all_ones_columns(powerlaw, rng):
     X = _mixed_units(powerlaw, rng)
-    unit = gmat.cd.unit_columns(X)
+    unit = glm.cd.unit_columns(X)
     ref = np.array([np.all(X.data[X.indptr[j]:X.indptr[j + 1]] == 1.0)
                     for j in range(X.shape[1])])
     assert unit.dtype == np.float64
@@ -405,7 +405,7 @@ def test_unit_columns_flags_all_ones_columns(powerlaw, rng):
     assert unit[5] == 1 and 0 < unit.sum() < X.shape[1]
     rec = np.full((X.shape[1], 8), 7.0)
     out = rec[:, 4]  # a strided column of a record array
-    assert gmat.cd.unit_columns(X, out) is out
+    assert glm.cd.unit_columns(X, out) is out
     np.testing.assert_array_equal(out, unit)
     assert (rec[:, [0, 1, 2, 3, 5, 6, 7]] == 7.0).all()
     # the parallel kernel (from 2^17 values) and the serial one (below) agree
@@ -416,11 +416,11 @@ def test_unit_columns_flags_all_ones_columns(powerlaw, rng):
     np.testing.assert_array_equal(par, unit)
     np.testing.assert_array_equal(ser, unit)
     sq = kernels.cd_col_sqnorms(X.indptr, X.data, np.empty(X.shape[1]))
-    np.testing.assert_array_equal(sq, gmat.cd.col_sqnorms(X))
+    np.testing.assert_array_equal(sq, glm.cd.col_sqnorms(X))
     with pytest.raises(TypeError, match="out must have dtype float64"):
-        gmat.cd.unit_columns(X, np.zeros(X.shape[1], np.uint8))
+        glm.cd.unit_columns(X, np.zeros(X.shape[1], np.uint8))
     with pytest.raises(ValueError, match="out must have shape"):
-        gmat.cd.unit_columns(X, np.zeros(X.shape[1] + 1))
+        glm.cd.unit_columns(X, np.zeros(X.shape[1] + 1))
 
 
 @pytest.mark.parametrize("loss", [0, 1, 2])
@@ -433,21 +433,21 @@ def test_dual_sweeps_skip_unit_values_bit_for_bit(powerlaw, rng, loss, icpt):
     y, _ = _problem(X, rng, loss)
     n = X.shape[1]
     nv = X.shape[0] + (1 if icpt else 0)
-    colsq = gmat.cd.col_sqnorms(X)
-    unit = gmat.cd.unit_columns(X)
+    colsq = glm.cd.col_sqnorms(X)
+    unit = glm.cd.unit_columns(X)
     coords = np.concatenate([rng.permutation(n), rng.permutation(n)]).astype(np.int64)
     kw = dict(loss=loss, lam_n=40.0, colsq=colsq, icpt=icpt)
     runs = []
     for u in (None, unit):
         a, v, d, st = np.zeros(n), np.zeros(nv), np.zeros(nv), np.zeros(n)
-        gmat.cd.dual_epoch(X, y, a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st, unit=u, **kw)
+        glm.cd.dual_epoch(X, y, a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st, unit=u, **kw)
         runs.append((a, v, d, st))
     rec = gmat.empty((n, 8), np.float64, order="C")  # alpha, y, colsq, steps, unit, spare
     rec[:] = 0.0
     rec[:, 1], rec[:, 2] = y, colsq
-    gmat.cd.unit_columns(X, rec[:, 4])
+    glm.cd.unit_columns(X, rec[:, 4])
     a, v, d, st = rec[:, 0], np.zeros(nv), np.zeros(nv), rec[:, 3]
-    gmat.cd.dual_epoch(X, rec[:, 1], a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st,
+    glm.cd.dual_epoch(X, rec[:, 1], a, v, coords, sigma=2.0, damp=0.5, d=d, steps=st,
                        unit=rec[:, 4], **dict(kw, colsq=rec[:, 2]))
     runs.append((a, v, d, st))
     for got in runs[1:]:
@@ -457,10 +457,10 @@ def test_dual_sweeps_skip_unit_values_bit_for_bit(powerlaw, rng, loss, icpt):
     tpa = []
     for u in (None, unit):
         a, V = np.zeros(n), np.zeros((2, nv))
-        gmat.cd.dual_tpa(X, y, a, V, coords[:n], np.array([0, n // 3, n], dtype=np.int64),
+        glm.cd.dual_tpa(X, y, a, V, coords[:n], np.array([0, n // 3, n], dtype=np.int64),
                          damp=0.5, unit=u, **kw)
         b, w = np.zeros(n), np.zeros(nv)
-        gmat.cd.dual_tpa_split(X, y, b, w, coords, np.array([0, coords.size]), n_hot=40,
+        glm.cd.dual_tpa_split(X, y, b, w, coords, np.array([0, coords.size]), n_hot=40,
                                publish_every=7, unit=u, **kw)
         tpa.append((a, V, b, w))
     for g, r in zip(tpa[1], tpa[0], strict=True):
@@ -474,16 +474,16 @@ def test_unit_flags_are_trusted(powerlaw, rng):
     X = _mixed_units(powerlaw, rng)
     y, _ = _problem(X, rng, 1)
     n = X.shape[1]
-    unit = gmat.cd.unit_columns(X)
+    unit = glm.cd.unit_columns(X)
     X3 = X.copy()
     col = np.repeat(np.arange(n), np.diff(X.indptr))
     X3.data[unit[col] == 1] = 3.0
     coords = rng.permutation(n).astype(np.int64)
-    kw = dict(loss=1, lam_n=40.0, colsq=gmat.cd.col_sqnorms(X))
+    kw = dict(loss=1, lam_n=40.0, colsq=glm.cd.col_sqnorms(X))
     out = []
     for A, u in ((X, unit), (X3, unit), (X3, None)):
         a, v = np.zeros(n), np.zeros(X.shape[0])
-        gmat.cd.dual_epoch(A, y, a, v, coords, unit=u, **kw)
+        glm.cd.dual_epoch(A, y, a, v, coords, unit=u, **kw)
         out.append((a, v))
     np.testing.assert_array_equal(out[1][0], out[0][0])
     np.testing.assert_array_equal(out[1][1], out[0][1])
@@ -495,11 +495,11 @@ def test_unit_argument_checked(powerlaw, rng):
     y, _ = _problem(X, rng, 1)
     n = X.shape[1]
     a, v = np.zeros(n), np.zeros(X.shape[0])
-    kw = dict(loss=1, lam_n=1.0, colsq=gmat.cd.col_sqnorms(X))
+    kw = dict(loss=1, lam_n=1.0, colsq=glm.cd.col_sqnorms(X))
     with pytest.raises(TypeError, match="unit must have dtype float64"):
-        gmat.cd.dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n, bool), **kw)
+        glm.cd.dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n, bool), **kw)
     with pytest.raises(ValueError, match="unit must have shape"):
-        gmat.cd.dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n + 1), **kw)
+        glm.cd.dual_epoch(X, y, a, v, np.arange(n), unit=np.ones(n + 1), **kw)
     assert not a.any() and not v.any()
 
 
@@ -510,7 +510,7 @@ def test_dual_tpa_bookkeeping_outputs(powerlaw, rng, split, loss):
     computed afterwards from alpha (what the solver used to gather at a cache miss each)."""
     B, y, n, nv, n_hot, kw = _split_setup(powerlaw, rng, loss, 1.5)
     a0 = np.zeros(n)
-    gmat.cd.dual_epoch(B, y, a0, np.zeros(nv), rng.permutation(n).astype(np.int64), **kw)
+    glm.cd.dual_epoch(B, y, a0, np.zeros(nv), rng.permutation(n).astype(np.int64), **kw)
     v = np.zeros(nv)
     v[:-1] = B @ a0
     v[-1] = 1.5 * a0.sum()
@@ -520,16 +520,16 @@ def test_dual_tpa_bookkeeping_outputs(powerlaw, rng, split, loss):
     steps, prev, dconj = np.full(n, -1.0), np.full(n, -1.0), np.zeros(2)
     out = dict(steps=steps, prev=prev, dconj=dconj)
     if split:
-        gmat.cd.dual_tpa_split(B, y, alpha, v, part, bounds, n_hot=n_hot, **out, **kw)
+        glm.cd.dual_tpa_split(B, y, alpha, v, part, bounds, n_hot=n_hot, **out, **kw)
     else:
-        gmat.cd.dual_tpa(B, y, alpha, np.repeat(v[None], 2, axis=0), part, bounds, **out, **kw)
+        glm.cd.dual_tpa(B, y, alpha, np.repeat(v[None], 2, axis=0), part, bounds, **out, **kw)
     seen = np.zeros(n, dtype=bool)
     seen[part] = True
     assert np.any(alpha[part] != a0[part]) and np.all(alpha[~seen] == a0[~seen])
     np.testing.assert_array_equal(prev[part], a0[part])
     np.testing.assert_array_equal(steps[part], np.abs(alpha[part] - a0[part]))
     assert np.all(prev[~seen] == -1.0) and np.all(steps[~seen] == -1.0)
-    change = gmat.cd.conj_sum(alpha, y, loss) - gmat.cd.conj_sum(a0, y, loss)
+    change = glm.cd.conj_sum(alpha, y, loss) - glm.cd.conj_sum(a0, y, loss)
     assert dconj.sum() == pytest.approx(change, rel=1e-9, abs=1e-9)
     alpha[part] = prev[part]  # what the solver does to discard a sub-epoch
     np.testing.assert_array_equal(alpha, a0)
@@ -541,12 +541,12 @@ def test_dual_tpa_bookkeeping_rejects_bad_outputs(powerlaw, rng):
     bounds = np.array([0, n // 2, n], dtype=np.int64)
     a, v = np.zeros(n), np.zeros(nv)
     with pytest.raises(TypeError, match="steps must have dtype float64"):
-        gmat.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot,
+        glm.cd.dual_tpa_split(B, y, a, v, coords, bounds, n_hot=n_hot,
                                steps=np.zeros(n, dtype=np.float32), **kw)
     with pytest.raises(ValueError, match=r"dconj must have shape \(2,\)"):
-        gmat.cd.dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, dconj=np.zeros(3), **kw)
+        glm.cd.dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, dconj=np.zeros(3), **kw)
     with pytest.raises(ValueError, match=r"prev must have shape"):
-        gmat.cd.dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, prev=np.zeros(n - 1), **kw)
+        glm.cd.dual_tpa(B, y, a, np.zeros((1, nv)), coords, bounds, prev=np.zeros(n - 1), **kw)
     assert not a.any() and not v.any()
 
 
@@ -559,13 +559,13 @@ def test_dual_epoch_parallel_launch_changes_nothing(powerlaw, rng, loss, icpt):
     y, _ = _problem(X, rng, loss)
     n = X.shape[1]
     nv = X.shape[0] + (1 if icpt else 0)
-    kw = dict(loss=loss, lam_n=40.0, colsq=gmat.cd.col_sqnorms(X), icpt=icpt, sigma=2.0,
-              damp=0.5, unit=gmat.cd.unit_columns(X))
+    kw = dict(loss=loss, lam_n=40.0, colsq=glm.cd.col_sqnorms(X), icpt=icpt, sigma=2.0,
+              damp=0.5, unit=glm.cd.unit_columns(X))
     coords = np.concatenate([rng.permutation(n), rng.integers(0, n, n)]).astype(np.int64)
     runs = []
     for parallel in (True, False):
         a, v, d, st = np.zeros(n), np.zeros(nv), np.zeros(nv), np.zeros(n)
-        gmat.cd.dual_epoch(X, y, a, v, coords, d=d, steps=st, parallel=parallel, **kw)
+        glm.cd.dual_epoch(X, y, a, v, coords, d=d, steps=st, parallel=parallel, **kw)
         runs.append((a, v, d, st))
     for g, r in zip(runs[0], runs[1], strict=True):
         np.testing.assert_array_equal(g, r)
@@ -575,8 +575,8 @@ def test_dual_epoch_parallel_launch_changes_nothing(powerlaw, rng, loss, icpt):
 def test_col_sqnorms_serial_equals_parallel(powerlaw):
     X = powerlaw
     ref = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel()
-    par = gmat.cd.col_sqnorms(X)
-    ser = gmat.cd.col_sqnorms(X, np.full(X.shape[1], np.nan), parallel=False)
+    par = glm.cd.col_sqnorms(X)
+    ser = glm.cd.col_sqnorms(X, np.full(X.shape[1], np.nan), parallel=False)
     np.testing.assert_array_equal(ser, par)
     np.testing.assert_allclose(par, ref, rtol=1e-6 if X.dtype == np.float32 else 1e-12)
 
@@ -594,7 +594,7 @@ def test_csc_from_dense_matches_scipy(dtype, order, shape):
     if shape[0] > 2:
         A[2, :] = 0.0  # an empty row
     A = np.asarray(A, order=order)
-    got, ref = gmat.cd.csc_from_dense(A), sp.csc_matrix(A)
+    got, ref = glm.cd.csc_from_dense(A), sp.csc_matrix(A)
     assert got.format == "csc" and got.dtype == A.dtype and got.shape == A.shape
     np.testing.assert_array_equal(got.indptr, ref.indptr)
     np.testing.assert_array_equal(got.indices, ref.indices)
@@ -605,8 +605,8 @@ def test_csc_from_dense_matches_scipy(dtype, order, shape):
 
 def test_csc_from_dense_rejects_bad_input():
     with pytest.raises(TypeError, match="A must be a dense array"):
-        gmat.cd.csc_from_dense(sp.csc_matrix(np.eye(3)))
+        glm.cd.csc_from_dense(sp.csc_matrix(np.eye(3)))
     with pytest.raises(ValueError):
-        gmat.cd.csc_from_dense(np.ones(3))
+        glm.cd.csc_from_dense(np.ones(3))
     with pytest.raises(TypeError):
-        gmat.cd.csc_from_dense(np.ones((3, 3), dtype=np.int64))
+        glm.cd.csc_from_dense(np.ones((3, 3), dtype=np.int64))

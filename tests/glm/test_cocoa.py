@@ -1,4 +1,4 @@
-"""CoCoA+, hierarchical CoCoA and pure-block SCD (learners/_cocoa.py)."""
+"""CoCoA+, hierarchical CoCoA and pure-block SCD (glm/_cocoa.py)."""
 
 import threading
 
@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from roofline.learners import (
-    InProcessGroup,
-    alpha_from_peer,
-    check_pure_blocks,
-    fit_glm_cd,
-    pure_blocks,
-)
-from roofline.learners._cocoa import run_in_threads
+from roofline.comm import InProcessGroup
+from roofline.glm import alpha_from_peer, check_pure_blocks, fit_glm, pure_blocks
+from roofline.glm._cocoa import run_in_threads
 from tests._helpers import make_data
 
 
@@ -22,7 +17,7 @@ def logistic_problem():
     X, A, y = make_data(task="classification", seed=11, n=240, d=30)
     al = alpha_from_peer("C", 1.0, A.shape[0])
     refs = {
-        dual: fit_glm_cd(X, y, loss="logistic", alpha=al, dual=dual, tol=1e-13, random_state=0)
+        dual: fit_glm(X, y, loss="logistic", alpha=al, dual=dual, tol=1e-13, random_state=0)
         for dual in (False, True)
     }
     return X, y, al, refs
@@ -33,7 +28,7 @@ def logistic_problem():
 def test_cocoa_reaches_the_single_solver_optimum(logistic_problem, dual, K):
     X, y, al, refs = logistic_problem
     st = {}
-    res = fit_glm_cd(X, y, loss="logistic", alpha=al, dual=dual, solver="cocoa", n_workers=K,
+    res = fit_glm(X, y, loss="logistic", alpha=al, dual=dual, solver="cocoa", n_workers=K,
                      tol=1e-9, max_iter=3000, random_state=0, comm_stats=st)
     ref = refs[dual]
     assert res.converged and res.relative_gap <= 1e-9
@@ -53,9 +48,9 @@ def test_hierarchical_cocoa_same_optimum_fewer_outer_rounds(logistic_problem, du
     X, y, al, refs = logistic_problem
     kw = dict(loss="logistic", alpha=al, dual=dual, n_workers=4, tol=1e-7, max_iter=3000,
               random_state=0)
-    flat = fit_glm_cd(X, y, solver="cocoa", **kw)
+    flat = fit_glm(X, y, solver="cocoa", **kw)
     st = {}
-    hier = fit_glm_cd(X, y, solver="hcocoa", n_nodes=2, inner_rounds=4, comm_stats=st, **kw)
+    hier = fit_glm(X, y, solver="hcocoa", n_nodes=2, inner_rounds=4, comm_stats=st, **kw)
     assert flat.converged and hier.converged
     assert hier.objective[-1] == pytest.approx(refs[dual].objective[-1], rel=1e-6)
     np.testing.assert_allclose(hier.coef, refs[dual].coef, atol=3e-3)
@@ -66,7 +61,7 @@ def test_hierarchical_cocoa_same_optimum_fewer_outer_rounds(logistic_problem, du
 
 def test_cocoa_is_deterministic_for_a_seed(logistic_problem):
     X, y, al, _ = logistic_problem
-    runs = [fit_glm_cd(X, y, loss="logistic", alpha=al, solver="cocoa", n_workers=3, dual=True,
+    runs = [fit_glm(X, y, loss="logistic", alpha=al, solver="cocoa", n_workers=3, dual=True,
                        max_iter=4, tol=1e-15, random_state=5) for _ in range(2)]
     np.testing.assert_array_equal(runs[0].coef, runs[1].coef)
     np.testing.assert_array_equal(runs[0].objective, runs[1].objective)
@@ -75,8 +70,8 @@ def test_cocoa_is_deterministic_for_a_seed(logistic_problem):
 def test_cocoa_ridge_and_lasso_primal():
     X, A, y = make_data(seed=12, n=200, d=20)
     for penalty, alpha in (("l2", 0.05), ("l1", 0.02)):
-        ref = fit_glm_cd(X, y, loss="squared", penalty=penalty, alpha=alpha, tol=1e-13)
-        res = fit_glm_cd(X, y, loss="squared", penalty=penalty, alpha=alpha, solver="cocoa",
+        ref = fit_glm(X, y, loss="squared", penalty=penalty, alpha=alpha, tol=1e-13)
+        res = fit_glm(X, y, loss="squared", penalty=penalty, alpha=alpha, solver="cocoa",
                          n_workers=4, tol=1e-10, max_iter=5000, random_state=0)
         assert res.converged
         np.testing.assert_allclose(res.coef, ref.coef, atol=1e-4)
@@ -102,7 +97,7 @@ def test_pure_block_objective_independent_of_workers(loss):
     traces = []
     for K in (1, 2, 4):
         st = {}
-        res = fit_glm_cd(X, y, loss=loss, alpha=1e-3, solver="pure-block", n_workers=K,
+        res = fit_glm(X, y, loss=loss, alpha=1e-3, solver="pure-block", n_workers=K,
                          blocks=field_of, max_iter=6, tol=1e-16, random_state=3, comm_stats=st)
         traces.append(res.objective)
         assert res.n_iter == 6 and res.info["n_blocks"] == 6
@@ -115,10 +110,10 @@ def test_pure_block_objective_independent_of_workers(loss):
 
 def test_pure_block_reaches_the_optimum_and_greedy_blocks():
     X, y, field_of = _one_hot_fields(seed=1)
-    ref = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, tol=1e-13, random_state=0)
+    ref = fit_glm(X, y, loss="logistic", alpha=1e-2, tol=1e-13, random_state=0)
     blocks = pure_blocks(X)
     check_pure_blocks(X, blocks)
-    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver="pure-block", n_workers=2,
+    res = fit_glm(X, y, loss="logistic", alpha=1e-2, solver="pure-block", n_workers=2,
                      tol=1e-10, max_iter=2000, random_state=0)  # greedy blocks
     assert res.converged
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-9)
@@ -130,11 +125,11 @@ def test_impure_blocks_are_rejected():
     bad = field_of.copy()
     bad[bad == 1] = 0  # two fields merged: every example has 2 non-zeros in block 0
     with pytest.raises(ValueError, match="blocks are not pure: example 0"):
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-3, solver="pure-block", blocks=bad)
+        fit_glm(X, y, loss="logistic", alpha=1e-3, solver="pure-block", blocks=bad)
     with pytest.raises(ValueError, match="one id per feature"):
         check_pure_blocks(X, field_of[:-1])
     with pytest.raises(ValueError, match="pure-block"):
-        fit_glm_cd(X, y, loss="hinge", alpha=1e-3, solver="pure-block", blocks=field_of)
+        fit_glm(X, y, loss="hinge", alpha=1e-3, solver="pure-block", blocks=field_of)
 
 
 def test_inprocess_allreduce_sum_max_and_failure():
@@ -167,6 +162,6 @@ def test_inprocess_allreduce_sum_max_and_failure():
 def test_bad_distributed_parameters():
     X, A, y = make_data(n=50, d=8)
     with pytest.raises(ValueError, match="multiple of n_nodes"):
-        fit_glm_cd(X, y, loss="squared", alpha=0.1, solver="hcocoa", n_workers=3, n_nodes=2)
+        fit_glm(X, y, loss="squared", alpha=0.1, solver="hcocoa", n_workers=3, n_nodes=2)
     with pytest.raises(ValueError, match="n_workers must be a positive integer"):
-        fit_glm_cd(X, y, loss="squared", alpha=0.1, solver="cocoa", n_workers=0)
+        fit_glm(X, y, loss="squared", alpha=0.1, solver="cocoa", n_workers=0)

@@ -1,4 +1,4 @@
-"""``gmat.cd.dual_sweeps``: batched sequential SDCA sweeps with liblinear's shrinking.
+"""``glm.cd.dual_sweeps``: batched sequential SDCA sweeps with liblinear's shrinking.
 
 Checked against the one-sweep kernel (``dual_epoch``, bit for bit on the same order), against
 the dual optimum reached by plain sweeps, for determinism, for the shrinking state's
@@ -8,7 +8,7 @@ invariants, and for argument validation.
 import numpy as np
 import pytest
 
-from roofline import gmat
+from roofline import glm
 
 
 def _labels(X, rng, loss):
@@ -25,8 +25,8 @@ def _start(X, icpt):
 
 def _sweeps(X, y, a, v, order, shrink, loss, lam_n, icpt, **kw):
     kw = {"max_sweeps": 1, "budget": 0, "seed": 3, **kw}
-    return gmat.cd.dual_sweeps(X, y, a, v, order, shrink, loss=loss, lam_n=lam_n,
-                               colsq=gmat.cd.col_sqnorms(X), icpt=icpt, **kw)
+    return glm.cd.dual_sweeps(X, y, a, v, order, shrink, loss=loss, lam_n=lam_n,
+                               colsq=glm.cd.col_sqnorms(X), icpt=icpt, **kw)
 
 
 @pytest.mark.parametrize("loss", [0, 1, 2])
@@ -42,8 +42,8 @@ def test_one_sweep_is_dual_epoch_on_its_order(powerlaw, rng, loss, icpt):
     np.testing.assert_array_equal(np.sort(order), np.arange(X.shape[1]))
     assert not np.array_equal(order, np.arange(X.shape[1]))  # shuffled
     a2, v2, _, _ = _start(X, icpt)
-    gmat.cd.dual_epoch(X, y, a2, v2, order.copy(), loss=loss, lam_n=40.0,
-                       colsq=gmat.cd.col_sqnorms(X), icpt=icpt)
+    glm.cd.dual_epoch(X, y, a2, v2, order.copy(), loss=loss, lam_n=40.0,
+                       colsq=glm.cd.col_sqnorms(X), icpt=icpt)
     np.testing.assert_array_equal(a, a2)
     np.testing.assert_array_equal(v, v2)
     assert np.any(a != 0)
@@ -57,10 +57,10 @@ def test_sweeps_reach_the_dual_optimum(powerlaw, rng, loss, icpt):
     X = powerlaw
     y = _labels(X, rng, loss)
     lam_n = 2.0
-    colsq = gmat.cd.col_sqnorms(X)
+    colsq = glm.cd.col_sqnorms(X)
     a_ref, v_ref, _, _ = _start(X, icpt)
     for _ in range(3000):
-        gmat.cd.dual_epoch(X, y, a_ref, v_ref, rng.permutation(X.shape[1]).astype(np.int64),
+        glm.cd.dual_epoch(X, y, a_ref, v_ref, rng.permutation(X.shape[1]).astype(np.int64),
                            loss=loss, lam_n=lam_n, colsq=colsq, icpt=icpt)
     a, v, order, shrink = _start(X, icpt)
     total, shrunk = 0, False
@@ -125,8 +125,8 @@ def test_dual_sweeps_reject_bad_arguments(powerlaw, rng):
         args = {"order": order, "shrink": shrink, "max_sweeps": 1, "budget": 0, "seed": 0,
                 **kw}
         order, shrink = args.pop("order"), args.pop("shrink")
-        return gmat.cd.dual_sweeps(X, y, a, v, order, shrink, loss=2, lam_n=1.0,
-                                   colsq=gmat.cd.col_sqnorms(X), **args)
+        return glm.cd.dual_sweeps(X, y, a, v, order, shrink, loss=2, lam_n=1.0,
+                                   colsq=glm.cd.col_sqnorms(X), **args)
 
     with pytest.raises(ValueError, match="order must be an int64 permutation"):
         call(order=np.arange(n, dtype=np.int32))
@@ -143,7 +143,7 @@ def test_dual_sweeps_reject_bad_arguments(powerlaw, rng):
     with pytest.raises(ValueError, match="seed must be in"):
         call(seed=-1)
     with pytest.raises(TypeError, match="CSC"):
-        gmat.cd.dual_sweeps(X.tocsr(), y, np.zeros(n), np.zeros(X.shape[0]),
+        glm.cd.dual_sweeps(X.tocsr(), y, np.zeros(n), np.zeros(X.shape[0]),
                             np.arange(n, dtype=np.int64), np.array([n, np.inf, -np.inf]),
                             loss=2, lam_n=1.0, colsq=np.ones(n), max_sweeps=1, budget=0,
                             seed=0)

@@ -4,7 +4,7 @@
 examples) run either one sequential sweep per iteration or Snap ML's TPA-SCD (``n_threads``
 threads on disjoint coordinates, with adaptive damping, :func:`tpa_epoch`).  The objective and
 the certificates are those of :mod:`._cd_problem`; the front door is
-:func:`roofline.learners.fit_glm_cd`.  Here ``alpha`` is the regularisation strength only; the
+:func:`roofline.learners.fit_glm`.  Here ``alpha`` is the regularisation strength only; the
 dual variables are ``a``.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 
 from roofline import gmat
 
-from ._cd_problem import CheckSchedule, GLMProblem, progress_bar
+from . import _losses, cd
+from ._problem import CheckSchedule, GLMProblem, progress_bar
 
 __all__ = [
     "TPA_DUAL_MAX_THREADS",
@@ -80,7 +81,7 @@ def tpa_epoch(perm, coef, shared, extra, f_cur, damp, *, sweep, resync, objectiv
         ``restore(part)`` puts back ``coef[part]`` as it was before the sub-epoch (the sweep
         saved it); without it ``coef[part]`` is copied before each sub-epoch.
     n_threads, sub_epochs, tpa_mode, adaptive_damping
-        As in :func:`fit_glm_cd`.
+        As in :func:`fit_glm`.
 
     Returns
     -------
@@ -152,10 +153,10 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
     checks = CheckSchedule(check_every, max_iter, feats.size)
 
     def sweep(part, bounds, Z, damp):
-        gmat.cd.primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
+        cd.primal_tpa(A, pb.y, w, Z, part, bounds, damp=damp, **kw)
 
     def intercept(z, b, damp):
-        return gmat.cd.intercept_step(pb.y, z, b, loss=pb.loss, damp=damp)
+        return cd.intercept_step(pb.y, z, b, loss=pb.loss, damp=damp)
 
     tpa = dict(sweep=sweep, resync=lambda z, b: pb.margins(w, b, z),
                objective=lambda z: pb.primal_obj(z, w),
@@ -176,9 +177,9 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
                 # (no features occur anywhere: only the intercept moves, once per sweep)
                 n_chunks = max(1, round(_INTERCEPT_STEPS * perm.size / max(feats.size, 1)))
             for chunk in np.array_split(perm, n_chunks):
-                gmat.cd.primal_epoch(A, pb.y, w, z, chunk, **kw)
+                cd.primal_epoch(A, pb.y, w, z, chunk, **kw)
                 if pb.fit_intercept:
-                    b = gmat.cd.intercept_step(pb.y, z, b, loss=pb.loss)
+                    b = cd.intercept_step(pb.y, z, b, loss=pb.loss)
         else:
             z, b, P_cur, damp, rejected = tpa_epoch(perm, w, z, b, P_cur, damp, **tpa)
             n_rejected += rejected
@@ -229,9 +230,9 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     Each iteration is one sweep over :func:`sweep_coords` (all examples, or the active
     fraction between full sweeps).
 
-    ``pb.X`` has its features numbered by frequency (:func:`gmat.cd.reorder_features`); the
+    ``pb.X`` has its features numbered by frequency (:func:`cd.reorder_features`); the
     first ``n_hot`` are the ones whose entries of ``v`` the TPA threads keep in sync
-    (:func:`gmat.cd.dual_tpa_split`).  ``warmup``: the first sweep, from ``a = 0``, runs
+    (:func:`cd.dual_tpa_split`).  ``warmup``: the first sweep, from ``a = 0``, runs
     at :func:`warmup_factor` times the regularisation.
     """
     X = pb.X
@@ -244,9 +245,9 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     rec = gmat.empty((pb.n, 8), np.float64, order="C")
     rec[:, 0] = a
     rec[:, 1] = pb.y
-    gmat.cd.col_sqnorms(X, rec[:, 2])
+    cd.col_sqnorms(X, rec[:, 2])
     rec[:, 3] = np.inf  # |change of a_i| at its last visit (inf: none yet)
-    gmat.cd.unit_columns(X, rec[:, 4])
+    cd.unit_columns(X, rec[:, 4])
     rec[:, 5:] = 0.0  # 5: a before its last TPA step (to discard a sub-epoch); 6, 7 spare
     a, y, colsq, last_step, prev = rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 5]
     # None where no example is flagged: the kernels then run without the flagged loops
@@ -275,7 +276,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     negD_cur = None
     dconj = np.zeros(n_threads)
     if n_threads > 1:
-        state["conj"] = gmat.cd.conj_sum(a, pb.y, pb.loss)
+        state["conj"] = cd.conj_sum(a, pb.y, pb.loss)
         negD_cur = -pb.dual_obj(a, v, conj=state["conj"])
 
     def sweep(part, bounds, V, damp):
@@ -287,11 +288,11 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
             # every _PUBLISH_EVERY steps (a refresh moves the hot change rows between the
             # cores: at 1M examples one every 1562 steps cost a 2-thread partial sweep ~30%)
             every = int(np.clip(part.size // (8 * (bounds.size - 1)), 1, _PUBLISH_EVERY))
-            state["work"] = gmat.cd.dual_tpa_split(X, y, a, V[0], part, bounds, n_hot=n_hot,
+            state["work"] = cd.dual_tpa_split(X, y, a, V[0], part, bounds, n_hot=n_hot,
                                                    damp=damp, work=state["work"],
                                                    publish_every=every, **out, **kw)
         else:
-            gmat.cd.dual_tpa(X, y, a, V, part, bounds, damp=damp, **out, **kw)
+            cd.dual_tpa(X, y, a, V, part, bounds, damp=damp, **out, **kw)
 
     def objective(v):
         state["after"] = state["conj"] + float(dconj.sum())
@@ -318,7 +319,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
         perm = sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking)
         lam_n_it = lam_first if it == 1 else pb.lam_n
         if n_threads == 1:
-            gmat.cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
+            cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
         else:
             v, _, negD_cur, damp, rejected = tpa_epoch(perm, a, v, None, negD_cur, damp,
                                                         **tpa)
@@ -378,7 +379,7 @@ def _batched(pb):
 def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose, callback,
                       shrinking):
     """The sequential dual of :func:`scd_dual` with its sweeps run in batches by
-    :func:`gmat.cd.dual_sweeps`: one call sweeps until it has read ``_BATCH_VALUES`` stored
+    :func:`cd.dual_sweeps`: one call sweeps until it has read ``_BATCH_VALUES`` stored
     values (at least one sweep over all examples' worth), then the duality gap is checked.
     Hinge sweeps shrink (liblinear): the examples held at a bound of their box, whose
     projected gradient says they stay there, leave the sweeps until the remaining ones meet
@@ -394,7 +395,7 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
     it = 0
     if lam_first != pb.lam_n:  # the warm-up sweep (see warmup_factor), a sweep of its own
         trace.start()
-        gmat.cd.dual_epoch(X, pb.y, a, v, rng.permutation(n).astype(np.int64),
+        cd.dual_epoch(X, pb.y, a, v, rng.permutation(n).astype(np.int64),
                            lam_n=lam_first, **kw)
         trace.stop()
         it = 1
@@ -405,7 +406,7 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
     bar.update(it)
     while it < max_iter:
         trace.start()
-        sweeps, met = gmat.cd.dual_sweeps(
+        sweeps, met = cd.dual_sweeps(
             X, pb.y, a, v, order, shrink, lam_n=pb.lam_n, max_sweeps=max_iter - it,
             budget=budget, seed=int(rng.integers(1 << 63)), eps=eps, shrinking=shrinking,
             **kw)
@@ -427,7 +428,7 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
                                              "batched": True}
 
 
-_HINGE = gmat.glm.LOSS_CODES["hinge"]
+_HINGE = _losses.LOSS_CODES["hinge"]
 # The sequential dual runs its sweeps in batches (_scd_dual_batched) on problems of at most
 # this many stored values (plus examples), and always for the hinge.
 _BATCH_MAX_VALUES = 1 << 21
@@ -454,7 +455,7 @@ _PUBLISH_EVERY = 4096
 TPA_DUAL_MAX_THREADS = 2
 # Dual checks recompute v = X a exactly at least every this many checks.
 _EXACT_EVERY = 8
-# The dual's first sweep from a = 0 (fit_glm_cd(warmup=True)) runs at a regularisation
+# The dual's first sweep from a = 0 (fit_glm(warmup=True)) runs at a regularisation
 # raised until the mean curvature of a step, q = ||x_i||^2 / lam_n (how far one example's step
 # moves its own margin per unit of its dual variable), is at most _WARMUP_Q, by at most
 # _WARMUP_MAX.  From a = 0 every example in that sweep corrects its margin against a w

@@ -1,11 +1,11 @@
-"""The fused ADAGrad kernels (kernels/_glm.py) through gmat.glm.adagrad_glm_step, against numpy."""
+"""The fused ADAGrad kernels (kernels/_glm.py) through glm.adagrad_glm_step, against numpy."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from roofline import kernels
-from roofline.gmat.glm import (
+from roofline.glm import (
     FusedWorkspace,
     adagrad_glm_step,
     glm_adagrad_online_step,

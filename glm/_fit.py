@@ -1,11 +1,11 @@
 """Coordinate-descent solvers for generalized linear models: the front door.
 
-:func:`fit_glm_cd` validates the problem, picks the formulation (primal or dual) and runs one
+:func:`fit_glm` validates the problem, picks the formulation (primal or dual) and runs one
 of the solvers of the chain (see :mod:`._cd_problem` for the objective, written once, and the
-map of the modules): the sequential and TPA-SCD solvers of :mod:`._cd_solvers`, or CoCoA+ /
+map of the modules): the sequential and TPA-SCD solvers of :mod:`._scd`, or CoCoA+ /
 hierarchical CoCoA / pure-block SCD of :mod:`._cocoa`.  The solver's settings are one
-:class:`CDOptions` (the ``[solver]`` table of ``roofline train``'s TOML), or the same names as
-keyword arguments.
+:class:`GLMSolverOptions` (the ``[solver]`` table of ``roofline train``'s TOML), or the same
+names as keyword arguments.
 """
 
 from __future__ import annotations
@@ -17,14 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from roofline import gmat
 from roofline.gmat import Options, option
 
+from . import _losses, cd
 from ._auto import choose_solver, hot_mass_of_counts
-from ._cd_problem import (
+from ._cocoa import fit_distributed, fit_on_comm
+from ._direct import solve_ridge
+from ._newton import NEWTON_LOSSES, fit_newton
+from ._problem import (
     SOLVERS,
-    CDResult,
     GLMProblem,
+    GLMResult,
     StallMonitor,
     Trace,
     check_X,
@@ -32,17 +35,14 @@ from ._cd_problem import (
     verbose_logging,
     warn_not_converged,
 )
-from ._cd_solvers import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
-from ._cocoa import fit_distributed, fit_on_comm
-from ._direct import solve_ridge
-from ._newton import NEWTON_LOSSES, fit_newton
+from ._scd import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
 
 #: What ``solver=`` accepts: the coordinate-descent solvers, the trust-region Newton primal
-#: solver (``learners/_newton.py``) and ``"auto"`` (``learners/_auto.py``'s measured rule).
+#: solver (``glm/_newton.py``) and ``"auto"`` (``glm/_auto.py``'s measured rule).
 FRONT_SOLVERS = SOLVERS + ("newton", "cholesky", "auto")
 
 #: The one-thread dual renumbers the features by frequency
-#: (:func:`roofline.gmat.cd.reorder_features`) only where at least this share of the stored
+#: (:func:`roofline.glm.cd.reorder_features`) only where at least this share of the stored
 #: values lies in hot features (``learners._auto.hot_mass``): Criteo-like data (69%), not
 #: hashed data (2^22 buckets: 3%, where the renumbering cost ~90 ms, as much as two sweeps
 #: over 100k examples, and sped a sweep up by ~10%).  TPA-SCD always renumbers.  The same
@@ -54,22 +54,22 @@ REORDER_MIN_HOT_MASS = 0.3
 REORDER_MIN_FEATURES = 4096
 
 __all__ = [
-    "CDOptions",
-    "CDResult",
-    "fit_glm_cd",
+    "GLMSolverOptions",
+    "GLMResult",
+    "fit_glm",
 ]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CDOptions(Options):
-    """The settings of :func:`fit_glm_cd`'s solvers (``[solver]`` in a training config).
+class GLMSolverOptions(Options):
+    """The settings of :func:`fit_glm`'s solvers (``[solver]`` in a training config).
 
     The problem itself (``loss``, ``alpha``, ``penalty``, ``fit_intercept``) and run-time
     objects (``random_state``, ``callback``, ``coef_init``, ``blocks``, ``comm_stats``,
-    ``verbose``) are arguments of :func:`fit_glm_cd`, not options.  Every field is documented
-    at length under the keyword argument of the same name of :func:`fit_glm_cd`.
+    ``verbose``) are arguments of :func:`fit_glm`, not options.  Every field is documented
+    at length under the keyword argument of the same name of :func:`fit_glm`.
     """
 
     solver: str = option("auto", "solver: coordinate descent, 'newton' (trust-region Newton) "
@@ -127,7 +127,7 @@ class CDOptions(Options):
                              f"'auto', got {self.check_every!r}")
 
 
-_OPTION_NAMES = frozenset(CDOptions.__dataclass_fields__)
+_OPTION_NAMES = frozenset(GLMSolverOptions.__dataclass_fields__)
 
 
 def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
@@ -151,7 +151,7 @@ def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
     return bool(dual)
 
 
-def fit_glm_cd(
+def fit_glm(
     X,
     y,
     *,
@@ -181,24 +181,24 @@ def fit_glm_cd(
     loss : {"squared", "logistic", "hinge"}
     alpha : float
         Regularisation strength in *our* scaling (mean loss + ``alpha * R(w)``); convert
-        scikit-learn's / snapml's parameters with :func:`roofline.gmat.glm.alpha_from_peer`.
+        scikit-learn's / snapml's parameters with :func:`roofline.glm.alpha_from_peer`.
     penalty : {"l2", "l1"}
-    options : CDOptions, optional
-        The solver's settings: the arguments below that are fields of :class:`CDOptions`
+    options : GLMSolverOptions, optional
+        The solver's settings: the arguments below that are fields of :class:`GLMSolverOptions`
         (all but ``fit_intercept``, ``random_state``, ``verbose``, ``blocks``, ``comm_stats``,
         ``coef_init`` and ``callback``).  Keyword arguments of the same names override its fields
-        (``fit_glm_cd(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
-        ``tol=1e-8``); without ``options`` they override :class:`CDOptions`' defaults, which
+        (``fit_glm(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
+        ``tol=1e-8``); without ``options`` they override :class:`GLMSolverOptions`' defaults, which
         are the defaults shown here.  An unknown keyword raises ``TypeError``.
     solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "cholesky", "auto"}
         ``scd``: sequential stochastic coordinate descent (deterministic for a seed).
         ``newton``: trust-region Newton-CG on the primal (TRON; smooth losses with the L2
-        penalty, :func:`roofline.learners._newton.fit_newton`), insensitive to the features'
+        penalty, :func:`roofline.glm._newton.fit_newton`), insensitive to the features'
         scaling and correlation.  ``cholesky``: ridge (``loss="squared"``, L2) by its normal
         equations, exact, for at most 2048 features
-        (:func:`roofline.learners._direct.fit_cholesky`; Newton refines the rare solution
+        (:func:`roofline.glm._direct.fit_cholesky`; Newton refines the rare solution
         that rounding leaves short of ``tol``).  ``auto`` (the default): chosen from the data
-        by the measured rule of ``learners/_auto.py`` (``cholesky`` for ridge with at most
+        by the measured rule of ``glm/_auto.py`` (``cholesky`` for ridge with at most
         1024 features, ``newton`` for the other smooth L2 problems except large, sparse,
         strongly regularised ones, which go to the dual ``scd``; ``scd`` for L1 and the
         hinge; ``cocoa`` with ``comm``); the choice is logged and kept in
@@ -242,7 +242,7 @@ def fit_glm_cd(
         shared vector, which is re-synchronised exactly after each sub-epoch; the dual's work
         on per-thread replicas whose frequent features they refresh with the others' changes
         every few thousand steps, the rest merged at the end of the sub-epoch, so that no
-        update is lost, see :func:`roofline.gmat.cd.dual_tpa_split`);
+        update is lost, see :func:`roofline.glm.cd.dual_tpa_split`);
         ``replica``: each thread works against its own copy, and the copies' changes are added
         at the end of the sub-epoch (deterministic).
     adaptive_damping : bool
@@ -306,7 +306,7 @@ def fit_glm_cd(
         ``scd`` on the dual (one thread, ``check_every="auto"``), on problems of at most 2^21
         stored values and always for the hinge loss: the sweeps run in one kernel call until
         they have read 2^18 stored values (at least a sweep's worth), then the duality gap is
-        checked (:func:`roofline.gmat.cd.dual_sweeps`; a call per sweep costs ~50 us,
+        checked (:func:`roofline.glm.cd.dual_sweeps`; a call per sweep costs ~50 us,
         the whole sweep on a few hundred examples).  Hinge sweeps shrink as liblinear's
         do: an example held at a bound of its box whose projected gradient says it stays
         there leaves the sweeps until the others meet the projected-gradient tolerance, then
@@ -317,18 +317,18 @@ def fit_glm_cd(
     stall_switch : bool
         ``scd``/``tpa-scd`` on a smooth loss with the L2 penalty (and no regularised
         intercept): when the duality gap's recent rate predicts more than ~40 further checks
-        to ``tol`` (:class:`~roofline.learners._cd_problem.StallMonitor`), the run stops and
+        to ``tol`` (:class:`~roofline.glm._problem.StallMonitor`), the run stops and
         its primal point warm-starts the trust-region Newton solver, which finishes the fit.
         The result then has ``info["stall_switch"]`` (the iteration and the predicted checks),
         ``solver`` the CD solver, the trace of both runs, ``dual_coef=None`` and
         ``dual=False``.
     **solver_options
-        The :class:`CDOptions` fields listed above (``tol``, ``max_iter``, ``n_workers``, ...),
-        given as keywords; they override ``options``.
+        The :class:`GLMSolverOptions` fields listed above (``tol``, ``max_iter``,
+        ``n_workers``, ...), given as keywords; they override ``options``.
 
     Returns
     -------
-    CDResult
+    GLMResult
 
     Raises
     ------
@@ -338,12 +338,12 @@ def fit_glm_cd(
     t_start = time.perf_counter()
     unknown = sorted(set(solver_options) - _OPTION_NAMES)
     if unknown:
-        raise TypeError(f"fit_glm_cd() got unexpected keyword argument(s) {unknown}; solver "
+        raise TypeError(f"fit_glm() got unexpected keyword argument(s) {unknown}; solver "
                         f"options are {sorted(_OPTION_NAMES)}")
-    if options is not None and not isinstance(options, CDOptions):
-        raise TypeError(f"options must be a CDOptions, got {type(options).__name__}")
-    settings = {**(options or CDOptions()).to_dict(), **solver_options}
-    loss = gmat.glm.resolve_loss(loss, allowed=gmat.glm.CD_LOSSES)
+    if options is not None and not isinstance(options, GLMSolverOptions):
+        raise TypeError(f"options must be a GLMSolverOptions, got {type(options).__name__}")
+    settings = {**(options or GLMSolverOptions()).to_dict(), **solver_options}
+    loss = _losses.resolve_loss(loss, allowed=_losses.CD_LOSSES)
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
     solver = settings["solver"]
@@ -352,7 +352,7 @@ def fit_glm_cd(
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
-    loss_code = gmat.glm.LOSS_CODES[loss]
+    loss_code = _losses.LOSS_CODES[loss]
     l1 = penalty == "l1"
     if l1 and loss_code == 2:
         raise ValueError("penalty='l1' is not supported with loss='hinge'")
@@ -378,13 +378,13 @@ def fit_glm_cd(
     settings["damping"] = positive(settings["damping"], "damping")
     settings["local_epochs"] = positive(settings["local_epochs"], "local_epochs")
     settings["intercept_scaling"] = positive(settings["intercept_scaling"], "intercept_scaling")
-    opts = CDOptions(**settings)  # the remaining checks (types, dual)
+    opts = GLMSolverOptions(**settings)  # the remaining checks (types, dual)
     if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block", "auto"):
         raise ValueError(f"comm= runs cocoa, hcocoa or pure-block, not solver={opts.solver!r}")
     # dense X stays dense for the solvers with a dense path (newton, cholesky); the CD
     # solvers get CSC below
     X = check_X(X, allow_no_examples=comm is not None, keep_dense=True)
-    y = gmat.glm.check_labels(y, loss, margin=True, single_class_ok=comm is not None)
+    y = _losses.check_labels(y, loss, margin=True, single_class_ok=comm is not None)
     if y.shape[0] != X.shape[1]:
         raise ValueError(
             f"y has {y.shape[0]} entries but X has {X.shape[1]} examples (columns); X must be "
@@ -406,7 +406,7 @@ def fit_glm_cd(
                                            fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
                                            comm=comm)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
-        opts = CDOptions(**{**opts.to_dict(), "solver": chosen})
+        opts = GLMSolverOptions(**{**opts.to_dict(), "solver": chosen})
     if opts.solver == "cholesky":
         if l1 or loss != "squared" or opts.dual:
             raise ValueError(f"solver='cholesky' solves ridge (loss='squared', penalty='l2', "
@@ -432,7 +432,7 @@ def fit_glm_cd(
         res.time = time.perf_counter() - t_start
         return res  # fit_newton warns itself when it stops short of tol
     if not sp.issparse(X):
-        X = gmat.cd.csc_from_dense(X)
+        X = cd.csc_from_dense(X)
     monitor = None
     if (opts.stall_switch and opts.solver in ("scd", "tpa-scd") and comm is None and not l1
             and loss in NEWTON_LOSSES
@@ -474,7 +474,7 @@ def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verb
                             "newton_iter": int(nres.n_iter), "cg_iter": nres.info["cg_iter"]}
     # Newton's first trace entry is the CD's last point: not repeated
     t_end = res.times[-1] if res.times.size else 0.0
-    return CDResult(
+    return GLMResult(
         coef=nres.coef, intercept=nres.intercept, n_iter=res.n_iter + nres.n_iter,
         objective=np.concatenate([res.objective, nres.objective[1:]]),
         gap_history=np.concatenate([res.gap_history, nres.gap_history[1:]]),
@@ -486,7 +486,7 @@ def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verb
 
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
          blocks, comm_stats, coef_init, callback, comm=None, monitor=None):
-    """Run the solver of ``opts`` on validated inputs; :class:`CDResult` without ``time``."""
+    """Run the solver of ``opts`` on validated inputs; :class:`GLMResult` without ``time``."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
     rng = np.random.default_rng(random_state)
@@ -514,10 +514,10 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             # features numbered by frequency: the hot entries of v share cache lines, and
             # TPA-SCD tells them by their number (results are unchanged: see
             # cd_reorder_features); on one thread only where some features are hot
-            counts = gmat.cd.feature_counts(X)
+            counts = cd.feature_counts(X)
             hot = hot_mass_of_counts(counts, X.shape[1]) >= REORDER_MIN_HOT_MASS
             if n_threads > 1 or (hot and X.shape[0] > REORDER_MIN_FEATURES):
-                X, order, counts = gmat.cd.reorder_features(X, counts)
+                X, order, counts = cd.reorder_features(X, counts)
                 n_hot = n_hot_features(counts, X.shape[1])
             if callback is not None and order is not None:
                 user_callback = callback
@@ -556,7 +556,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             if coef_init is not None:
                 w0[:] = coef_init
             w, b, a, it, conv, info = scd_primal(pb, w0, 0.0, **kw)
-    return CDResult(
+    return GLMResult(
         coef=np.asarray(w, dtype=np.float64),
         intercept=float(b),
         n_iter=int(it),
@@ -569,7 +569,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         check_time=trace.check,
         dual_coef=a,
         solver=solver,
-        loss=gmat.glm.LOSSES[loss_code],
+        loss=_losses.LOSSES[loss_code],
         penalty=penalty,
         alpha=alpha,
         dual=use_dual,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from roofline.comm import run
-from roofline.learners import fit_glm_cd
+from roofline.glm import fit_glm
 from tests._helpers import make_data
 
 TOL = 1e-9  # both runs go to a relative duality gap of 1e-9: coefficients agree to ~1e-4
@@ -26,7 +26,7 @@ def _rank_fit(comm, solver, dual, loss, n_workers, blocks=None):
     else:  # this rank's block of features
         mine = np.array_split(np.arange(X.shape[0]), K)[comm.rank]
         Xk, yk = X[mine], y
-    res = fit_glm_cd(Xk, yk, loss=loss, solver=solver, dual=dual, comm=comm,
+    res = fit_glm(Xk, yk, loss=loss, solver=solver, dual=dual, comm=comm,
                      n_workers=n_workers, blocks=blocks, **KW)
     return res.coef, res.intercept, res.converged, res.n_iter, res.objective[-1]
 
@@ -58,7 +58,7 @@ def test_across_ranks_equals_the_in_process_run(backend, K, solver, dual, loss, 
     X, y = _data("regression" if loss == "squared" else "classification")
     blocks = np.arange(X.shape[0]) if solver == "pure-block" else None  # one feature a block
     n_workers = None if per_node is None else K * per_node
-    ref = fit_glm_cd(X, y, loss=loss, solver=solver, dual=dual, blocks=blocks,
+    ref = fit_glm(X, y, loss=loss, solver=solver, dual=dual, blocks=blocks,
                      n_workers=K if n_workers is None else n_workers,
                      n_nodes=K if solver == "hcocoa" else None, **KW)
     assert ref.converged
@@ -85,14 +85,14 @@ def _empty_rank_fit(comm):
     mine = np.arange(0)  # rank 0 holds no examples
     if comm.rank:
         mine = np.array_split(np.arange(X.shape[1]), comm.size - 1)[comm.rank - 1]
-    res = fit_glm_cd(X[:, mine], y[mine], loss="logistic", solver="cocoa", dual=True, comm=comm,
+    res = fit_glm(X[:, mine], y[mine], loss="logistic", solver="cocoa", dual=True, comm=comm,
                      **KW)
     return res.coef, res.converged
 
 
 def test_a_rank_with_no_examples():
     X, y = _data()
-    ref = fit_glm_cd(X, y, loss="logistic", solver="scd", dual=True, **KW)
+    ref = fit_glm(X, y, loss="logistic", solver="scd", dual=True, **KW)
     out = run(_empty_rank_fit, 3, backend="tcp", timeout=60)
     for coef, conv in out:
         assert conv
@@ -102,7 +102,7 @@ def test_a_rank_with_no_examples():
 def test_comm_is_refused_by_the_single_process_solvers():
     X, y = _data()
     with pytest.raises(ValueError, match="comm= runs cocoa, hcocoa or pure-block"):
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver="scd", comm=object())
+        fit_glm(X, y, loss="logistic", alpha=1e-2, solver="scd", comm=object())
 
 
 def _estimator_fit(comm, solver):
@@ -120,7 +120,7 @@ def test_estimators_take_comm():
     from roofline.learners import LogisticRegression
 
     X, _, y = make_data(n=400, d=20, density=0.3, seed=1, task="classification")
-    ref = fit_glm_cd(X, y, loss="logistic", alpha=1 / (0.5 * 400), solver="scd", dual=True,
+    ref = fit_glm(X, y, loss="logistic", alpha=1 / (0.5 * 400), solver="scd", dual=True,
                      tol=1e-9, max_iter=2000)
     out = run(_estimator_fit, 2, backend="tcp", args=("cocoa",), timeout=60)
     for coef, b, classes in out:
@@ -134,7 +134,7 @@ def test_estimators_take_comm():
 def _primal_with_example_shards(comm):
     X, y = _data()
     mine = np.array_split(np.arange(X.shape[1]), comm.size)[comm.rank]
-    return fit_glm_cd(X[:, mine], y[mine], loss="logistic", solver="cocoa", dual=False,
+    return fit_glm(X[:, mine], y[mine], loss="logistic", solver="cocoa", dual=False,
                       comm=comm, **KW)
 
 

@@ -33,10 +33,10 @@ import time
 
 import numpy as np
 
-from roofline import gmat
 from roofline.comm import InProcessGroup, run_in_threads
 
-from ._cd_problem import GLMProblem
+from . import cd
+from ._problem import GLMProblem
 
 __all__ = [
     "WorkerConfig",
@@ -94,7 +94,7 @@ class WorkerConfig:
     Parameters
     ----------
     loss : int
-        The loss code (``roofline.gmat.glm.LOSS_CODES``).
+        The loss code (``roofline.glm.LOSS_CODES``).
     l1 : bool
         L1 penalty (else L2).
     alpha : float
@@ -230,7 +230,7 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
     a = np.zeros(pb.n_local)
 
     def local_solve(v_local, sigma, d_k):
-        gmat.cd.dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
+        cd.dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
                            loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
                            sigma=sigma, d=d_k, parallel=False)  # a worker thread
 
@@ -286,11 +286,11 @@ def primal_worker(ctx, comms, X_k, y, seed):
 
     def local_solve(z_local, sigma, d_k):
         if pb.d:
-            gmat.cd.primal_epoch(pb.Xt, y, w, z_local, ctx.local_coords(rng, pb.d),
+            cd.primal_epoch(pb.Xt, y, w, z_local, ctx.local_coords(rng, pb.d),
                                  loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n,
                                  colsq=pb.colsq_primal, sigma=sigma, d=d_k)
         if own_b:
-            state["b"] = gmat.cd.intercept_step(y, z_local, state["b"], loss=pb.loss,
+            state["b"] = cd.intercept_step(y, z_local, state["b"], loss=pb.loss,
                                                 sigma=sigma, d=d_k)
 
     def exact_check(z):
@@ -332,11 +332,11 @@ def pure_block_worker(ctx, world, X_k, y_k, block_feats, block_order_seed):
             feats = block_feats[bi]
             m = feats.size
             stats = np.zeros(2 * m)
-            gmat.cd.block_stats(pb.Xt, y_k, z, feats, stats[:m], stats[m:], loss=pb.loss)
+            cd.block_stats(pb.Xt, y_k, z, feats, stats[:m], stats[m:], loss=pb.loss)
             stats = world.allreduce(stats)
             delta = np.empty(m)
-            gmat.cd.block_steps(w, feats, stats[:m], stats[m:], delta, l1=pb.l1, lam_n=pb.lam_n)
-            gmat.cd.block_apply(pb.Xt, z, feats, delta)
+            cd.block_steps(w, feats, stats[:m], stats[m:], delta, l1=pb.l1, lam_n=pb.lam_n)
+            cd.block_apply(pb.Xt, z, feats, delta)
         if pb.fit_intercept:
             gh = world.allreduce(np.array(pb.dual_candidate(z)[1:]))
             if gh[1] > 0:
@@ -384,11 +384,11 @@ def pure_blocks(X, max_blocks=512):
     ValueError
         More than ``max_blocks`` blocks would be needed.
     """
-    A = gmat.cd.feature_major(X)
+    A = cd.feature_major(X)
     nnz = np.diff(A.indptr)
     order = np.argsort(-nnz, kind="stable").astype(np.int64)
     words = -(-max_blocks // 64)
-    blocks, n_used = gmat.cd.greedy_pure_blocks(A, order, words)
+    blocks, n_used = cd.greedy_pure_blocks(A, order, words)
     if n_used < 0:
         raise ValueError(
             f"X needs more than max_blocks={max_blocks} pure blocks; pass blocks= explicitly "
@@ -449,7 +449,7 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
                     trace, comm_stats):
     """Run ``solver`` (``"cocoa"``, ``"hcocoa"`` or ``"pure-block"``) over ``K`` workers.
 
-    The arguments are those of :func:`roofline.learners.fit_glm_cd`, validated (``loss`` as
+    The arguments are those of :func:`roofline.learners.fit_glm`, validated (``loss`` as
     its code, ``l1`` for the penalty, ``dual`` resolved).
 
     Returns

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from roofline.learners import fit_glm_cd
-from roofline.learners._direct import CHOLESKY_MAX_FEATURES, fit_cholesky
-from roofline.learners._newton import fit_newton
+from roofline.glm import fit_glm
+from roofline.glm._direct import CHOLESKY_MAX_FEATURES, fit_cholesky
+from roofline.glm._newton import fit_newton
 
 
 def _problem(seed, n=400, d=25, density=None):
@@ -46,21 +46,21 @@ def test_matches_sklearn_ridge(density, fit_intercept, weighted):
 
 def test_fit_glm_cd_and_auto_run_it():
     A, y = _problem(3)
-    res = fit_glm_cd(A.T, y, loss="squared", alpha=1e-2)  # the default: auto
+    res = fit_glm(A.T, y, loss="squared", alpha=1e-2)  # the default: auto
     assert res.solver == "cholesky" and "Cholesky" in res.info["auto_reason"]
-    ref = fit_glm_cd(A.T, y, loss="squared", alpha=1e-2, solver="newton", tol=1e-12)
+    ref = fit_glm(A.T, y, loss="squared", alpha=1e-2, solver="newton", tol=1e-12)
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-10)
     with pytest.raises(ValueError, match="solver='cholesky' solves ridge"):
-        fit_glm_cd(A.T, np.sign(y), loss="logistic", alpha=1e-2, solver="cholesky")
+        fit_glm(A.T, np.sign(y), loss="logistic", alpha=1e-2, solver="cholesky")
     with pytest.raises(ValueError, match="solver='cholesky' solves ridge"):
-        fit_glm_cd(A.T, y, loss="squared", alpha=1e-2, solver="cholesky", penalty="l1")
+        fit_glm(A.T, y, loss="squared", alpha=1e-2, solver="cholesky", penalty="l1")
 
 
 def test_an_ill_conditioned_system_is_refined_by_newton():
     A, y = _problem(4, n=300, d=6)
     A[:, 0] *= 1e7  # the Gram matrix's condition number ~1e14+
-    res = fit_glm_cd(A.T, y, loss="squared", alpha=1e-6, solver="cholesky", tol=1e-14)
-    ref = fit_glm_cd(A.T, y, loss="squared", alpha=1e-6, solver="newton", tol=1e-14)
+    res = fit_glm(A.T, y, loss="squared", alpha=1e-6, solver="cholesky", tol=1e-14)
+    ref = fit_glm(A.T, y, loss="squared", alpha=1e-6, solver="newton", tol=1e-14)
     assert res.objective[-1] <= ref.objective[-1] * (1 + 1e-12)
 
 

@@ -15,7 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
 from roofline.datasources import MatSource
-from roofline.learners import fit_glm_cd, fit_glm_cd_stream
+from roofline.glm import fit_glm, fit_glm_stream
 
 
 def _data(n=300, d=20, seed=0):
@@ -43,12 +43,12 @@ def test_stopping_on_max_iter_warns(solver, kw, dual):
     X, y = _data()
     kw = {"dual": dual, **kw}
     with pytest.warns(ConvergenceWarning, match=rf"{solver} reached max_iter=1 "):
-        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=1,
+        res = fit_glm(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=1,
                          tol=1e-12, random_state=0, **kw)
     assert not res.converged and res.n_iter == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=2000,
+        res = fit_glm(X, y, loss="logistic", alpha=1e-2, solver=solver, max_iter=2000,
                          tol=1e-4, random_state=0, **kw)
     assert res.converged
 
@@ -56,7 +56,7 @@ def test_stopping_on_max_iter_warns(solver, kw, dual):
 def test_stream_stopping_on_max_iter_warns():
     X, y = _data()
     with pytest.warns(ConvergenceWarning, match=r"scd-stream reached max_iter=2 .*tol=1e-12"):
-        res = fit_glm_cd_stream(MatSource(X, y, batch_size=100), loss="logistic", alpha=1e-2,
+        res = fit_glm_stream(MatSource(X, y, batch_size=100), loss="logistic", alpha=1e-2,
                                 max_iter=2, tol=1e-12, random_state=0)
     assert not res.converged
 
@@ -65,7 +65,7 @@ def test_a_callback_stop_does_not_warn():
     X, y = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=50, tol=1e-14,
+        res = fit_glm(X, y, loss="logistic", alpha=1e-2, max_iter=50, tol=1e-14,
                          check_every=1, callback=lambda it, w, b: it >= 3, random_state=0)
     assert res.n_iter == 3 and not res.converged
 
@@ -87,15 +87,15 @@ def test_verbose_progress_reaches_stderr_without_a_terminal(verbose):
     err = _run_quiet(f"""
         import numpy as np, scipy.sparse as sp
         from roofline.datasources import MatSource
-        from roofline.learners import fit_glm_cd, fit_glm_cd_stream
+        from roofline.glm import fit_glm, fit_glm_stream
         rng = np.random.default_rng(0)
         X = sp.random(10, 200, density=0.5, format="csc", random_state=rng)
         y = (rng.random(200) < 0.5).astype(float)
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=3, check_every=1,
+        fit_glm(X, y, loss="logistic", alpha=1e-2, max_iter=3, check_every=1,
                    tol=1e-14, verbose={verbose}, solver="scd")
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, max_iter=2, solver="cocoa",
+        fit_glm(X, y, loss="logistic", alpha=1e-2, max_iter=2, solver="cocoa",
                    n_workers=2, tol=1e-14, verbose={verbose})
-        fit_glm_cd_stream(MatSource(X, y, batch_size=50), loss="logistic", alpha=1e-2,
+        fit_glm_stream(MatSource(X, y, batch_size=50), loss="logistic", alpha=1e-2,
                           max_iter=2, tol=1e-14, verbose={verbose})
     """)
     lines = [ln for ln in err.splitlines() if "objective" in ln and "gap" in ln]
@@ -116,10 +116,10 @@ def test_more_workers_than_data_is_an_error(solver, dual, limit):
     avail = 30 if limit == "examples" else 8
     kw = {"n_nodes": 1} if solver == "hcocoa" else {}
     with pytest.raises(ValueError, match=rf"n_workers={avail + 1} exceeds the {avail} {limit}"):
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
+        fit_glm(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
                    n_workers=avail + 1, **kw)
     # exactly as many workers as there is data to share runs
-    res = fit_glm_cd(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
+    res = fit_glm(X, y, loss="logistic", alpha=1e-2, solver=solver, dual=dual,
                      n_workers=avail, max_iter=2, tol=1e-3, **kw)
     assert res.info["n_workers"] == avail
 
@@ -134,14 +134,14 @@ def test_many_cocoa_workers_cost_little_each():
     kw = dict(loss="logistic", alpha=1e-3, solver="cocoa", dual=True, max_iter=3,
               random_state=0)
     with pytest.warns(ConvergenceWarning):
-        res = fit_glm_cd(X, y, n_workers=512, **kw)
+        res = fit_glm(X, y, n_workers=512, **kw)
     assert res.n_iter == 3 and res.info["n_workers"] == 512
     for level in ("world", "outer"):
         st = res.info["comm"][level]
         assert st["calls"] >= 3, level
         assert st["adds"] == st["calls"] * 511, (level, st)  # one reduction per call
     with pytest.warns(ConvergenceWarning):
-        again = fit_glm_cd(X, y, n_workers=512, **kw)
+        again = fit_glm(X, y, n_workers=512, **kw)
     np.testing.assert_array_equal(again.coef, res.coef)
 
 
@@ -155,7 +155,7 @@ def test_all_zero_features_with_an_intercept(solver, kw, loss):
     kw = {**kw, "dual": False}
     if solver == "cocoa":
         kw["n_workers"] = 2
-    res = fit_glm_cd(X, y, loss=loss, alpha=0.1, solver=solver, fit_intercept=True,
+    res = fit_glm(X, y, loss=loss, alpha=0.1, solver=solver, fit_intercept=True,
                      max_iter=200, tol=1e-10, random_state=0, **kw)
     assert res.converged
     np.testing.assert_array_equal(res.coef, np.zeros(5))
@@ -170,4 +170,4 @@ def test_all_zero_features_with_an_intercept(solver, kw, loss):
 def test_coef_init_is_checked_and_named(bad, match):
     X, y = _data(n=200, d=20)
     with pytest.raises(ValueError, match=match):
-        fit_glm_cd(X, y, loss="logistic", alpha=1e-2, dual=False, coef_init=bad)
+        fit_glm(X, y, loss="logistic", alpha=1e-2, dual=False, coef_init=bad)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from roofline import gmat
+from . import cd
 
 __all__ = [
     "CHOLESKY_AUTO_FEATURES",
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: The dual ``scd`` is chosen for a smooth loss only from this many examples on (its sweeps
-#: over fewer examples run batched, see ``fit_glm_cd(batch_sweeps=)``: text-like 5,000 x
+#: over fewer examples run batched, see ``fit_glm(batch_sweeps=)``: text-like 5,000 x
 #: 50,001 at ``C <= 1``, the dual level with Newton or up to 2x faster) ...
 DUAL_MIN_EXAMPLES = 5_000
 #: ... with at most this many stored values per example (sparse, one-hot / hashed data) ...
@@ -110,14 +110,14 @@ def hot_mass(X):
     """
     if sp.issparse(X):
         X = X.tocsc()
-        counts = gmat.cd.feature_counts(X)
+        counts = cd.feature_counts(X)
     else:
         counts = np.count_nonzero(X, axis=1)
     return hot_mass_of_counts(counts, X.shape[1])
 
 
 def hot_mass_of_counts(counts, n_examples):
-    """:func:`hot_mass` from the features' counts of examples (:func:`gmat.cd.feature_counts`)."""
+    """:func:`hot_mass` from the features' counts of examples (:func:`cd.feature_counts`)."""
     total = int(counts.sum(dtype=np.int64))
     if total == 0:
         return 0.0

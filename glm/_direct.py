@@ -27,11 +27,10 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from roofline import gmat
-from roofline.gmat import newton as gnewton
-
-from ._cd_problem import CDResult, GLMProblem, check_X, mean_one_weights, positive
+from . import _losses
+from . import newton as gnewton
 from ._newton import fit_newton
+from ._problem import GLMProblem, GLMResult, check_X, mean_one_weights, positive
 
 __all__ = [
     "CHOLESKY_MAX_FEATURES",
@@ -44,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: The most features ``solver="cholesky"`` accepts (a ``d x d`` float64 Gram matrix: 32 MiB).
 CHOLESKY_MAX_FEATURES = 2048
 _CHUNK_VALUES = 1 << 21  # values of a densified chunk of examples (16 MiB)
-_SQUARED = gmat.glm.LOSS_CODES["squared"]
+_SQUARED = _losses.LOSS_CODES["squared"]
 
 
 def _certificate(pb, w, b, s):
@@ -103,7 +102,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
         An unregularised intercept.
     sample_weight : array, shape (n_examples,), optional
         Non-negative weights with a positive sum (scaled to mean 1, as
-        :func:`~roofline.learners._newton.fit_newton` does).
+        :func:`~roofline.glm._newton.fit_newton` does).
     tol : float
         ``converged`` is ``gap <= tol * |P|``: rounding in an ill-conditioned system (features
         on scales far apart) can leave the solution short of it, and the caller then refines
@@ -111,7 +110,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
 
     Returns
     -------
-    CDResult
+    GLMResult
         With ``solver="cholesky"``, ``n_iter=1`` and the duality gap of the solution.
 
     Raises
@@ -127,7 +126,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     if d > CHOLESKY_MAX_FEATURES:
         raise ValueError(f"solver='cholesky' takes at most {CHOLESKY_MAX_FEATURES} features "
                          f"(its d x d Gram matrix), X has {d}; use solver='newton'")
-    y = gmat.glm.check_labels(y, "squared", margin=True)
+    y = _losses.check_labels(y, "squared", margin=True)
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} entries but X has {n} examples (columns); X "
                          "must be (n_features, n_examples)")
@@ -154,7 +153,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     pb = GLMProblem(X, y, _SQUARED, False, alpha, fi, primal=False)
     P, gap = _certificate(pb, w, b, sw)
     t_check = time.perf_counter() - t1
-    res = CDResult(coef=w, intercept=b, n_iter=1, objective=np.array([P]),
+    res = GLMResult(coef=w, intercept=b, n_iter=1, objective=np.array([P]),
                    gap_history=np.array([gap]), times=np.array([t_solve]), gap=float(gap),
                    converged=bool(gap <= tol * abs(P)), time=0.0, check_time=t_check,
                    solver="cholesky", loss="squared", penalty="l2", alpha=alpha, dual=False,
@@ -173,11 +172,11 @@ def solve_ridge(X, y, *, alpha, fit_intercept=True, tol=1e-6, max_iter=200,
     X, y, alpha, fit_intercept, tol, sample_weight
         As for :func:`fit_cholesky`.
     max_iter, gtol, verbose, n_jobs
-        Newton's, as for :func:`~roofline.learners._newton.fit_newton`.
+        Newton's, as for :func:`~roofline.glm._newton.fit_newton`.
 
     Returns
     -------
-    CDResult
+    GLMResult
         ``solver="cholesky"``, or ``"newton"`` after a refinement.
     """
     res = fit_cholesky(X, y, alpha=alpha, fit_intercept=fit_intercept,

@@ -6,7 +6,7 @@ source; while SDCA runs over chunk ``k`` (a fresh permutation of its examples pe
 source's prefetch thread is already producing chunk ``k + 1`` (``Prefetch(depth=1)``: one chunk
 ready, the next in production), so I/O and parsing hide behind the coordinate steps.
 
-Objective and scaling: exactly those of :func:`roofline.learners.fit_glm_cd` with ``dual=True``
+Objective and scaling: exactly those of :func:`roofline.learners.fit_glm` with ``dual=True``
 (l2 penalty; with ``fit_intercept`` the intercept is a regularised constant feature).
 """
 
@@ -19,15 +19,16 @@ import numpy as np
 
 from roofline import gmat
 
-from ._cd_problem import (
-    CDResult,
+from . import _losses, cd
+from ._problem import (
+    GLMResult,
     Trace,
     positive,
     verbose_logging,
     warn_not_converged,
 )
 
-__all__ = ["fit_glm_cd_stream"]
+__all__ = ["fit_glm_stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,12 @@ def _chunks(source, depth, loss_code):
         gmat.check_csc(X, f"minibatch {i} X")
         if mb.y is None:
             raise ValueError(f"minibatch {i} of {source!r} has no labels (y is None)")
-        y = gmat.glm.check_labels(mb.y, gmat.glm.LOSSES[loss_code], name=f"minibatch {i} y",
+        y = _losses.check_labels(mb.y, _losses.LOSSES[loss_code], name=f"minibatch {i} y",
                                    single_class_ok=True, margin=True)
         yield i, X, y, int(mb.start)
 
 
-def fit_glm_cd_stream(
+def fit_glm_stream(
     source,
     *,
     loss,
@@ -71,9 +72,9 @@ def fit_glm_cd_stream(
         every pass; ``start`` indexes the examples' dual variables.
     loss : {"squared", "logistic", "hinge"}
     alpha : float
-        As in :func:`fit_glm_cd` (mean loss + ``alpha ||w||^2 / 2``).
+        As in :func:`fit_glm` (mean loss + ``alpha ||w||^2 / 2``).
     fit_intercept, intercept_scaling, tol, max_iter, check_every, random_state, verbose
-        As in :func:`fit_glm_cd`; ``max_iter`` counts training passes, and every
+        As in :func:`fit_glm`; ``max_iter`` counts training passes, and every
         ``check_every``-th pass is followed by a streamed certificate pass.
     prefetch_depth : int
         Chunks produced ahead of training (1: double buffering; 0: no prefetch thread).
@@ -82,12 +83,12 @@ def fit_glm_cd_stream(
 
     Returns
     -------
-    CDResult
+    GLMResult
         ``dual_coef`` holds the dual variables of all examples.
     """
     t_start = time.perf_counter()
-    loss = gmat.glm.resolve_loss(loss, allowed=gmat.glm.CD_LOSSES)
-    loss_code = gmat.glm.LOSS_CODES[loss]
+    loss = _losses.resolve_loss(loss, allowed=_losses.CD_LOSSES)
+    loss_code = _losses.LOSS_CODES[loss]
     alpha = positive(alpha, "alpha")
     tol = positive(tol, "tol")
     max_iter = positive(max_iter, "max_iter", integer=True)
@@ -131,9 +132,9 @@ def fit_glm_cd_stream(
                     seen[start:stop] = True
                 a = dual[start:stop]  # a view: the kernel updates it in place
                 # serial: the prefetch thread may be running numba parallel kernels of the source
-                colsq = gmat.cd.col_sqnorms(X, parallel=False)
+                colsq = cd.col_sqnorms(X, parallel=False)
                 perm = rng.permutation(X.shape[1]).astype(np.int64)
-                gmat.cd.dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
+                cd.dual_epoch(X, y, a, v, perm, loss=loss_code, lam_n=lam_n, colsq=colsq,
                                    icpt=icpt, parallel=False)
             trace.stop()
             if it == 1:
@@ -152,7 +153,7 @@ def fit_glm_cd_stream(
     if not conv:
         warn_not_converged("scd-stream", tol, it, trace.G[-1], trace.P[-1])
     wf = v / lam_n
-    return CDResult(
+    return GLMResult(
         coef=wf[:d].copy(),
         intercept=float(icpt * wf[d]) if icpt else 0.0,
         n_iter=it,
@@ -181,12 +182,12 @@ def _certificate(source, depth, loss_code, dual, y_all, v, lam_n, icpt, n, d):
     L = 0.0
     for _, X, y, start in _chunks(source, depth, loss_code):
         # serial: the prefetch thread may be running numba parallel kernels of the source
-        z = gmat.cd.matvec(X, wf[:d], None, b, parallel=False)
-        L += gmat.cd.loss_sum(z, y, loss_code)
-        gmat.cd.matvec_t(X, dual[start : start + X.shape[1]], v_new[:d])
+        z = cd.matvec(X, wf[:d], None, b, parallel=False)
+        L += cd.loss_sum(z, y, loss_code)
+        cd.matvec_t(X, dual[start : start + X.shape[1]], v_new[:d])
     if icpt:
         v_new[d] = icpt * dual.sum()
     q = 0.5 * float(v @ v) / lam_n
     P = (L + q) / n
-    D = (gmat.cd.conj_sum(dual, y_all, loss_code) - q) / n
+    D = (cd.conj_sum(dual, y_all, loss_code) - q) / n
     return P, max(P - D, 0.0), v_new

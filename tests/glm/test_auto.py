@@ -1,4 +1,4 @@
-"""choose_solver (learners/_auto.py): its decisions on representative problems, and that the
+"""choose_solver (glm/_auto.py): its decisions on representative problems, and that the
 solver it picks for the suite's hard classes reaches the optimum."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import gmat
-from roofline.learners._auto import (
+from roofline.glm._auto import (
     CHOLESKY_AUTO_FEATURES,
     DUAL_MAX_C,
     DUAL_MAX_DENSITY,
@@ -100,7 +100,7 @@ def test_the_choice_solves_a_wild_scales_problem():
     """The class where the dual CD never reached 1e-3 in the suite: what auto picks must."""
     from sklearn.linear_model import LogisticRegression
 
-    from roofline.learners._newton import fit_newton
+    from roofline.glm._newton import fit_newton
 
     rng = np.random.default_rng(3)
     n, d = 2000, 20
@@ -118,7 +118,7 @@ def test_the_choice_solves_a_wild_scales_problem():
     assert r.objective[-1] <= P_sk * (1 + 1e-8)
 
 
-# -- wired into fit_glm_cd and the estimators ---------------------------------------------------
+# -- wired into fit_glm and the estimators ---------------------------------------------------
 
 
 def _badly_scaled(seed=0, n=600, d=15):
@@ -129,17 +129,17 @@ def _badly_scaled(seed=0, n=600, d=15):
 
 
 def test_fit_glm_cd_auto_runs_newton_and_reports_it():
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     X, y = _badly_scaled()
-    auto = fit_glm_cd(X.T, y, loss="logistic", alpha=1e-3, solver="auto", tol=1e-8)
-    scd = fit_glm_cd(X.T, y, loss="logistic", alpha=1e-3, solver="scd", tol=1e-8,
+    auto = fit_glm(X.T, y, loss="logistic", alpha=1e-3, solver="auto", tol=1e-8)
+    scd = fit_glm(X.T, y, loss="logistic", alpha=1e-3, solver="scd", tol=1e-8,
                      max_iter=5000)
     assert auto.solver == "newton" and "Newton" in auto.info["auto_reason"]
     assert auto.objective[-1] == pytest.approx(scd.objective[-1], rel=1e-7)
     with pytest.raises(ValueError, match="solver='newton' needs penalty='l2'"):
-        fit_glm_cd(X.T, y, loss="logistic", alpha=1e-3, solver="newton", penalty="l1")
-    hinge = fit_glm_cd(X.T, y, loss="hinge", alpha=1e-2, solver="auto", max_iter=3000)
+        fit_glm(X.T, y, loss="logistic", alpha=1e-3, solver="newton", penalty="l1")
+    hinge = fit_glm(X.T, y, loss="hinge", alpha=1e-2, solver="auto", max_iter=3000)
     assert hinge.solver == "scd"
 
 
@@ -208,12 +208,12 @@ def test_auto_with_sample_weights_runs_weighted_newton():
 
 def test_auto_over_a_communicator_runs_cocoa():
     from roofline.comm import from_environment
-    from roofline.learners import fit_glm_cd
+    from roofline.glm import fit_glm
 
     X, y = _badly_scaled()
     with from_environment() as comm:  # a group of one
         assert choose_solver(X.T, loss="logistic", alpha=1e-3, comm=comm)[0] == "cocoa"
-        res = fit_glm_cd(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm,
+        res = fit_glm(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm,
                          dual=True, fit_intercept=False, max_iter=3000)
     assert res.solver == "cocoa" and "comm=" in res.info["auto_reason"]
 

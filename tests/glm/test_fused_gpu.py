@@ -7,8 +7,8 @@ compared to the CPU kernels within rounding, not bit for bit.
 import numpy as np
 import pytest
 
-from roofline import gmat
-from roofline.gmat.glm import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
+from roofline import glm, gmat
+from roofline.glm import FusedWorkspace, adagrad_glm_step, glm_adagrad_step
 from tests._helpers import zipf_csc
 
 pytestmark = [
@@ -137,7 +137,7 @@ def test_mixed_devices_and_online_step_are_refused():
                          workspace=FusedWorkspace())
     gc = gmat.to_device(coef, "gpu")
     with pytest.raises(TypeError, match="CPU only"):
-        gmat.glm.glm_adagrad_online_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
+        glm.glm_adagrad_online_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
                                      workspace=FusedWorkspace())
 
 

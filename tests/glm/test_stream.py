@@ -1,4 +1,4 @@
-"""Out-of-core SDCA from a DataSource with a prefetched next chunk (learners/_cd_stream.py)."""
+"""Out-of-core SDCA from a DataSource with a prefetched next chunk (glm/_stream.py)."""
 
 import threading
 
@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline.datasources import DataSource, DataSourceOptions, MatSource, Minibatch
-from roofline.learners import fit_glm_cd, fit_glm_cd_stream
+from roofline.glm import fit_glm, fit_glm_stream
 
 
 def _data(n=400, d=20, seed=0):
@@ -23,9 +23,9 @@ def _data(n=400, d=20, seed=0):
 def test_stream_reaches_the_in_memory_optimum(loss, batch_size):
     X, y = _data()
     yy = y if loss != "squared" else X.T @ np.arange(20.0) / 20
-    ref = fit_glm_cd(X, yy, loss=loss, alpha=0.05, dual=True, tol=1e-12, random_state=0,
+    ref = fit_glm(X, yy, loss=loss, alpha=0.05, dual=True, tol=1e-12, random_state=0,
                      max_iter=5000)
-    res = fit_glm_cd_stream(MatSource(X, yy, batch_size=batch_size), loss=loss, alpha=0.05,
+    res = fit_glm_stream(MatSource(X, yy, batch_size=batch_size), loss=loss, alpha=0.05,
                             tol=1e-9, max_iter=2000, random_state=0)
     assert res.converged and res.relative_gap <= 1e-9
     assert res.objective[-1] == pytest.approx(ref.objective[-1], rel=1e-8)
@@ -35,7 +35,7 @@ def test_stream_reaches_the_in_memory_optimum(loss, batch_size):
 
 def test_prefetch_changes_nothing_but_timing():
     X, y = _data(seed=1)
-    runs = [fit_glm_cd_stream(MatSource(X, y, batch_size=64), loss="logistic", alpha=0.05,
+    runs = [fit_glm_stream(MatSource(X, y, batch_size=64), loss="logistic", alpha=0.05,
                               max_iter=4, tol=1e-15, random_state=3, prefetch_depth=depth)
             for depth in (0, 1, 3)]
     for r in runs[1:]:
@@ -75,7 +75,7 @@ def test_next_chunk_is_produced_while_the_current_one_trains(depth):
         if it == 1 and k + 1 < len(src.starts):
             overlapped.append(src.produced[k + 1].wait(timeout=5.0 if depth else 0.3))
 
-    fit_glm_cd_stream(src, loss="logistic", alpha=0.05, max_iter=1, prefetch_depth=depth,
+    fit_glm_stream(src, loss="logistic", alpha=0.05, max_iter=1, prefetch_depth=depth,
                       on_chunk=on_chunk)
     assert len(overlapped) == 3
     assert all(overlapped) if depth else not any(overlapped)
@@ -85,16 +85,16 @@ def test_stream_bad_input():
     X, y = _data(n=100)
     bad = y.astype(float) + 1
     with pytest.raises(ValueError, match="minibatch 0 y must hold binary labels"):
-        fit_glm_cd_stream(MatSource(X, bad, batch_size=40), loss="logistic", alpha=0.1)
+        fit_glm_stream(MatSource(X, bad, batch_size=40), loss="logistic", alpha=0.1)
     with pytest.raises(ValueError, match="has no labels"):
-        fit_glm_cd_stream(MatSource(X, None, batch_size=40), loss="logistic", alpha=0.1)
+        fit_glm_stream(MatSource(X, None, batch_size=40), loss="logistic", alpha=0.1)
     with pytest.raises(ValueError, match="single class"):
-        fit_glm_cd_stream(MatSource(X, np.ones(100), batch_size=40), loss="logistic", alpha=0.1)
+        fit_glm_stream(MatSource(X, np.ones(100), batch_size=40), loss="logistic", alpha=0.1)
     with pytest.raises(ValueError, match="empty"):
-        fit_glm_cd_stream(MatSource(sp.csc_matrix((5, 0)), np.zeros(0)), loss="squared",
+        fit_glm_stream(MatSource(sp.csc_matrix((5, 0)), np.zeros(0)), loss="squared",
                           alpha=0.1)
     Xn = X.copy()
     Xn.data[-1] = np.nan
     with pytest.raises(ValueError, match="non-finite"):
-        fit_glm_cd_stream(MatSource(Xn, y, batch_size=40), loss="logistic", alpha=0.1,
+        fit_glm_stream(MatSource(Xn, y, batch_size=40), loss="logistic", alpha=0.1,
                           prefetch_depth=0)

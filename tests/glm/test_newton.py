@@ -1,4 +1,4 @@
-"""The trust-region Newton solver (learners/_newton.py) and its steps (gmat.newton) against
+"""The trust-region Newton solver (glm/_newton.py) and its steps (gmat.newton) against
 scikit-learn's optima and numpy references."""
 
 import warnings
@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from roofline.gmat import newton as gnewton
-from roofline.learners._newton import fit_newton
+from roofline.glm import newton as gnewton
+from roofline.glm._newton import fit_newton
 
 
 def _problem(rng, n, d, dtype, sparse, scales=None):
@@ -260,7 +260,7 @@ def test_rejects_bad_input():
 def test_dense_path_matches_the_csc_kernels(loss, monkeypatch):
     """Dense input (and dense-enough CSC) runs on BLAS; the iterates are those of the CSC
     kernels up to rounding."""
-    from roofline.learners import _newton
+    from roofline.glm import _newton
 
     rng = np.random.default_rng(11)
     A, X, y = _problem(rng, 600, 15, np.float64, True)

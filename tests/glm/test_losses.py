@@ -1,11 +1,10 @@
-"""Tests of gmat/_losses.py (``roofline.gmat.glm``): the loss registry, the one label check and
-the one conversion of regularisation strengths; and the public surfaces of gmat.cd / gmat.glm."""
+"""Tests of glm/_losses.py (``roofline.glm``): the loss registry, the one label check and
+the one conversion of regularisation strengths; and the public surfaces of gmat.cd / glm."""
 
 import numpy as np
 import pytest
 
-from roofline import gmat, kernels
-from roofline.gmat import glm
+from roofline import glm, gmat, kernels
 
 
 def test_registry_names_aliases_and_codes():
@@ -86,8 +85,8 @@ def test_alpha_conversion_errors():
 
 
 def test_public_surfaces():
-    assert gmat.cd.__all__ == sorted(gmat.cd.__all__)
-    assert len(gmat.cd.__all__) == 22 and not any(n.startswith("cd_") for n in gmat.cd.__all__)
+    assert glm.cd.__all__ == sorted(glm.cd.__all__)
+    assert len(glm.cd.__all__) == 22 and not any(n.startswith("cd_") for n in glm.cd.__all__)
     assert not any(n.startswith("cd_") or "glm" in n.lower() for n in dir(gmat)
                    if n not in ("cd", "glm")), "gmat's solver steps live in gmat.cd / gmat.glm only"
     for name in glm.__all__:

@@ -38,11 +38,11 @@ solver stops when ``G <= tol * |P|``.
 This module is the leaf of the coordinate-descent chain (each module imports only those above
 it; nothing imports lazily)::
 
-    _cd_problem   losses, peer conversions, CDResult, validation, GLMProblem, traces,
+    _cd_problem   losses, peer conversions, GLMResult, validation, GLMProblem, traces,
                   check schedule, progress reporting (this module)
     _cd_solvers   sequential SCD and TPA-SCD                      (imports _cd_problem)
     _cocoa        CoCoA+ / hierarchical CoCoA / pure-block SCD    (imports _cd_problem)
-    _cd           fit_glm_cd and CDOptions, the front door        (imports the three above)
+    _cd           fit_glm and GLMSolverOptions, the front door        (imports the three above)
     _cd_stream    out-of-core SDCA                                (imports _cd_problem)
 
 Inside the chain ``alpha`` always means the regularisation strength; the dual variables (one
@@ -64,9 +64,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
 
+from . import cd
+
 __all__ = [
     "SOLVERS",
-    "CDResult",
+    "GLMResult",
     "CheckSchedule",
     "GLMProblem",
     "StallMonitor",
@@ -88,7 +90,7 @@ SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 
 
 @dataclass
-class CDResult:
+class GLMResult:
     """What a coordinate-descent solver returns.
 
     The parameters are also the attributes.
@@ -184,7 +186,7 @@ def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
                 f"example {pos[1]}"
             )
         if not keep_dense:
-            X = gmat.cd.csc_from_dense(X)
+            X = cd.csc_from_dense(X)
     if X.shape[0] == 0 or (X.shape[1] == 0 and not allow_no_examples):
         raise ValueError(f"{name} is empty: shape {X.shape} (n_features, n_examples)")
     return X
@@ -229,7 +231,7 @@ class GLMProblem:
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
                  primal=True, n_total=None, serial=False):
         self.X = X
-        # a worker thread must not launch numba parallel kernels (see gmat.cd.matvec)
+        # a worker thread must not launch numba parallel kernels (see cd.matvec)
         self._parallel = not serial
         self.y = y
         self.loss = int(loss_code)
@@ -242,29 +244,29 @@ class GLMProblem:
         self.fit_intercept = bool(fit_intercept)
         self.icpt = float(intercept_scaling) if fit_intercept else 0.0
         self.Xt = None
-        #: :func:`gmat.cd.unit_columns` of ``X`` once a solver has them (the dual's record):
+        #: :func:`cd.unit_columns` of ``X`` once a solver has them (the dual's record):
         #: the maps then skip the values of all-ones examples
         self.unit = None
         if primal:
-            self.Xt = gmat.cd.feature_major(X)
-            self.colsq_primal = gmat.cd.col_sqnorms(self.Xt, parallel=self._parallel)
+            self.Xt = cd.feature_major(X)
+            self.colsq_primal = cd.col_sqnorms(self.Xt, parallel=self._parallel)
 
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
         """``z = X^T w + b`` in float64."""
-        return gmat.cd.matvec(self.X, w, out, b, parallel=self._parallel, unit=self.unit)
+        return cd.matvec(self.X, w, out, b, parallel=self._parallel, unit=self.unit)
 
     def xdot(self, a, out=None):
         """``X a`` (a d-vector) in float64."""
         out = np.zeros(self.d) if out is None else out
         out[:] = 0.0
-        return gmat.cd.matvec_t(self.X, a, out, unit=self.unit)
+        return cd.matvec_t(self.X, a, out, unit=self.unit)
 
     def reg(self, w):
         return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
 
     def primal_obj(self, z, w):
-        return (gmat.cd.loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
+        return (cd.loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
 
     # -- certificates ------------------------------------------------------------------------
     def dual_scale(self, u_inf):
@@ -276,15 +278,15 @@ class GLMProblem:
     def dual_candidate(self, z):
         """``(a, g_b, h_b)``: the dual point ``a = -loss'(z)`` of margins ``z`` and the
         intercept's gradient and curvature sums."""
-        return gmat.cd.grad(z, self.y, self.loss)
+        return cd.grad(z, self.y, self.loss)
 
     def grad_parts(self, z, cand, b, s):
         """Local sums for the primal certificate over this object's examples:
         ``[sum loss(z), sum -loss*(-s a), s * sum a, g_b, h_b]``, ``cand`` from
         :meth:`dual_candidate`."""
         a, g_b, h_b = cand
-        return np.array([gmat.cd.loss_sum(z, self.y, self.loss),
-                         gmat.cd.conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
+        return np.array([cd.loss_sum(z, self.y, self.loss),
+                         cd.conj_sum(s * a, self.y, self.loss), s * a.sum(), g_b, h_b])
 
     def certificate(self, parts, reg, u_sq, b):
         """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
@@ -316,11 +318,11 @@ class GLMProblem:
 
     def dual_obj(self, a, v, conj=None):
         """``D(a)``; ``conj``: ``cd_conj_sum`` of ``a`` when the caller has it."""
-        C = gmat.cd.conj_sum(a, self.y, self.loss) if conj is None else conj
+        C = cd.conj_sum(a, self.y, self.loss) if conj is None else conj
         return (C - 0.5 * float(v @ v) / self.lam_n) / self.n
 
     def dual_colsq(self):
-        return gmat.cd.col_sqnorms(self.X, parallel=self._parallel)
+        return cd.col_sqnorms(self.X, parallel=self._parallel)
 
     def dual_primal(self, v):
         """The primal point ``(w, b)`` of the dual vector ``v``."""
@@ -337,8 +339,8 @@ class GLMProblem:
         z *= 1.0 / self.lam_n
         if self.icpt:
             z += self.icpt * v[self.d] / self.lam_n
-        return np.array([gmat.cd.loss_sum(z, self.y, self.loss),
-                         gmat.cd.conj_sum(a, self.y, self.loss)])
+        return np.array([cd.loss_sum(z, self.y, self.loss),
+                         cd.conj_sum(a, self.y, self.loss)])
 
     def dual_certificate(self, parts, v):
         """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the
@@ -428,7 +430,7 @@ class Trace:
 
 class StallMonitor:
     """Tells when a coordinate-descent run converges too slowly to finish: the stall switch
-    of :func:`roofline.learners.fit_glm_cd` (``stall_switch``).
+    of :func:`roofline.learners.fit_glm` (``stall_switch``).
 
     After each check it fits the gap's recent linear rate ``r`` per check (over the last
     ``window`` checks) and predicts the checks still needed to reach ``tol``:
@@ -544,7 +546,7 @@ def warn_not_converged(solver, tol, n_iter, gap, objective, reason="max_iter", s
 
 
 class CheckSchedule:
-    """When a sweeping solver computes its duality gap (``check_every`` of :func:`fit_glm_cd`).
+    """When a sweeping solver computes its duality gap (``check_every`` of :func:`fit_glm`).
 
     An integer checks every that many sweeps.  ``"auto"`` checks once the sweeps since the last
     check have made as many coordinate steps as there are coordinates: after every full sweep,

@@ -1,16 +1,15 @@
 """The loss and regularisation vocabulary: loss names and aliases, the one label check, the one
 conversion of regularisation strengths to and from the peers' conventions.
 
-Documented in :mod:`roofline.gmat.glm` (which re-exports this module).
+Documented in :mod:`roofline.glm` (which re-exports this module).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from roofline.gmat import get_array_module
 from roofline.kernels import LOSS_CODES
-
-from ._arrays import get_array_module
 
 __all__ = [
     "CD_LOSSES",
@@ -198,7 +197,7 @@ def alpha_from_peer(peer: str, value: float, n_examples) -> float:
     """Roofline's ``alpha`` for a peer's regularisation parameter on ``n_examples`` examples.
 
     ``alpha`` weighs the regulariser against the *mean* loss: ``mean_i l_i + alpha R(w)``
-    (see :mod:`roofline.gmat.glm`).
+    (see :mod:`roofline.glm`).
 
     Parameters
     ----------
