@@ -115,9 +115,7 @@ def _loopback(mpi, nbytes):
 def worker(args):
     from mpi4py import MPI
 
-    from roofline.comm import Coordinator
-    from roofline.comm._mpi_comm import MPICommunicator
-    from roofline.comm._factories import tcp_communicator
+    from roofline.comm import Coordinator, MPICommunicator, tcp_communicator
 
     mpi = MPI.COMM_WORLD
     rank, K = mpi.Get_rank(), mpi.Get_size()

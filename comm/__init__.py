@@ -49,9 +49,11 @@ from ._dask import run_on_dask
 from ._disk import DiskTransport
 from ._disk_cluster import DiskCluster
 from ._env import from_environment, run
+from ._factories import tcp_communicator
 from ._inprocess import InProcessCommunicator, InProcessGroup
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
 from ._launch import Coordinator, launch
+from ._mpi_comm import MPICommunicator
 from ._registry import backends, get_backend, register_backend
 from ._replicate import ReplicatedTransport
 from ._threads import QueueGroup, QueueTransport, run_in_threads
@@ -67,6 +69,7 @@ __all__ = [
     "InProcessGroup",
     "KylixCommunicator",
     "KylixPlan",
+    "MPICommunicator",
     "MessageError",
     "PeerError",
     "QueueGroup",
@@ -83,4 +86,5 @@ __all__ = [
     "run",
     "run_in_threads",
     "run_on_dask",
+    "tcp_communicator",
 ]

@@ -57,6 +57,19 @@ class Minibatch:
         )
 
 
+#: The stages that :class:`DataSource`'s chaining methods (``heldout``, ``shuffle``,
+#: ``to_device``, ``prefetch``) build, by class name.  The modules that define them
+#: (``_stages.py``, ``_prefetch.py``, both imported by the package) register them with
+#: :func:`register_stage`, so that the base class never imports the modules that subclass it.
+_STAGES: dict[str, type] = {}
+
+
+def register_stage(cls):
+    """Class decorator: make ``cls`` the stage :class:`DataSource` builds under its name."""
+    _STAGES[cls.__name__] = cls
+    return cls
+
+
 @dataclass
 class DataSourceOptions(Options):
     """Options common to every DataSource (an :class:`~roofline.gmat.Options`: validated on
@@ -135,9 +148,7 @@ class DataSource:
         HeldOut
             A source wrapping this one.
         """
-        from ._stages import HeldOut
-
-        return HeldOut(self, every=every, part=part)
+        return _STAGES["HeldOut"](self, every=every, part=part)
 
     def shuffle(self, buffer_size: int, *, seed) -> DataSource:
         """Shuffle examples through a buffer of ``buffer_size`` examples (see :class:`Shuffle`).
@@ -154,9 +165,7 @@ class DataSource:
         Shuffle
             A source wrapping this one.
         """
-        from ._stages import Shuffle
-
-        return Shuffle(self, buffer_size=buffer_size, seed=seed)
+        return _STAGES["Shuffle"](self, buffer_size=buffer_size, seed=seed)
 
     def to_device(self, device: str = "gpu") -> DataSource:
         """Move every minibatch to ``device`` (see :class:`ToDevice`).
@@ -176,9 +185,7 @@ class DataSource:
         RuntimeError
             ``device="gpu"`` and no CUDA device is usable.
         """
-        from ._stages import ToDevice
-
-        return ToDevice(self, device=device)
+        return _STAGES["ToDevice"](self, device=device)
 
     def prefetch(self, depth: int = 2) -> DataSource:
         """Produce minibatches on a background thread, ``depth`` ahead (see :class:`Prefetch`).
@@ -193,9 +200,7 @@ class DataSource:
         Prefetch
             A source wrapping this one.
         """
-        from ._prefetch import Prefetch
-
-        return Prefetch(self, depth=depth)
+        return _STAGES["Prefetch"](self, depth=depth)
 
 
 # -- CSC block helpers (no validation: callers build valid structures) -------------------------

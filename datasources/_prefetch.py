@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from roofline.gmat import Options, option
 
+from ._base import register_stage
 from ._stages import Stage
 
 __all__ = ["Prefetch", "PrefetchOptions", "background"]
@@ -104,6 +105,7 @@ class PrefetchOptions(Options):
     depth: int = option(2, "minibatches produced ahead of the consumer (the queue bound)", low=1)
 
 
+@register_stage
 class Prefetch(Stage):
     """Produce the minibatches of ``source`` on a background thread, ``depth`` ahead.
 

@@ -22,6 +22,7 @@ from ._base import (
     _sl,
     _slice_cols,
     _take_cols,
+    register_stage,
 )
 
 __all__ = [
@@ -81,6 +82,7 @@ class HeldOutOptions(Options):
                        choices=("train", "test"))
 
 
+@register_stage
 class HeldOut(Stage):
     """Train or test side of a minibatch-level held-out split (BIDMach's ``evalStep``).
 
@@ -145,6 +147,7 @@ class ShuffleOptions(Options):
                              f"explicitly seeded), got None")
 
 
+@register_stage
 class Shuffle(Stage):
     """Shuffle examples through a buffer of ``buffer_size`` examples.
 
@@ -224,6 +227,7 @@ class ToDeviceOptions(Options):
     device: str = option("gpu", "where the minibatches' arrays go", choices=("cpu", "gpu"))
 
 
+@register_stage
 class ToDevice(Stage):
     """Move every minibatch (X, y, w) to ``device`` with :func:`roofline.gmat.to_device`.
 

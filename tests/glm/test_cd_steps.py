@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from roofline import glm, gmat, kernels
-from roofline.gmat._arrays import csc_from_arrays
+from roofline.gmat import csc_from_arrays
 
 
 def _problem(X, rng, loss):
