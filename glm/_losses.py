@@ -1,6 +1,9 @@
 """The loss and regularisation vocabulary: loss names and aliases, the one label check, the one
 conversion of regularisation strengths to and from the peers' conventions.
 
+Every loss list here is derived from the one loss table, ``roofline.kernels._losses.LOSS_TABLE``
+(a record per loss: code, name, aliases, smooth or not, label form, CD support, peers' names).
+
 Documented in :mod:`roofline.glm` (which re-exports this module).
 """
 
@@ -10,6 +13,7 @@ import numpy as np
 
 from roofline.gmat import get_array_module
 from roofline.kernels import LOSS_CODES
+from roofline.kernels._losses import LABEL_FORMS, LOSS_TABLE
 
 __all__ = [
     "CD_LOSSES",
@@ -17,27 +21,68 @@ __all__ = [
     "LOSSES",
     "LOSS_ALIASES",
     "LOSS_CODES",
+    "LOSS_PEERS",
     "PEERS",
+    "SMOOTH_LOSSES",
     "alpha_from_peer",
     "alpha_to_peer",
     "check_labels",
+    "glm_labels",
     "loss_code",
+    "loss_from_peer",
+    "loss_to_peer",
+    "losses_where",
     "resolve_loss",
 ]
 
 #: Canonical loss names (the keys of ``LOSS_CODES``, in code order).
-LOSSES = tuple(LOSS_CODES)
+LOSSES = tuple(rec.name for rec in LOSS_TABLE)
 #: Accepted aliases -> canonical name.
-LOSS_ALIASES = {
-    "least_squares": "squared",
-    "linear": "squared",
-    "log": "logistic",
-    "log_loss": "logistic",
-}
+LOSS_ALIASES = {alias: rec.name for rec in LOSS_TABLE for alias in rec.aliases}
 #: Losses of the fused ADAGrad GLM step and of the minibatch learners.
 GLM_LOSSES = LOSSES
 #: Losses of the coordinate-descent steps and solvers.
-CD_LOSSES = ("squared", "logistic", "hinge")
+CD_LOSSES = tuple(rec.name for rec in LOSS_TABLE if rec.cd)
+#: Losses with a (generalised) second derivative: the Newton and L-BFGS solvers' losses.
+SMOOTH_LOSSES = tuple(rec.name for rec in LOSS_TABLE if rec.smooth)
+#: peer -> {canonical name: the peer's name} (``sklearn``, ``snapml``, ``vw``).
+LOSS_PEERS = {peer: {rec.name: rec.peers[peer] for rec in LOSS_TABLE if peer in rec.peers}
+              for peer in sorted({p for rec in LOSS_TABLE for p in rec.peers})}
+_LABELS = {rec.name: rec.labels for rec in LOSS_TABLE}
+
+
+def losses_where(**fields) -> tuple:
+    """The canonical names of the losses whose table fields equal ``fields``, in code order.
+
+    ``losses_where(smooth=True, cd=True)``; ``peer="vw"`` keeps the losses the peer has.
+    """
+    peer = fields.pop("peer", None)
+    return tuple(rec.name for rec in LOSS_TABLE
+                 if all(getattr(rec, k) == v for k, v in fields.items())
+                 and (peer is None or peer in rec.peers))
+
+
+def loss_to_peer(peer: str, loss) -> str:
+    """The peer's name of a loss (``loss_to_peer("vw", "log")`` is ``"logistic"``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown peer, or a loss the peer does not have.
+    """
+    if peer not in LOSS_PEERS:
+        raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
+    return LOSS_PEERS[peer][resolve_loss(loss, allowed=tuple(LOSS_PEERS[peer]))]
+
+
+def loss_from_peer(peer: str, name: str) -> str:
+    """The canonical name of the peer's loss ``name`` (inverse of :func:`loss_to_peer`)."""
+    if peer not in LOSS_PEERS:
+        raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
+    back = {v: k for k, v in LOSS_PEERS[peer].items()}
+    if name not in back:
+        raise ValueError(f"{peer} loss must be one of {sorted(back)}, got {name!r}")
+    return back[name]
 
 
 def resolve_loss(name, *, allowed=None, argname: str = "loss") -> str:
@@ -140,12 +185,31 @@ def check_labels(y, loss, name: str = "y", single_class_ok: bool = False, *,
     lo, hi = float(y.min()), float(y.max())
     if not (np.isfinite(lo) and np.isfinite(hi)):
         _non_finite(y, name, xp)
-    if loss == "logistic" and (lo < 0 or hi > 1):
-        raise ValueError(f"{name}: logistic loss needs labels in [0, 1], got values in "
-                         f"[{lo}, {hi}]")
-    if loss in ("hinge", "squared_hinge") and (lo < -1 or hi > 1):
-        raise ValueError(f"{name}: {loss} loss needs labels in {{0, 1}} (or {{-1, 1}}), got "
-                         f"values in [{lo}, {hi}]")
+    form = _LABELS[loss]
+    low, high = LABEL_FORMS[form]
+    if lo < low or hi > high:
+        need = "in [0, 1]" if form == "unit" else "in {0, 1} (or {-1, 1})"
+        raise ValueError(f"{name}: {loss} loss needs labels {need}, got values in [{lo}, {hi}]")
+    return y
+
+
+def glm_labels(y, loss):
+    """Margin-form labels (:func:`check_labels` with ``margin=True``) in the GLM form of
+    ``loss``: ``{0, 1}`` for a probability's labels (``logistic``), else as they are.
+
+    Parameters
+    ----------
+    y : ndarray of float64
+        Margin-form labels (``{-1, +1}`` for the classifiers).
+    loss : str
+        A loss name or alias.
+
+    Returns
+    -------
+    ndarray
+    """
+    if _LABELS[resolve_loss(loss)] == "unit":
+        return (y > 0).astype(np.float64)
     return y
 
 
@@ -156,7 +220,7 @@ def _margin_labels(y, loss, name, single_class_ok):
     y = y.astype(np.float64).ravel()
     if not np.isfinite(y).all():
         _non_finite(y, name, np)
-    if loss == "squared":
+    if _LABELS[loss] == "real":
         return y
     vals = np.unique(y)
     if vals.size > 2 or not (set(vals.tolist()) <= {-1.0, 1.0} or set(vals.tolist()) <= {0.0, 1.0}):

@@ -15,7 +15,7 @@ import numpy as np
 from roofline import kernels
 
 from ._cd_steps import _coords, _f64_vector, _vector
-from ._losses import LOSS_CODES
+from ._losses import LOSS_CODES, SMOOTH_LOSSES
 
 __all__ = [
     "DENSE_PARALLEL_MIN_VALUES",
@@ -31,8 +31,6 @@ __all__ = [
     "loss_sum",
 ]
 
-#: The losses with a (generalised) second derivative the Newton solver can use.
-SMOOTH_LOSSES = ("squared", "logistic", "squared_hinge")
 _SMOOTH_CODES = {LOSS_CODES[name] for name in SMOOTH_LOSSES}
 
 

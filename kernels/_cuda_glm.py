@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._losses import LOSS_CODES
+from ._losses import LABEL_HI, LABEL_LO, LOSS_TABLE
 
 __all__ = ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step"]
 
@@ -36,8 +36,18 @@ GPU_ACC_HEAD = 4
 
 _THREADS = 256
 
-# the loss codes of the one table, for the CUDA source
-_LOSS_DEFINES = "".join(f"#define {name.upper()} {code}\n" for name, code in LOSS_CODES.items())
+
+def _c_double(v) -> str:
+    # an infinite bound as +-DBL_MAX (the non-finite labels are rejected before the range test)
+    return repr(float(np.clip(v, -np.finfo(np.float64).max, np.finfo(np.float64).max)))
+
+
+# the loss codes and label ranges of the one table, for the CUDA source
+_LOSS_DEFINES = (
+    "".join(f"#define {rec.name.upper()} {rec.code}\n" for rec in LOSS_TABLE)
+    + "__constant__ double LABEL_LO[] = {" + ", ".join(map(_c_double, LABEL_LO)) + "};\n"
+    + "__constant__ double LABEL_HI[] = {" + ", ".join(map(_c_double, LABEL_HI)) + "};\n"
+)
 
 _SRC = r"""
 typedef REAL real;
@@ -62,11 +72,10 @@ __device__ __forceinline__ double loss_deriv(int loss, double eta, double y, dou
     *d = -2.0 * s * t; return t * t;
 }
 
+// _losses.glm_bad_label: outside the loss's label range (the table's LABEL_LO / LABEL_HI)
 __device__ __forceinline__ bool bad_label(int loss, double y) {
     if (!(fabs(y) <= 1.7976931348623157e308)) return true;  // NaN or infinite
-    if (loss == LOGISTIC) return y < 0.0 || y > 1.0;
-    if (loss == HINGE || loss == SQUARED_HINGE) return y < -1.0 || y > 1.0;
-    return false;
+    return y < LABEL_LO[loss] || y > LABEL_HI[loss];
 }
 
 // the example (column) holding nonzero p: the last j with indptr[j] <= p

@@ -22,12 +22,10 @@ is), so they agree with the two-pass BLAS forms to rounding, not bit for bit.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
-from ._losses import LOGISTIC, SQUARED, margin_dloss, margin_loss, margin_neg_conj
+from ._losses import margin_derivs, margin_dloss, margin_loss, margin_neg_conj
 from ._threads import parallel_njit
 
 __all__ = [
@@ -162,24 +160,6 @@ _FAST = dict(_FLAGS, fastmath={"reassoc", "contract"})
 
 
 @njit(inline="always")
-def _smooth_derivs(z, y, loss):
-    """``(l, l', l'')`` at the margin ``z`` (the logistic's from one ``exp`` and one
-    ``log1p``)."""
-    if loss == LOGISTIC:
-        m = y * z
-        e = math.exp(-abs(m))
-        s = e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)  # sigmoid(-m)
-        return (-m if m < 0.0 else 0.0) + math.log1p(e), -y * s, s * (1.0 - s)
-    if loss == SQUARED:
-        r = z - y
-        return 0.5 * r * r, r, 1.0
-    m = 1.0 - y * z  # squared hinge
-    if m > 0.0:
-        return m * m, -2.0 * y * m, 2.0
-    return 0.0, 0.0, 0.0
-
-
-@njit(inline="always")
 def _dense_eval_columns(lo, hi, X, w, b, y, loss, sw, z, dl, D, g, hd, sums):
     """Examples ``lo .. hi - 1`` of :func:`newton_dense_eval`: ``g`` and ``hd`` (zeroed here)
     get their scatter, ``sums`` their four sums."""
@@ -193,7 +173,7 @@ def _dense_eval_columns(lo, hi, X, w, b, y, loss, sw, z, dl, D, g, hd, sums):
         for j in range(d):
             zi += X[j, i] * w[j]
         z[i] = zi
-        l, d1, d2 = _smooth_derivs(zi, y[i], loss)
+        l, d1, d2 = margin_derivs(zi, y[i], loss)
         si = sw[i] if weighted else 1.0
         dl[i] = d1
         Di = si * d2

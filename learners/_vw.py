@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.special
 from sklearn.exceptions import ConvergenceWarning
 
 from roofline import glm
@@ -40,7 +39,8 @@ __all__ = ["VWHybridResult", "fit_vw_hybrid"]
 
 logger = logging.getLogger(__name__)
 
-_LOSSES = ("logistic", "squared")
+#: The smooth losses Vowpal Wabbit has (the loss table's), in code order.
+_LOSSES = glm.losses_where(smooth=True, peer="vw")
 
 
 @dataclass(repr=False)
@@ -93,7 +93,7 @@ def _online(X, y, loss, alpha, fit_intercept, passes, lr, batch_size):
     d, n = X.shape
     if n == 0 or passes == 0:
         return np.zeros(d), 0.0, np.zeros(d), 0.0
-    target = (y > 0).astype(np.float64) if loss == "logistic" else y
+    target = glm.glm_labels(y, loss)
     model = GLM(loss=loss, fit_intercept=fit_intercept, dtype="float64")
     opt = ADAGrad(lr=lr, online=True)
     src = MatSource(sp.csc_matrix(X, dtype=np.float64), target, batch_size=batch_size)
@@ -108,29 +108,19 @@ def _online(X, y, loss, alpha, fit_intercept, passes, lr, batch_size):
 
 
 def _loss_grad(X, y, w, b, loss):
-    """Sum of the losses of this rank's examples, their gradient in ``w`` and in ``b``."""
-    eta = X.T @ w + b
-    if loss == "logistic":
-        m = y * eta
-        total = float(np.logaddexp(0.0, -m).sum())
-        dl = -y * scipy.special.expit(-m)
-    else:
-        r = eta - y
-        total = 0.5 * float(r @ r)
-        dl = r
-    return total, X @ dl, float(dl.sum())
+    """Sum of the losses of this rank's examples, their gradient in ``w`` and in ``b`` (the
+    loss table's margin form, ``glm.newton.loss_derivs``)."""
+    eta = np.ascontiguousarray(X.T @ w + b, dtype=np.float64)
+    total, g0, _, dl, _ = glm.newton.loss_derivs(eta, y, glm.loss_code(loss))
+    return total, X @ dl, g0
 
 
 def _hess_diag(X, y, x, loss, fit_intercept, comm, n, alpha):
     """The diagonal of the objective's Hessian at ``x`` (all-reduced): ``mean_i c_i x_ij^2 +
     alpha`` with ``c_i`` the loss's curvature, and the intercept's ``mean_i c_i``."""
     d = X.shape[0]
-    eta = X.T @ x[:d] + (x[d] if fit_intercept else 0.0)
-    if loss == "logistic":
-        p = scipy.special.expit(y * eta)
-        c = p * (1.0 - p)
-    else:
-        c = np.ones_like(eta)
+    eta = np.ascontiguousarray(X.T @ x[:d] + (x[d] if fit_intercept else 0.0), dtype=np.float64)
+    c = glm.newton.loss_derivs(eta, y, glm.loss_code(loss))[4]
     sq = X.multiply(X) if sp.issparse(X) else X * X
     local = np.concatenate([np.asarray(sq @ c).ravel(), [c.sum()]])
     tot = comm.allreduce(local) / n
@@ -202,8 +192,7 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
         ranks disagree on the number of features.
     """
     t0 = time.perf_counter()
-    if loss not in _LOSSES:
-        raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+    loss = glm.resolve_loss(loss, allowed=_LOSSES)
     alpha = positive(alpha, "alpha")
     max_iter = positive(max_iter, "max_iter", integer=True)
     batch_size = positive(batch_size, "batch_size", integer=True)
