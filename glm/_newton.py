@@ -50,6 +50,7 @@ from ._problem import (
 __all__ = [
     "NEWTON_LOSSES",
     "fit_newton",
+    "fit_newton_comm",
     "newton_primal",
 ]
 
@@ -106,90 +107,141 @@ class _Smooth:
                                                                                  n_threads)
         self._hv = np.empty(self.d)
         self.L = self.g_b = self.h_b = 0.0
+        #: distributed (:func:`fit_newton` with ``comm``): the :class:`_Reducer` that sums the
+        #: local sums over the ranks, and the positions of this rank's features in the
+        #: variables ``x`` (the union of every rank's features; ``None``: the same features)
+        self.red = None
+        self.pos = None
+        self._hdiag = None  # the reduced Hessian diagonal of the last gradient (distributed)
 
     def split(self, x):
-        return x[: self.d], (float(x[self.d]) if self.fi else 0.0)
+        return x[: self.dx], (float(x[self.dx]) if self.fi else 0.0)
+
+    @property
+    def dx(self):
+        """The number of coefficients in ``x`` (``d``, or the union's size when
+        distributed)."""
+        return self.d if self.red is None else self.red.n_union
+
+    def _local(self, w):
+        """``w`` (over the variables' features) at this rank's features."""
+        return w if self.pos is None else w[self.pos]
 
     def fun(self, x, z):
         """``f(x)`` with the margins written into ``z``; also keeps the loss sum."""
         w, b = self.split(x)
+        L = self._loss(self._local(w), b, z)
+        if self.red is not None:
+            L = self.red.scalar(L)
+        return 0.5 * float(w @ w) + self.C * L, L
+
+    def _loss(self, w, b, z):
+        """This rank's loss sum at ``(w, b)`` (its own features), margins into ``z``."""
+        if self.pb.n_local == 0:
+            return 0.0
         if self.fused:  # the whole evaluation, kept for grad() if x is accepted
             g, hd, sums, _, _, _ = gnewton.dense_eval(self.Xd, w, b, self.pb.y, self.pb.loss,
                                                       self.sw, z=z, dl=self._dl_t,
                                                       D=self._D_t, n_chunks=self.k)
             self._pending = (z, g, hd, sums)
-            L = float(sums[0])
-            return 0.5 * float(w @ w) + self.C * L, L
+            return float(sums[0])
         if self.Xd is not None:
             np.dot(self.Xd.T, w, out=z)
             z += b
         else:
             self.pb.margins(w, b, z)
-        L = gnewton.loss_sum(z, self.pb.y, self.pb.loss, self.sw)
-        return 0.5 * float(w @ w) + self.C * L, L
+        return gnewton.loss_sum(z, self.pb.y, self.pb.loss, self.sw)
 
     def grad(self, x, z):
         """The gradient at ``x`` (margins ``z``), the derivatives kept for the Hessian, and
         the duality-gap certificate ``(P, gap)`` of :class:`GLMProblem`."""
         pb = self.pb
         w, b = self.split(x)
-        if self.fused:
-            if self._pending is None or self._pending[0] is not z:
-                self.fun(x, z)
-            _, Xdl, self._hd, sums = self._pending
-            self._pending = None
-            self.dl, self._dl_t = self._dl_t, self.dl
-            self.D, self._D_t = self._D_t, self.D
-            L, g_b, h_b, conj = (float(v) for v in sums)
-        else:
-            L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D,
-                                                     self.sw)
-            dlw = dl if self.sw is None else dl * self.sw
-            Xdl = self.Xd @ dlw if self.Xd is not None else pb.xdot(dlw)  # X S l'(z) = -X S a
-            conj = gnewton.conj_sum(-dl, pb.y, pb.loss, self.sw)
+        Xdl, (L, g_b, h_b, conj) = self._grad_sums(self._local(w), b, z)
+        if self.red is not None:  # one reduce: [X S l' | diag(H)] and the scalars
+            h, hb = self._diag_sums(h_b)
+            Xdl, h, (L, g_b, h_b, conj, hb) = self.red.grad(Xdl, h, (L, g_b, h_b, conj, hb))
+            self._hdiag = (h, hb)
         g = np.empty_like(x)
-        g[: self.d] = w + self.C * Xdl
+        g[: self.dx] = w + self.C * Xdl
         if self.fi:
-            g[self.d] = self.C * g_b
+            g[self.dx] = self.C * g_b
         # the certificate: a = -l'(z), u = X S a (S the weights)
         parts = np.array([L, conj, -g_b, g_b, h_b])
         P, gap = pb.certificate(parts, pb.reg(w), float(Xdl @ Xdl), b)
         self.L, self.g_b, self.h_b = L, g_b, h_b
         return g, P, gap
 
+    def _grad_sums(self, w, b, z):
+        """This rank's ``X S l'(z)`` and ``(L, g_b, h_b, conj)`` sums; keeps ``l'``, ``D``."""
+        pb = self.pb
+        if pb.n_local == 0:
+            return np.zeros(self.d), (0.0, 0.0, 0.0, 0.0)
+        if self.fused:
+            if self._pending is None or self._pending[0] is not z:
+                self._loss(w, b, z)
+            _, Xdl, self._hd, sums = self._pending
+            self._pending = None
+            self.dl, self._dl_t = self._dl_t, self.dl
+            self.D, self._D_t = self._D_t, self.D
+            return Xdl, tuple(float(v) for v in sums)
+        L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self.dl, self.D, self.sw)
+        dlw = dl if self.sw is None else dl * self.sw
+        Xdl = self.Xd @ dlw if self.Xd is not None else pb.xdot(dlw)  # X S l'(z) = -X S a
+        conj = gnewton.conj_sum(-dl, pb.y, pb.loss, self.sw)
+        return Xdl, (L, g_b, h_b, conj)
+
+    def _diag_sums(self, h_b):
+        """This rank's diagonal of ``X D X^T`` and ``sum D`` (``h_b``: the fused pass's)."""
+        if self.pb.n_local == 0:
+            return np.zeros(self.d), 0.0
+        if self.fused:
+            return self._hd, h_b
+        if self.Xd is not None:
+            return np.einsum("ij,ij,j->i", self.Xd, self.Xd, self.D), float(self.D.sum())
+        return gnewton.hess_diag(self.X, self.D, np.empty(self.d))
+
     def diag(self):
         """The preconditioner ``M = (1 - a) + a diag(H)``."""
-        M = np.empty(self.d + self.fi)
-        if self.fused:
+        M = np.empty(self.dx + self.fi)
+        if self.red is not None:
+            h, hb = self._hdiag
+        elif self.fused:
             h, hb = self._hd, self.h_b
         elif self.Xd is not None:
             h = np.einsum("ij,ij,j->i", self.Xd, self.Xd, self.D)
             hb = float(self.D.sum())
         else:
             h, hb = gnewton.hess_diag(self.X, self.D, M[: self.d])
-        M[: self.d] = (1.0 - _PCG_ALPHA) + _PCG_ALPHA * (1.0 + self.C * h)
+        M[: self.dx] = (1.0 - _PCG_ALPHA) + _PCG_ALPHA * (1.0 + self.C * h)
         if self.fi:
-            M[self.d] = (1.0 - _PCG_ALPHA) + _PCG_ALPHA * self.C * hb
+            M[self.dx] = (1.0 - _PCG_ALPHA) + _PCG_ALPHA * self.C * hb
         return M
 
     def hv(self, s):
         """``H s``."""
         sw, sb = self.split(s)
         out = np.empty_like(s)
+        hw, hb = self._hv_sums(self._local(sw), sb)
+        if self.red is not None:
+            hw, hb = self.red.hv(hw, hb)
+        out[: self.dx] = sw + self.C * hw
+        if self.fi:
+            out[self.dx] = self.C * hb
+        return out
+
+    def _hv_sums(self, sw, sb):
+        """This rank's ``X D (X^T s + s_b)`` and ``sum D (X^T s + s_b)``."""
+        if self.pb.n_local == 0:
+            return np.zeros(self.d), 0.0
         if self.fused:
-            hw, hb = gnewton.dense_hess_vec(self.Xd, self.D, sw, sb, self._hv,
-                                            n_chunks=self.k)
-        elif self.Xd is not None:  # two BLAS matrix-vector products
+            return gnewton.dense_hess_vec(self.Xd, self.D, sw, sb, self._hv, n_chunks=self.k)
+        if self.Xd is not None:  # two BLAS matrix-vector products
             t = self.Xd.T @ sw
             t += sb
             t *= self.D
-            hw, hb = self.Xd @ t, float(t.sum())
-        else:
-            hw, hb = gnewton.hess_vec(self.X, self.D, sw, sb, self._hv, work=self.work)
-        out[: self.d] = sw + self.C * hw
-        if self.fi:
-            out[self.d] = self.C * hb
-        return out
+            return self.Xd @ t, float(t.sum())
+        return gnewton.hess_vec(self.X, self.D, sw, sb, self._hv, work=self.work)
 
 
 def _trpcg(f: _Smooth, delta, g, M, eps_cg):
@@ -235,6 +287,92 @@ def _trpcg(f: _Smooth, delta, g, M, eps_cg):
         d = z + (znew / zTr) * d
         zTr = znew
     return s, r, cg_iter, False
+
+
+def _tron(f, x, trace, *, max_iter, verbose, callback, point, eps_cg, gtol, on_iter=None):
+    """TRON's outer loop from ``x`` over the objective ``f`` (:class:`_Smooth`): every rank
+    of a distributed run takes the same steps (its reduced sums are bit-identical).
+
+    Returns ``x, n_iter, converged, status, stalled, cg_total``; ``on_iter(it, cg_steps)``
+    is called after each accepted step, before its check."""
+    trace.start()
+    fval, _ = f.fun(x, f.z)
+    g, P, gap = f.grad(x, f.z)
+    trace.stop()
+    it = 0
+    cg_total = 0
+
+    def check(it, P, gap, x, g):
+        # the callback sees every step (not the start), as in the CD solvers
+        status = trace.end_check(it, P, gap, time.perf_counter(), callback if it else None,
+                                 lambda: point(x))
+        if gtol is None or status == "stopped":
+            return status
+        return "converged" if f.pb.alpha * float(np.abs(g).max()) <= gtol else None
+
+    status = check(0, P, gap, x, g)
+    conv = status == "converged"
+    stalled = False
+    bar = progress_bar(max_iter, verbose, "newton")
+    if status is None:
+        trace.start()
+        M = f.diag()
+        delta = np.sqrt(float(g @ (M * g)))
+        z_new = np.empty_like(f.z)
+        while it < max_iter:
+            s, r, cg_it, boundary = _trpcg(f, delta, g, M, eps_cg)
+            cg_total += cg_it
+            x_new = x + s
+            gs = float(g @ s)
+            prered = -0.5 * (gs - float(s @ r))
+            fnew, _ = f.fun(x_new, z_new)
+            actred = fval - fnew
+            sMnorm = np.sqrt(float(s @ (M * s)))
+            if it == 0 and cg_total == cg_it:
+                delta = min(delta, sMnorm)
+            if fnew - fval - gs <= 0:
+                alpha = _SIGMA3
+            else:
+                alpha = max(_SIGMA1, -0.5 * (gs / (fnew - fval - gs)))
+            if actred < _ETA0 * prered:
+                delta = min(alpha * sMnorm, _SIGMA2 * delta)
+            elif actred < _ETA1 * prered:
+                delta = max(_SIGMA1 * delta, min(alpha * sMnorm, _SIGMA2 * delta))
+            elif actred < _ETA2 * prered:
+                delta = max(_SIGMA1 * delta, min(alpha * sMnorm, _SIGMA3 * delta))
+            elif boundary:
+                delta = _SIGMA3 * delta
+            else:
+                delta = max(delta, min(alpha * sMnorm, _SIGMA3 * delta))
+            if actred > _ETA0 * prered:
+                it += 1
+                x = x_new
+                fval = fnew
+                f.z, z_new = z_new, f.z
+                g, P, gap = f.grad(x, f.z)
+                trace.stop()
+                bar.update(1)
+                logger.debug("newton: iter %d  cg %d  delta %.3e", it, cg_it, delta)
+                if on_iter is not None:
+                    on_iter(it, cg_it)
+                status = check(it, P, gap, x, g)
+                if status is not None:
+                    conv = status == "converged"
+                    break
+                trace.start()
+                M = f.diag()
+            if prered <= 0 or (abs(actred) <= 1e-12 * abs(fval)
+                               and abs(prered) <= 1e-12 * abs(fval)) or delta <= 1e-300:
+                stalled = True
+                trace.stop()
+                logger.info("newton: the trust region collapsed at iteration %d (relative gap "
+                            "%.3e): the objective is at its rounding floor", it,
+                            gap / max(abs(P), 1e-300))
+                break
+        else:
+            trace.stop()
+    bar.close()
+    return x, it, conv, status, stalled, cg_total
 
 
 def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=None,
@@ -302,81 +440,9 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
     x[: pb.d] = w
     if f.fi:
         x[pb.d] = b
-    trace.start()
-    fval, _ = f.fun(x, f.z)
-    g, P, gap = f.grad(x, f.z)
-    trace.stop()
-    it = 0
-    cg_total = 0
-
-    def check(it, P, gap, x, g):
-        # the callback sees every step (not the start), as in the CD solvers
-        status = trace.end_check(it, P, gap, time.perf_counter(), callback if it else None,
-                                 lambda: point(x))
-        if gtol is None or status == "stopped":
-            return status
-        return "converged" if pb.alpha * float(np.abs(g).max()) <= gtol else None
-
-    status = check(0, P, gap, x, g)
-    conv = status == "converged"
-    stalled = False
-    bar = progress_bar(max_iter, verbose, "newton")
-    if status is None:
-        trace.start()
-        M = f.diag()
-        delta = np.sqrt(float(g @ (M * g)))
-        z_new = np.empty_like(f.z)
-        while it < max_iter:
-            s, r, cg_it, boundary = _trpcg(f, delta, g, M, eps_cg)
-            cg_total += cg_it
-            x_new = x + s
-            gs = float(g @ s)
-            prered = -0.5 * (gs - float(s @ r))
-            fnew, _ = f.fun(x_new, z_new)
-            actred = fval - fnew
-            sMnorm = np.sqrt(float(s @ (M * s)))
-            if it == 0 and cg_total == cg_it:
-                delta = min(delta, sMnorm)
-            if fnew - fval - gs <= 0:
-                alpha = _SIGMA3
-            else:
-                alpha = max(_SIGMA1, -0.5 * (gs / (fnew - fval - gs)))
-            if actred < _ETA0 * prered:
-                delta = min(alpha * sMnorm, _SIGMA2 * delta)
-            elif actred < _ETA1 * prered:
-                delta = max(_SIGMA1 * delta, min(alpha * sMnorm, _SIGMA2 * delta))
-            elif actred < _ETA2 * prered:
-                delta = max(_SIGMA1 * delta, min(alpha * sMnorm, _SIGMA3 * delta))
-            elif boundary:
-                delta = _SIGMA3 * delta
-            else:
-                delta = max(delta, min(alpha * sMnorm, _SIGMA3 * delta))
-            if actred > _ETA0 * prered:
-                it += 1
-                x = x_new
-                fval = fnew
-                f.z, z_new = z_new, f.z
-                g, P, gap = f.grad(x, f.z)
-                trace.stop()
-                bar.update(1)
-                logger.debug("newton: iter %d  cg %d  delta %.3e", it, cg_it, delta)
-                status = check(it, P, gap, x, g)
-                if status is not None:
-                    conv = status == "converged"
-                    break
-                trace.start()
-                M = f.diag()
-            if prered <= 0 or (abs(actred) <= 1e-12 * abs(fval)
-                               and abs(prered) <= 1e-12 * abs(fval)) or delta <= 1e-300:
-                stalled = True
-                trace.stop()
-                logger.info("newton: the trust region collapsed at iteration %d (relative gap "
-                            "%.3e): the objective is at its rounding floor", it,
-                            gap / max(abs(P), 1e-300))
-                break
-        else:
-            trace.stop()
-    bar.close()
+    x, it, conv, status, stalled, cg_total = _tron(f, x, trace, max_iter=max_iter,
+                                                   verbose=verbose, callback=callback,
+                                                   point=point, eps_cg=eps_cg, gtol=gtol)
     wf, bf = point(x)
     info = {"n_active_features": pb.d, "cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
             "stopped_by_callback": status == "stopped",
@@ -386,7 +452,7 @@ def newton_primal(pb: GLMProblem, w, b, *, max_iter, trace, verbose=0, callback=
 
 def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, max_iter=200,
                coef_init=None, intercept_init=0.0, verbose=0, callback=None, n_jobs=1,
-               sample_weight=None, gtol=None):
+               sample_weight=None, gtol=None, comm=None):
     """Fit a smooth L2-regularised GLM by trust-region Newton-CG (TRON).
 
     Parameters
@@ -427,12 +493,23 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
         of scikit-learn's and Roofline's L-BFGS, which the estimators use.  Near the optimum
         the gap is about ``||g||^2 / (2 alpha)``, so ``gtol = 1e-6`` asks for far more than
         ``tol = 1e-6``.
+    comm : roofline.comm.Communicator, optional
+        Run with this process as one rank of ``comm``, ``X``, ``y`` and ``sample_weight``
+        being this rank's examples: :func:`fit_newton_comm` (``callback`` is not supported
+        there).
 
     Returns
     -------
     GLMResult
         With ``solver="newton"``, ``info["cg_iter"]`` the CG steps.
     """
+    if comm is not None:
+        if callback is not None:
+            raise ValueError("fit_newton(comm=) takes no callback")
+        return fit_newton_comm(comm, X, y, loss=loss, alpha=alpha, fit_intercept=fit_intercept,
+                               tol=tol, max_iter=max_iter, coef_init=coef_init,
+                               intercept_init=intercept_init, verbose=verbose, n_jobs=n_jobs,
+                               sample_weight=sample_weight, gtol=gtol)
     t0 = time.perf_counter()
     name = _losses.resolve_loss(loss, allowed=NEWTON_LOSSES)
     code = _losses.LOSS_CODES[name]
@@ -473,3 +550,266 @@ def fit_newton(X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6, ma
             reason += f" (gradient test, gtol={gtol:g})"
         warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
     return res
+
+
+# ---------------------------------------------------------------------------------------------
+# distributed: every rank holds its own examples; the sums are reduced across the ranks
+
+#: The scalars reduced after the features: the intercept's entry (``g_b``, ``sum D``, the
+#: product's ``hb``), then the loss, ``h_b`` and the conjugate sums.
+_N_TAIL = 4
+
+
+class _Reducer:
+    """Sums a rank's local sums over the ranks of ``comm``: the Kylix plan configured once
+    (sparse data: this rank's features in, the union of every rank's features out, and the
+    :data:`_N_TAIL` scalars after them), or the dense all-reduce (``local is None``: every rank
+    has all ``d`` features).  Counts the collectives and the seconds spent in them."""
+
+    def __init__(self, comm, d, local=None, union=None):
+        self.comm = comm
+        tail = d + np.arange(_N_TAIL, dtype=np.int64)
+        self.n_union = d if union is None else int(union.size)
+        self.plan = None if local is None else comm.sparse_plan(
+            np.concatenate([local, tail]), want=np.concatenate([union, tail]))
+        self.seconds = 0.0
+        self.calls = 0
+
+    def _sum(self, v, dense=False):
+        t0 = time.perf_counter()
+        out = (self.comm.allreduce(v) if dense or self.plan is None else self.plan.reduce(v))
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
+
+    def scalar(self, v):
+        return float(self._sum(np.array([v], dtype=np.float64), dense=True)[0])
+
+    def grad(self, Xdl, h, sums):
+        """``X S l'``, ``diag(X D X^T)`` and ``(L, g_b, h_b, conj, hb)`` summed: one reduce
+        of two columns."""
+        m, u = Xdl.shape[0], self.n_union
+        L, g_b, h_b, conj, hb = sums
+        v = np.zeros((m + _N_TAIL, 2))
+        v[:m, 0], v[:m, 1] = Xdl, h
+        v[m:, 0] = (g_b, L, h_b, conj)
+        v[m, 1] = hb
+        out = self._sum(v)
+        t = out[u:]
+        return (np.ascontiguousarray(out[:u, 0]), np.ascontiguousarray(out[:u, 1]),
+                (float(t[1, 0]), float(t[0, 0]), float(t[2, 0]), float(t[3, 0]),
+                 float(t[0, 1])))
+
+    def hv(self, hw, hb):
+        m, u = hw.shape[0], self.n_union
+        v = np.zeros(m + _N_TAIL)
+        v[:m] = hw
+        v[m] = hb
+        out = self._sum(v)
+        return out[:u], float(out[u])
+
+
+def _agree(comm, values, what):
+    """Check that ``values`` (numbers) are the same on every rank: one ``max`` all-reduce."""
+    v = np.asarray(values, dtype=np.float64)
+    m = comm.allreduce(np.concatenate([v, -v]), op="max")
+    k = v.size
+    bad = [w for i, w in enumerate(what) if m[i] != -m[k + i]]
+    if bad:
+        raise ValueError(f"fit_newton(comm=): {', '.join(bad)} differ between the ranks "
+                         f"(rank {comm.rank} has "
+                         + ", ".join(f"{w}={x:g}" for w, x in zip(what, v, strict=True)
+                                     if w in bad) + ")")
+
+
+def _local_checks(comm, fn):
+    """Run this rank's input checks ``fn()``; every rank raises if one rank's failed (one
+    all-reduce), so that no rank waits for a peer that gave up."""
+    err = None
+    try:
+        out = fn()
+    except (ValueError, TypeError) as e:
+        err, out = e, None
+    bad = comm.allreduce(np.array([comm.rank + 1 if err else 0], dtype=np.int64), op="max")
+    if err is not None:
+        raise type(err)(f"rank {comm.rank}: {err}") from err
+    if bad[0]:
+        raise ValueError(f"fit_newton(comm=): the input of rank {int(bad[0]) - 1} failed "
+                         "its checks (its error names the argument)")
+    return out
+
+
+def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6,
+                    max_iter=200, coef_init=None, intercept_init=0.0, verbose=0, n_jobs=1,
+                    sample_weight=None, gtol=None, eps_cg=0.1):
+    """TRON with this process as one rank of ``comm``, holding its own examples.
+
+    The objective is :func:`fit_newton`'s over the examples of every rank (``n`` the total
+    count; the weights scaled to mean 1 by their global sum, so that weights differing between
+    the ranks mean what repeated rows would).  Every pass of the single-process solver runs on
+    the local examples and its sums are added across the ranks: the loss at a trial point
+    (one scalar all-reduce), the gradient with the Hessian's diagonal and the certificate's
+    sums (one reduce), and every Hessian-vector product of the CG steps (one reduce each).
+    Sparse data reduce through one Kylix plan (:meth:`Communicator.sparse_plan`) configured
+    once over the union of the ranks' features, dense data through the dense
+    :meth:`Communicator.allreduce`.  The reduced sums are bit-identical on every rank, so every
+    rank takes the same steps: the iterates are the single-process ones up to the order of
+    summation, at any ``comm.size``, with the same stopping test.
+
+    Parameters
+    ----------
+    comm : roofline.comm.Communicator
+        Every rank calls this with its own shard (collective).
+    X : CSC matrix or ndarray, shape (n_features, n_local)
+        This rank's examples as columns; the same ``n_features`` on every rank; a rank may
+        hold no examples.
+    y : array, shape (n_local,)
+        This rank's targets (one class only is fine: the classes are over all ranks).
+    loss, alpha, fit_intercept, tol, max_iter, verbose, n_jobs, gtol
+        As :func:`fit_newton`; the same on every rank (checked).  ``n_jobs`` is ignored (one
+        thread) when the ranks are threads of one process.
+    coef_init, intercept_init
+        The warm start: rank 0's is used.
+    sample_weight : array, shape (n_local,), optional
+        This rank's example weights (ranks without them weigh their examples 1 when another
+        rank has weights).
+    eps_cg : float
+        The CG's relative tolerance (liblinear's 0.1).
+
+    Returns
+    -------
+    GLMResult
+        The same on every rank (up to the times).  ``info``: ``cg_iter``, ``n_ranks``,
+        ``reduce`` (``"sparse"`` or ``"dense"``), ``n_union_features``, ``setup`` (the
+        collectives, bytes and seconds of the configuration) and ``per_iter``: one dict per
+        accepted iteration with ``cg_steps``, ``wall_s``, ``compute_s`` (wall minus the time
+        inside collectives), ``comm_s``, ``collectives`` and ``bytes_sent`` (this rank's,
+        from ``comm.stats``), for a cluster cost model.
+    """
+    from roofline.comm import Communicator
+
+    t0 = time.perf_counter()
+    if not isinstance(comm, Communicator):
+        raise TypeError(f"comm must be a roofline.comm.Communicator, got {type(comm).__name__}")
+    name = _losses.resolve_loss(loss, allowed=NEWTON_LOSSES)
+    code = _losses.LOSS_CODES[name]
+    alpha = positive(alpha, "alpha")
+    tol = positive(tol, "tol")
+    max_iter = positive(max_iter, "max_iter", integer=True)
+    gtol = None if gtol is None else positive(gtol, "gtol")
+    threads = 1 if comm.shares_process else n_jobs
+    stats0 = dict(comm.stats) if isinstance(getattr(comm, "stats", None), dict) else {}
+
+    def local():
+        Xl = check_X(X, allow_no_examples=True, keep_dense=True)
+        yl = _losses.check_labels(y, name, margin=True, single_class_ok=True)
+        if yl.shape[0] != Xl.shape[1]:
+            raise ValueError(f"y has {yl.shape[0]} entries but X has {Xl.shape[1]} examples "
+                             "(columns); X must be (n_features, n_examples)")
+        sw = None
+        if sample_weight is not None:
+            sw = np.asarray(sample_weight, dtype=np.float64).ravel()
+            if sw.shape[0] != Xl.shape[1]:
+                raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has "
+                                 f"{Xl.shape[1]} examples (columns)")
+            if not np.isfinite(sw).all() or (sw < 0).any():
+                raise ValueError("sample_weight must be finite and non-negative")
+        return Xl, yl, sw
+
+    Xl, yl, sw = _local_checks(comm, local)
+    d, n_local = Xl.shape
+    _agree(comm, [d, alpha, tol, max_iter, bool(fit_intercept), code, -1 if gtol is None
+                  else gtol, eps_cg],
+           ["n_features", "alpha", "tol", "max_iter", "fit_intercept", "loss", "gtol", "eps_cg"])
+    dense = not sp.issparse(Xl)
+    tot = comm.allreduce(np.array([n_local, 0.0 if sw is None else sw.sum(),
+                                   sw is not None, dense], dtype=np.float64))
+    n = int(tot[0])
+    if n == 0:
+        raise ValueError("fit_newton(comm=): no rank holds an example")
+    if tot[2]:  # weights somewhere: scaled to mean 1 over every rank's examples
+        if not tot[1] > 0:
+            raise ValueError("sample_weight must have a positive sum (over every rank)")
+        sw = (np.ones(n_local) if sw is None else sw) * (n / tot[1])
+    w0, b0 = comm.broadcast((coef_init, float(intercept_init)))
+    w_init = np.zeros(d)
+    if w0 is not None:
+        c = np.asarray(w0, dtype=np.float64).ravel()
+        if c.shape[0] != d or not np.isfinite(c).all():
+            raise ValueError(f"coef_init must be {d} finite numbers")
+        w_init[:] = c
+    # the features: the union of the ranks' (a feature in no example stays at 0, as in one
+    # process); dense data (on any rank) keep all of them and reduce densely
+    if tot[3]:
+        union = lf = pos = None
+        Xc = Xl
+    else:
+        occ = np.bincount(Xl.indices, minlength=d) > 0
+        union = np.flatnonzero(comm.allreduce(occ.astype(np.uint8), op="max"))
+        lf = np.flatnonzero(occ)
+        pos = np.searchsorted(union, lf)
+        newid = np.cumsum(occ) - 1
+        Xc = sp.csc_matrix((Xl.data, newid[Xl.indices].astype(Xl.indices.dtype), Xl.indptr),
+                           shape=(lf.size, n_local))
+    pb = GLMProblem(Xc, yl, code, False, alpha, fit_intercept, primal=False, n_total=n,
+                    serial=comm.shares_process or (threads or 1) == 1)
+    f = _Smooth(pb, threads, sw)
+    f.red = _Reducer(comm, d, lf, union)
+    f.pos = pos
+    u = f.dx
+    setup = {"seconds": time.perf_counter() - t0,
+             "bytes_sent": _stat(comm, "bytes_sent") - stats0.get("bytes_sent", 0),
+             "calls": _stat(comm, "calls") - stats0.get("calls", 0)}
+
+    def point(x):
+        wx, bx = f.split(x)
+        if union is None:
+            return wx, bx
+        wfull = np.zeros(d)
+        wfull[union] = wx
+        return wfull, bx
+
+    per_iter = []
+    last = [time.perf_counter(), 0.0, 0, _stat(comm, "bytes_sent")]
+
+    def on_iter(it, cg_it):
+        now, red = time.perf_counter(), f.red
+        wall, cs = now - last[0], red.seconds - last[1]
+        nbytes = _stat(comm, "bytes_sent")
+        per_iter.append({"iter": it, "cg_steps": cg_it, "wall_s": wall, "compute_s": wall - cs,
+                         "comm_s": cs, "collectives": red.calls - last[2],
+                         "bytes_sent": nbytes - last[3]})
+        last[:] = [now, red.seconds, red.calls, nbytes]
+
+    x = np.zeros(u + f.fi)
+    x[:u] = w_init if union is None else w_init[union]
+    if f.fi:
+        x[u] = b0
+    trace = Trace(tol, verbose if comm.rank == 0 else 0)
+    with verbose_logging(verbose if comm.rank == 0 else 0):
+        x, it, conv, status, stalled, cg_total = _tron(
+            f, x, trace, max_iter=max_iter, verbose=verbose if comm.rank == 0 else 0,
+            callback=None, point=point, eps_cg=eps_cg, gtol=gtol, on_iter=on_iter)
+    wf, bf = point(x)
+    info = {"n_active_features": u, "cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
+            "stopped_by_callback": False, "parallel_hv": f.work is not None,
+            "n_ranks": comm.size, "reduce": "dense" if union is None else "sparse",
+            "n_union_features": u, "n_examples": n, "setup": setup, "per_iter": per_iter,
+            "collectives": f.red.calls, "comm_seconds": f.red.seconds,
+            "bytes_sent": _stat(comm, "bytes_sent") - stats0.get("bytes_sent", 0)}
+    res = GLMResult(coef=np.array(wf, dtype=np.float64), intercept=float(bf), n_iter=int(it),
+                    objective=np.asarray(trace.P), gap_history=np.asarray(trace.G),
+                    times=np.asarray(trace.T), gap=float(trace.G[-1]), converged=bool(conv),
+                    time=0.0, check_time=trace.check, solver="newton", loss=name,
+                    penalty="l2", alpha=alpha, dual=False, info=info)
+    res.time = time.perf_counter() - t0
+    floor_ok = gtol is not None and stalled and res.gap <= tol * abs(res.objective[-1])
+    if not conv and not floor_ok and comm.rank == 0:
+        reason = "stalled at the rounding floor" if stalled else f"reached max_iter={it}"
+        warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
+    return res
+
+
+def _stat(comm, key):
+    s = getattr(comm, "stats", None)
+    return int(s.get(key, 0)) if isinstance(s, dict) else 0
