@@ -13,7 +13,8 @@ Layout: the losses' vocabulary (:mod:`._losses`), the problem and its certificat
 :mod:`roofline.glm.newton`, over the numba kernels of :mod:`roofline.kernels`), the solvers
 (sequential and TPA-SCD in :mod:`._scd`, the CoCoA family in :mod:`._cocoa`, trust-region
 Newton in :mod:`._newton`, Cholesky in :mod:`._direct`, streaming SDCA in :mod:`._stream`),
-the measured ``solver="auto"`` rule (:mod:`._auto`), the front door (:mod:`._fit`), and the
+the measured ``solver="auto"`` rule (:mod:`._auto`), the solver registry (one row per solver,
+from which every front door dispatches: :mod:`._registry`), the front door (:mod:`._fit`), and the
 fused ADAGrad GLM step of the minibatch learners (:mod:`._fused`).  The minibatch framework
 (Learner / Model / Optimizer), the estimators and the CLI live in :mod:`roofline.learners`.
 
@@ -102,6 +103,7 @@ from ._losses import (
     GLM_LOSSES,
     LOSS_ALIASES,
     LOSS_CODES,
+    LOSS_LABELS,
     LOSS_PEERS,
     LOSSES,
     PEERS,
@@ -116,6 +118,15 @@ from ._losses import (
     losses_where,
     resolve_loss,
 )
+from ._registry import (
+    SolverSpec,
+    check_solver,
+    get_solver,
+    register_solver,
+    solver_names,
+    solvers,
+    unregister_solver,
+)
 from ._stream import fit_glm_stream
 
 __all__ = [
@@ -124,6 +135,7 @@ __all__ = [
     "LOSSES",
     "LOSS_ALIASES",
     "LOSS_CODES",
+    "LOSS_LABELS",
     "LOSS_PEERS",
     "MAX_NNZ",
     "PEERS",
@@ -131,15 +143,18 @@ __all__ = [
     "FusedWorkspace",
     "GLMResult",
     "GLMSolverOptions",
+    "SolverSpec",
     "adagrad_glm_step",
     "alpha_from_peer",
     "alpha_to_peer",
     "cd",
     "check_labels",
     "check_pure_blocks",
+    "check_solver",
     "choose_solver",
     "fit_glm",
     "fit_glm_stream",
+    "get_solver",
     "glm_labels",
     "glm_adagrad_online_step",
     "glm_adagrad_step",
@@ -149,5 +164,9 @@ __all__ = [
     "losses_where",
     "newton",
     "pure_blocks",
+    "register_solver",
     "resolve_loss",
+    "solver_names",
+    "solvers",
+    "unregister_solver",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "LOSSES",
     "LOSS_ALIASES",
     "LOSS_CODES",
+    "LOSS_LABELS",
     "LOSS_PEERS",
     "PEERS",
     "SMOOTH_LOSSES",
@@ -48,7 +49,10 @@ SMOOTH_LOSSES = tuple(rec.name for rec in LOSS_TABLE if rec.smooth)
 #: peer -> {canonical name: the peer's name} (``sklearn``, ``snapml``, ``vw``).
 LOSS_PEERS = {peer: {rec.name: rec.peers[peer] for rec in LOSS_TABLE if peer in rec.peers}
               for peer in sorted({p for rec in LOSS_TABLE for p in rec.peers})}
-_LABELS = {rec.name: rec.labels for rec in LOSS_TABLE}
+#: canonical name -> its label form (``"real"``, ``"unit"``: a probability in [0, 1],
+#: ``"sign"``: a class, y > 0 or not).
+LOSS_LABELS = {rec.name: rec.labels for rec in LOSS_TABLE}
+_LABELS = LOSS_LABELS
 
 
 def losses_where(**fields) -> tuple:

@@ -8,7 +8,7 @@ tests) use, one private module per job:
 ``_csc``        sparse primitives ``A*S``, ``A*S^T``, SDDMM over CSC; work partitioning
 ``_machine``    micro-benchmarks of the machine roofline (stream, FMA, gather)
 ``_simd``       SIMD lane probes
-``_losses``     scalar losses (value, derivatives, conjugate) and the one loss code table
+``_losses``     the one loss table (LOSS_TABLE), the scalar losses (value, derivatives, conjugate)
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU
@@ -98,7 +98,7 @@ from ._glm import (
     glm_forward_backward_vec,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
-from ._losses import LOSS_CODES
+from ._losses import HINGE, LOGISTIC, LOSS_CODES, LOSS_TABLE, SQUARED, SQUARED_HINGE
 from ._machine import fma_loop, gather_rows, stream_read, stream_triad
 from ._newton import (
     newton_conj_sum,
@@ -120,11 +120,16 @@ from ._threads import parallel_njit, quiet_openmp
 __all__ = [
     "AST_BLOCK_SHIFT",
     "GPU_ACC_HEAD",
+    "HINGE",
+    "LOGISTIC",
     "LOSS_CODES",
+    "LOSS_TABLE",
     "N_ACC",
     "N_CAT",
     "N_INT",
     "SLAB_SAMPLE",
+    "SQUARED",
+    "SQUARED_HINGE",
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "cd_block_apply",

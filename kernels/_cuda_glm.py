@@ -28,7 +28,7 @@ import numpy as np
 
 from ._losses import LABEL_HI, LABEL_LO, LOSS_TABLE
 
-__all__ = ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step"]
+__all__ = ["GPU_ACC_HEAD", "gpu_glm_scatter_update", "gpu_glm_step", "gpu_loss_eval"]
 
 #: ``acc`` holds ``[loss_sum, weight_sum, bad_label_flag, n_touched]`` then the ``k`` intercept
 #: gradient sums (all float64).
@@ -76,6 +76,16 @@ __device__ __forceinline__ double loss_deriv(int loss, double eta, double y, dou
 __device__ __forceinline__ bool bad_label(int loss, double y) {
     if (!(fabs(y) <= 1.7976931348623157e308)) return true;  // NaN or infinite
     return y < LABEL_LO[loss] || y > LABEL_HI[loss];
+}
+
+// the loss functions over arrays: their test against _losses.glm_loss_deriv / glm_bad_label
+extern "C" __global__ void glm_loss_eval(int loss, int n, const double* eta, const double* y,
+                                         double* l, double* d, int* bad)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    l[i] = loss_deriv(loss, eta[i], y[i], d + i);
+    bad[i] = bad_label(loss, y[i]) ? 1 : 0;
 }
 
 // the example (column) holding nonzero p: the last j with indptr[j] <= p
@@ -197,6 +207,32 @@ def _kernels(dtype):
         fns = tuple(mod.get_function(f) for f in ("glm_forward", "glm_scatter", "glm_update"))
         _MODULES[key] = fns
     return fns
+
+
+def gpu_loss_eval(loss, eta, y):
+    """``(l, dl/deta, bad_label)`` of the CUDA source's loss functions over float64 cupy
+    arrays ``eta``, ``y`` (the test of the CUDA C form against :func:`._losses.glm_loss_deriv`
+    and :func:`._losses.glm_bad_label`)."""
+    import cupy
+
+    eta = cupy.ascontiguousarray(eta, dtype=cupy.float64)
+    y = cupy.ascontiguousarray(y, dtype=cupy.float64)
+    n = eta.size
+    l, d = cupy.empty(n), cupy.empty(n)
+    bad = cupy.empty(n, dtype=cupy.int32)
+    _loss_eval_kernel()(_blocks(max(n, 1)), (_THREADS,),
+                        (np.int32(loss), np.int32(n), eta, y, l, d, bad))
+    return l, d, bad.astype(bool)
+
+
+def _loss_eval_kernel():
+    fn = _MODULES.get("loss_eval")
+    if fn is None:
+        import cupy
+
+        mod = cupy.RawModule(code=_LOSS_DEFINES + _SRC.replace("REAL", "double"))
+        fn = _MODULES["loss_eval"] = mod.get_function("glm_loss_eval")
+    return fn
 
 
 def _blocks(n: int) -> tuple:

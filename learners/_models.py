@@ -368,7 +368,8 @@ class GLM(Model):
         return eta
 
     def predict(self, X, cache=None):
-        """Mean prediction: probabilities for ``logistic``, ``eta`` otherwise.
+        """Mean prediction: probabilities for a loss of labels in [0, 1] (``logistic``),
+        ``eta`` otherwise.
 
         Parameters
         ----------
@@ -388,7 +389,7 @@ class GLM(Model):
             As :meth:`linear`.
         """
         eta = self.linear(X, cache=None)
-        if self.loss_name == "logistic":
+        if glm.LOSS_LABELS[self.loss_name] == "unit":
             gmat.expit(eta, out=eta)
         return eta[0].copy() if eta.shape[0] == 1 else eta
 
@@ -463,6 +464,12 @@ class GLM(Model):
             ``sum_j w_j`` (``m`` without weights).
         D : array (k, m), Fortran order
             ``w_j * dl/deta_rj``.
+
+        Notes
+        -----
+        The array (numpy / cupy) form of the loss table's GLM form,
+        ``roofline.kernels._losses.glm_loss_deriv``; ``tests/glm/test_losses.py`` checks the two
+        against each other for every loss of the table.
         """
         k, m = eta.shape
         y = self._labels(y, m)

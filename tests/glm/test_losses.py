@@ -91,3 +91,141 @@ def test_public_surfaces():
                    if n not in ("cd", "glm")), "gmat's solver steps live in gmat.cd / gmat.glm only"
     for name in glm.__all__:
         assert getattr(glm, name) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# the one loss table (kernels/_losses.LOSS_TABLE) and what is derived from it
+
+
+def test_every_loss_list_is_derived_from_the_table():
+    from roofline.kernels._losses import LOSS_TABLE
+
+    assert glm.LOSSES == tuple(rec.name for rec in LOSS_TABLE)
+    assert glm.LOSS_CODES == {rec.name: rec.code for rec in LOSS_TABLE}
+    assert glm.LOSS_ALIASES == {"least_squares": "squared", "linear": "squared",
+                                "log": "logistic", "log_loss": "logistic"}
+    assert glm.CD_LOSSES == ("squared", "logistic", "hinge") == glm.losses_where(cd=True)
+    assert glm.SMOOTH_LOSSES == ("squared", "logistic", "squared_hinge")
+    assert glm.newton.SMOOTH_LOSSES == glm.SMOOTH_LOSSES == glm.losses_where(smooth=True)
+    assert glm.losses_where(smooth=True, peer="vw") == ("squared", "logistic")
+    assert glm.LOSS_LABELS == {"squared": "real", "logistic": "unit", "hinge": "sign",
+                               "squared_hinge": "sign"}
+
+
+def test_peer_loss_names():
+    assert glm.loss_to_peer("sklearn", "log") == "log_loss"
+    assert glm.loss_to_peer("vw", "linear") == "squared"
+    assert glm.loss_to_peer("snapml", "hinge") == "hinge"
+    assert glm.loss_from_peer("sklearn", "squared_error") == "squared"
+    assert glm.loss_from_peer("vw", "logistic") == "logistic"
+    with pytest.raises(ValueError, match="'squared_hinge' loss is not supported here"):
+        glm.loss_to_peer("vw", "squared_hinge")
+    with pytest.raises(ValueError, match="peer must be one of"):
+        glm.loss_to_peer("liblinear", "hinge")
+    with pytest.raises(ValueError, match="vw loss must be one of"):
+        glm.loss_from_peer("vw", "quantile")
+
+
+def test_glm_labels_follow_the_label_form():
+    y = np.array([-1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(glm.glm_labels(y, "log"), [0.0, 1.0, 1.0])
+    assert glm.glm_labels(y, "hinge") is y
+    assert glm.glm_labels(y, "squared") is y
+
+
+@pytest.mark.parametrize("loss", glm.GLM_LOSSES)
+def test_numpy_glm_form_matches_the_numba_one(loss, device):
+    """``learners.GLM.loss_deriv`` (numpy / cupy arrays) against the table's numba GLM form
+    ``kernels._losses.glm_loss_deriv``, for every loss of the table."""
+    from roofline.kernels import _losses as L
+    from roofline.learners import GLM
+
+    rng = np.random.default_rng(7)
+    m = 400
+    eta = np.concatenate([rng.standard_normal(m - 5) * 3, [-700.0, 700.0, 0.0, 1.0, -1.0]])
+    form = glm.LOSS_LABELS[loss]
+    y = {"real": rng.standard_normal(m), "unit": rng.random(m),
+         "sign": (rng.random(m) > 0.5).astype(float)}[form]
+    w = rng.random(m) + 0.5
+    code = glm.loss_code(loss)
+    ref = np.array([L.glm_loss_deriv(code, e, t) for e, t in zip(eta, y, strict=True)])
+    model = GLM(loss=loss, dtype="float64")
+    xp = np
+    if device == "gpu":
+        import cupy as xp
+    args = (xp.asfortranarray(xp.asarray(eta[None, :])), xp.asarray(y), xp.asarray(w))
+    loss_sum, weight_sum, D = model.loss_deriv(*args)
+    D = D.get() if device == "gpu" else D
+    np.testing.assert_allclose(D[0], w * ref[:, 1], rtol=1e-12, atol=1e-14)
+    assert loss_sum == pytest.approx(float(w @ ref[:, 0]), rel=1e-12)
+    assert weight_sum == pytest.approx(w.sum(), rel=1e-15)
+
+
+# library sources that may name losses by code or list them: the table's own file only
+_TABLE_FILES = {"kernels/_losses.py"}
+# files of other engineers that still hold a loss list or a numeric loss code (issue 30); the
+# test fails when one of them is clean, so that it is removed from here
+_PENDING = {
+    "glm/_fit.py": "loss_code == 2: kernels.HINGE",
+    "glm/_auto.py": "_SMOOTH: glm.SMOOTH_LOSSES",
+    "glm/_stream.py": "loss_code != 0: kernels.SQUARED (or LOSS_LABELS[loss] != 'real')",
+    "glm/_direct.py": "LOSS_CODES['squared']: kernels.SQUARED",
+    "glm/_scd.py": "LOSS_CODES['hinge']: kernels.HINGE",
+    "glm/_registry.py": "vw-hybrid's ('logistic', 'squared'): glm.losses_where(smooth=True, "
+                        "peer='vw')",
+    "kernels/_cuda_cd.py": "LOSS_CODES['squared'] etc.: _losses.SQUARED, LOGISTIC, HINGE",
+    "learners/_estimators.py": "VW's ('logistic', 'squared'): glm.losses_where(smooth=True, "
+                               "peer='vw'); LinearSVC's ('hinge', 'squared_hinge'): "
+                               "glm.losses_where(labels='sign')",
+}
+
+
+def _loss_list_sites(text):
+    """The lines of ``text`` that compare a loss with a number, index ``LOSS_CODES`` by a
+    literal name, or write two or more loss names in one tuple / list / set literal."""
+    import re
+
+    names = "|".join(sorted(set(glm.LOSSES) | set(glm.LOSS_ALIASES), key=len, reverse=True))
+    name = rf"""["'](?:{names})["']"""
+    patterns = [
+        re.compile(r"\bloss\w*\s*(?:==|!=|<=|>=|<|>)\s*\d"),
+        re.compile(r"\d\s*(?:==|!=)\s*\w*loss\w*\b"),
+        re.compile(r"LOSS_CODES\[\s*[\"']"),
+        re.compile(rf"[(\[{{]\s*{name}\s*,\s*{name}"),
+    ]
+    hits = []
+    in_doc = False
+    for i, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if code.count('"""') % 2 == 1:
+            in_doc = not in_doc
+            continue
+        if in_doc or code.lstrip().startswith(('"""', "``")):
+            continue
+        if any(p.search(code) for p in patterns):
+            hits.append((i, line.strip()))
+    return hits
+
+
+def test_loss_lists_and_codes_only_in_the_table():
+    """Every loss list and loss code of the library comes from the one table: no literal code
+    comparison (``loss == 2``), no ``LOSS_CODES["hinge"]``, no literal tuple of loss names
+    outside ``kernels/_losses.py`` (docstrings and comments aside)."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    found = {}
+    for pkg in ("kernels", "gmat", "glm", "learners", "datasources", "comm", "dask_"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel in _TABLE_FILES:
+                continue
+            hits = _loss_list_sites(path.read_text())
+            if hits:
+                found[rel] = hits
+    assert _loss_list_sites("if loss == 2:\nx = ('hinge', 'squared_hinge')\n") == [
+        (1, "if loss == 2:"), (2, "x = ('hinge', 'squared_hinge')")]  # the scan can fail
+    unexpected = {f: h for f, h in found.items() if f not in _PENDING}
+    assert not unexpected, f"loss lists or codes outside the loss table: {unexpected}"
+    cleaned = sorted(set(_PENDING) - set(found))
+    assert not cleaned, f"no loss list left in {cleaned}: remove them from _PENDING"

@@ -7,7 +7,7 @@ import pytest
 
 from roofline.kernels import _losses as L
 
-CODES = [L.SQUARED, L.LOGISTIC, L.HINGE, L.SQUARED_HINGE]
+CODES = [rec.code for rec in L.LOSS_TABLE]  # every loss of the table
 
 
 def _margin_np(z, y, code):
@@ -40,6 +40,45 @@ def _labels(rng, code, n):
 def test_code_table():
     assert L.LOSS_CODES == {"squared": 0, "logistic": 1, "hinge": 2, "squared_hinge": 3}
     assert sorted(L.LOSS_CODES.values()) == list(range(len(L.LOSS_CODES)))
+    assert (L.SQUARED, L.LOGISTIC, L.HINGE, L.SQUARED_HINGE) == (0, 1, 2, 3)
+
+
+def test_loss_table_records_are_consistent():
+    """A record per loss, its code its index; names and aliases unique; label forms known."""
+    names = [rec.name for rec in L.LOSS_TABLE]
+    aliases = [a for rec in L.LOSS_TABLE for a in rec.aliases]
+    assert [rec.code for rec in L.LOSS_TABLE] == list(range(len(L.LOSS_TABLE)))
+    assert len(set(names + aliases)) == len(names) + len(aliases)
+    for rec in L.LOSS_TABLE:
+        assert getattr(L, rec.name.upper()) == rec.code  # the named code constant
+        assert rec.labels in L.LABEL_FORMS
+        assert isinstance(rec.smooth, bool) and isinstance(rec.cd, bool)
+        assert set(rec.peers) <= {"sklearn", "snapml", "vw"}
+        lo, hi = L.LABEL_FORMS[rec.labels]
+        assert (L.LABEL_LO[rec.code], L.LABEL_HI[rec.code]) == (lo, hi)
+    assert [r.name for r in L.LOSS_TABLE if r.smooth] == ["squared", "logistic", "squared_hinge"]
+    assert [r.name for r in L.LOSS_TABLE if r.cd] == ["squared", "logistic", "hinge"]
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_glm_bad_label_follows_the_label_form(code):
+    lo, hi = L.LABEL_FORMS[L.LOSS_TABLE[code].labels]
+    for y in (-2.0, -1.0, -0.5, 0.0, 0.25, 1.0, 1.5, 1e300, -1e300):
+        assert L.glm_bad_label(code, y) == (not lo <= y <= hi)
+    for y in (np.nan, np.inf, -np.inf):
+        assert L.glm_bad_label(code, y)
+
+
+@pytest.mark.parametrize("code", [rec.code for rec in L.LOSS_TABLE if rec.smooth])
+def test_margin_derivs_match_value_and_derivatives(code):
+    """The dense Newton's one-call form against :func:`margin_loss` / :func:`margin_dloss`."""
+    rng = np.random.default_rng(50 + code)
+    z = np.concatenate([rng.standard_normal(200) * 3, [-700.0, 700.0, 0.0]])
+    y = _labels(rng, code, z.shape[0])
+    for zi, yi in zip(z, y, strict=True):
+        val, d1, d2 = L.margin_derivs(zi, yi, code)
+        assert val == pytest.approx(L.margin_loss(zi, yi, code), rel=1e-13, abs=1e-300)
+        assert (d1, d2) == pytest.approx(L.margin_dloss(zi, yi, code), rel=1e-13, abs=1e-300)
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -137,3 +176,71 @@ def test_sigmoid_and_log1pexp_do_not_overflow():
     for t in (-1000.0, -30.0, 0.0, 30.0, 1000.0):
         assert L.sigmoid(t) == pytest.approx(0.5 * (1.0 + np.tanh(t / 2)), abs=1e-15)
         assert L.log1pexp(t) == pytest.approx(np.logaddexp(0.0, t), rel=1e-15)
+
+
+def _gpu():
+    from roofline import gmat
+
+    if not gmat.gpu_available():
+        pytest.skip("no CUDA device available")
+
+
+def _glm_points(rng, code, n=300):
+    eta = np.concatenate([rng.standard_normal(n) * 3, [-700.0, 700.0, 0.0, 1.0, -1.0]])
+    y01 = (rng.random(eta.shape[0]) > 0.5).astype(float)
+    lo, hi = L.LABEL_FORMS[L.LOSS_TABLE[code].labels]
+    y = {"real": rng.standard_normal(eta.shape[0]) * 2, "unit": rng.random(eta.shape[0]),
+         "sign": 2.0 * y01 - 1.0}[L.LOSS_TABLE[code].labels]
+    y[:4] = [np.nan, 2.0, -2.0, 0.5]  # labels some losses cannot take
+    return eta, y
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("code", CODES)
+def test_cuda_c_loss_matches_numba(code):
+    """The CUDA C source's ``loss_deriv`` / ``bad_label`` (kernels/_cuda_glm.py) against the
+    numba GLM form of the table, for every loss."""
+    _gpu()
+    import cupy
+
+    from roofline.kernels._cuda_glm import gpu_loss_eval
+
+    eta, y = _glm_points(np.random.default_rng(60 + code), code)
+    l, d, bad = (cupy.asnumpy(a) for a in gpu_loss_eval(code, cupy.asarray(eta), cupy.asarray(y)))
+    ok = ~np.isnan(y)
+    ref = np.array([L.glm_loss_deriv(code, e, t) for e, t in zip(eta[ok], y[ok], strict=True)])
+    np.testing.assert_allclose(l[ok], ref[:, 0], rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(d[ok], ref[:, 1], rtol=1e-14, atol=1e-300)
+    np.testing.assert_array_equal(bad, [L.glm_bad_label(code, t) for t in y])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("code", CODES)
+def test_numba_scalar_losses_run_in_cuda_device_code(code):
+    """The same ``@njit`` scalar functions called from a ``numba.cuda.jit`` kernel give the CPU's
+    values (to the last bits of the device's ``exp`` / ``log1p``)."""
+    _gpu()
+    from numba import cuda
+
+    @cuda.jit
+    def evaluate(code, z, y, out):
+        i = cuda.grid(1)
+        if i < z.shape[0]:
+            out[i, 0], out[i, 1] = L.glm_loss_deriv(code, z[i], y[i])
+            out[i, 2] = L.margin_loss(z[i], y[i], code)
+            out[i, 3], out[i, 4] = L.margin_dloss(z[i], y[i], code)
+            out[i, 5] = L.margin_neg_conj(-out[i, 3], y[i], code)
+            out[i, 6] = 1.0 if L.glm_bad_label(code, y[i]) else 0.0
+
+    rng = np.random.default_rng(70 + code)
+    z = np.concatenate([rng.standard_normal(300) * 3, [-700.0, 700.0, 0.0]])
+    y = _labels(rng, code, z.shape[0])
+    out = np.zeros((z.shape[0], 7))
+    d_out = cuda.to_device(out)
+    evaluate[(z.shape[0] + 127) // 128, 128](code, cuda.to_device(z), cuda.to_device(y), d_out)
+    got = d_out.copy_to_host()
+    ref = np.array([[*L.glm_loss_deriv(code, a, b), L.margin_loss(a, b, code),
+                     *L.margin_dloss(a, b, code),
+                     L.margin_neg_conj(-L.margin_dloss(a, b, code)[0], b, code),
+                     float(L.glm_bad_label(code, b))] for a, b in zip(z, y, strict=True)])
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-15)
