@@ -1,10 +1,15 @@
-"""The fused ADAGrad kernels (kernels/_glm.py) through glm.adagrad_glm_step, against numpy."""
+"""The fused ADAGrad kernels (kernels/_glm.py) through glm.adagrad_glm_step, against numpy; and
+the step on each ``device`` (kernels/_cuda_glm.py through gmat on the GPU) against the CPU step.
+
+The GPU sums with atomic adds (order varies), so its results are compared to the CPU kernels
+within rounding, not bit for bit; the GPU params skip without a CUDA device.
+"""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from roofline import kernels
+from roofline import glm, gmat, kernels
 from roofline.glm import (
     FusedWorkspace,
     adagrad_glm_step,
@@ -251,3 +256,155 @@ def test_glm_adagrad_online_step_matches_numpy(loss, k, seed, dtype):
         l1=l1, workspace=FusedWorkspace())
     _check_step(ref, coef, sumsq, b, s0, loss_sum, 5e-4 if dtype == np.float32 else 1e-9)
     assert weight_sum == pytest.approx(y.shape[-1] if w is None else float(w.sum()), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# the step on each device against the CPU step
+
+DEVICE_LOSSES = ["linear", *glm.GLM_LOSSES[1:]]  # every loss of the table ("linear": an alias)
+
+
+def _dev_labels(loss, k, m, dtype, rng):
+    if glm.LOSS_LABELS[glm.resolve_loss(loss)] == "real":
+        y = rng.normal(size=(k, m))
+    else:
+        y = (rng.random((k, m)) < 0.5).astype(float)
+    y = y.astype(dtype)
+    return y[0] if k == 1 else np.asfortranarray(y)
+
+
+def _dev_problem(seed, k, dtype, n=400, m=120):
+    rng = np.random.default_rng(seed)
+    X = zipf_csc(n, m, dtype, rng)
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    coef = np.asfortranarray(rng.normal(scale=0.1, size=(k, n)).astype(dtype))
+    sumsq = np.asfortranarray(rng.random((k, n)).astype(dtype) + 0.1)
+    return rng, X, coef, sumsq
+
+
+def _on(device, *arrays):
+    """Copies of ``arrays`` on ``device`` (the CPU reference keeps its own)."""
+    return [None if a is None
+            else gmat.to_device(a.copy() if sp.issparse(a) else a.copy(order="K"), device)
+            for a in arrays]
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not sp.issparse(a) else a
+
+
+def _dev_tol(dtype):
+    return dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("loss", DEVICE_LOSSES)
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("variant", ["plain", "weights+intercept", "l1+l2"])
+def test_glm_step_on_device_matches_cpu(loss, k, variant, dtype, device):
+    rng, X, coef, sumsq = _dev_problem(7 + k, k, dtype)
+    m = X.shape[1]
+    y = _dev_labels(loss, k, m, dtype, rng)
+    w = rng.random(m).astype(dtype) if variant == "weights+intercept" else None
+    b = rng.normal(size=k).astype(dtype) if variant == "weights+intercept" else None
+    s0 = np.full(k, 0.5, dtype) if b is not None else None
+    l1, l2 = (1e-3, 1e-2) if variant == "l1+l2" else (0.0, 0.0)
+    kw = dict(loss=loss, lr=0.3, eps=1e-8, l1=l1, l2=l2)
+    g = _on(device, coef, sumsq, X, y, w, b, s0)
+    cpu = glm_adagrad_step(coef, sumsq, X, y, w=w, intercept=b, sumsq0=s0,
+                           workspace=FusedWorkspace(), **kw)
+    ws = FusedWorkspace()
+    got = glm_adagrad_step(g[0], g[1], g[2], g[3], w=g[4], intercept=g[5], sumsq0=g[6],
+                           workspace=ws, **kw)
+    tol = _dev_tol(dtype)
+    np.testing.assert_allclose(got[0], cpu[0], rtol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(got[1], cpu[1], rtol=1e-6)
+    assert got[2] == cpu[2]  # touched feature columns
+    np.testing.assert_allclose(_host(g[0]), coef, **tol)
+    np.testing.assert_allclose(_host(g[1]), sumsq, **tol)
+    if b is not None:
+        np.testing.assert_allclose(_host(g[5]), b, **tol)
+        np.testing.assert_allclose(_host(g[6]), s0, **tol)
+    if device == "gpu":
+        import cupy
+
+        # the workspace's scratch is all zero again (the next step starts clean)
+        assert int(cupy.count_nonzero(ws.g_gbuf)) == 0
+        assert int(cupy.count_nonzero(ws.g_mark)) == 0
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_given_D_step_on_device_matches_cpu(k, dtype, device):
+    rng, X, coef, sumsq = _dev_problem(3, k, dtype)
+    D = np.asfortranarray(rng.normal(size=(k, X.shape[1])).astype(dtype))
+    g = _on(device, coef, sumsq, X, D)
+    nt = adagrad_glm_step(coef, sumsq, X, D, lr=0.2, eps=1e-8, l2=1e-2, l1=1e-3,
+                          workspace=FusedWorkspace())
+    ntg = adagrad_glm_step(g[0], g[1], g[2], g[3], lr=0.2, eps=1e-8, l2=1e-2, l1=1e-3,
+                           workspace=FusedWorkspace())
+    assert ntg == nt
+    np.testing.assert_allclose(_host(g[0]), coef, **_dev_tol(dtype))
+    np.testing.assert_allclose(_host(g[1]), sumsq, **_dev_tol(dtype))
+
+
+def test_many_steps_on_device_reuse_workspace(device):
+    """Fifty steps over shifting minibatches with one workspace: the same model as the CPU."""
+    rng, X, coef, sumsq = _dev_problem(11, 1, np.float64, n=2000, m=600)
+    y = _dev_labels("logistic", 1, X.shape[1], np.float64, rng)
+    gc, gs = _on(device, coef, sumsq)
+    ws_c, ws_g = FusedWorkspace(), FusedWorkspace()
+    for t in range(50):
+        lo = (t * 37) % 500
+        Xb = gmat.slice_columns(X, lo, lo + 100)
+        yb = y[lo:lo + 100]
+        glm_adagrad_step(coef, sumsq, Xb, yb, loss="logistic", lr=0.1, eps=1e-8, workspace=ws_c)
+        glm_adagrad_step(gc, gs, *_on(device, Xb, yb), loss="logistic", lr=0.1, eps=1e-8,
+                         workspace=ws_g)
+    np.testing.assert_allclose(_host(gc), coef, rtol=1e-10, atol=1e-12)
+
+
+def test_bad_labels_on_device_leave_the_model_unchanged(device):
+    rng, X, coef, sumsq = _dev_problem(5, 1, np.float64)
+    y = _dev_labels("logistic", 1, X.shape[1], np.float64, rng)
+    y[3] = 2.0
+    gc, gs, gX, gy = _on(device, coef, sumsq, X, y)
+    ws = FusedWorkspace()
+    with pytest.raises(ValueError, match=r"labels in \[0, 1\]"):
+        glm_adagrad_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8, workspace=ws)
+    np.testing.assert_array_equal(_host(gc), coef)
+    np.testing.assert_array_equal(_host(gs), sumsq)
+    y[3] = 1.0
+    glm_adagrad_step(gc, gs, gX, *_on(device, y), loss="logistic", lr=0.1, eps=1e-8,
+                     workspace=ws)
+    glm_adagrad_step(coef, sumsq, X, y, loss="logistic", lr=0.1, eps=1e-8,
+                     workspace=FusedWorkspace())
+    np.testing.assert_allclose(_host(gc), coef, rtol=1e-11, atol=1e-13)
+
+
+_GPU_ONLY = pytest.mark.parametrize("device", [pytest.param("gpu", marks=pytest.mark.gpu)],
+                                    indirect=True)
+
+
+@_GPU_ONLY
+def test_mixed_devices_and_online_step_are_refused(device):
+    rng, X, coef, sumsq = _dev_problem(5, 1, np.float64)
+    y = _dev_labels("logistic", 1, X.shape[1], np.float64, rng)
+    gX, gy, gs = _on(device, X, y, sumsq)
+    with pytest.raises(TypeError, match="coef is on the CPU"):
+        glm_adagrad_step(coef, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
+                         workspace=FusedWorkspace())
+    gc = gmat.to_device(coef, device)
+    with pytest.raises(TypeError, match="CPU only"):
+        glm.glm_adagrad_online_step(gc, gs, gX, gy, loss="logistic", lr=0.1, eps=1e-8,
+                                     workspace=FusedWorkspace())
+
+
+@_GPU_ONLY
+def test_to_device_keeps_the_validation_mark(device):
+    rng, X, coef, sumsq = _dev_problem(5, 1, np.float32)
+    gmat.check_csc(X, "X")
+    G = gmat.to_device(X, device)
+    assert getattr(G, "_roofline_checked", None) is not None
+    back = gmat.to_device(G, "cpu")
+    assert getattr(back, "_roofline_checked", None) is not None
+    assert (back != X).nnz == 0
