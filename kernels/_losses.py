@@ -222,11 +222,12 @@ def glm_loss_deriv(loss, eta, y):
         return 0.5 * r * r, r
     if loss == LOGISTIC:
         # log(1 + exp(eta)) - y * eta and sigmoid(eta) - y, without overflow
+        # (math, not numpy: the same functions on the CPU, and numba-cuda lowers them too)
         if eta > 0.0:
-            z = np.exp(-eta)
-            return eta + np.log1p(z) - y * eta, 1.0 / (1.0 + z) - y
-        z = np.exp(eta)
-        return np.log1p(z) - y * eta, z / (1.0 + z) - y
+            z = math.exp(-eta)
+            return eta + math.log1p(z) - y * eta, 1.0 / (1.0 + z) - y
+        z = math.exp(eta)
+        return math.log1p(z) - y * eta, z / (1.0 + z) - y
     s = 1.0 if y > 0.0 else -1.0
     t = 1.0 - s * eta
     if t <= 0.0:
