@@ -32,8 +32,11 @@ CD solvers regularise a constant feature instead, as liblinear and snapml do).
 
 Losses
 ------
-One code table, ``LOSS_CODES`` (the kernels' ``loss`` argument); names and aliases are
-resolved by :func:`resolve_loss`:
+One loss table, ``roofline.kernels.LOSS_TABLE`` (a record per loss), from which every list
+below is derived: ``LOSS_CODES`` (the kernels' ``loss`` argument), ``LOSSES``,
+``LOSS_ALIASES``, ``CD_LOSSES``, ``SMOOTH_LOSSES``, ``LOSS_LABELS``, ``LOSS_PEERS`` (the peers'
+names: :func:`loss_to_peer`) and :func:`losses_where`; names and aliases are resolved by
+:func:`resolve_loss`:
 
 =================  ====  ===============================  ==========================
 canonical name     code  aliases                          supported by
