@@ -29,6 +29,7 @@ __all__ = [
     "CommTimeoutError",
     "Communicator",
     "MessageError",
+    "MismatchError",
     "PeerError",
     "SparsePlan",
     "Transport",
@@ -82,6 +83,30 @@ class CommTimeoutError(PeerError, TimeoutError):
 class MessageError(CommError):
     """A message failed its checks: wrong magic number or job token, bad CRC-32, wrong layer or
     tag, truncated payload.  Never read as a valid message."""
+
+
+class MismatchError(CommError):
+    """The ranks of a collective disagree on it (its operation, dtype, shape, plan, root or
+    sequence number: one rank skipped or repeated a collective); the message names the ranks.
+
+    Attributes
+    ----------
+    ranks : list of int
+        The ranks found to disagree (with this one, or with the majority).
+    """
+
+    def __init__(self, message: str, ranks=()):
+        super().__init__(message)
+        self.ranks = list(ranks)
+
+
+def check_reducible(x, op: str, name: str = "x"):
+    """``TypeError`` naming ``name`` unless ``x`` (a host array) can be reduced by ``op``:
+    integers and floats for both operations, complex numbers for ``"sum"``."""
+    kinds = "iufc" if op == "sum" else "iuf"
+    if x.dtype.kind not in kinds:
+        raise TypeError(f"{name} must be an array of numbers for op={op!r}, got dtype "
+                        f"{x.dtype}")
 
 
 def as_host(x):

@@ -43,6 +43,7 @@ import math
 import pickle
 import struct
 import threading
+import zlib
 
 import numpy as np
 
@@ -50,9 +51,11 @@ from ._base import (
     CommError,
     Communicator,
     MessageError,
+    MismatchError,
     SparsePlan,
     Transport,
     as_host,
+    check_reducible,
 )
 
 __all__ = ["KylixCommunicator", "KylixPlan", "kylix_degrees"]
@@ -177,6 +180,60 @@ def _decode(buf) -> np.ndarray:
     a = np.frombuffer(mv[off:], dtype=dtype).reshape(shape)
     # numpy's searches and fancy indexing slow down by orders of magnitude on misaligned data
     return a if a.flags.aligned else a.copy()
+
+
+# ---------------------------------------------------------------------------------------------
+# the collective header: every message of a collective carries what its sender is doing, and
+# the receiver checks it against what it does itself (issue 32: ranks that disagree on the
+# operation, dtype, shape, plan or sequence number are an error naming them, never a mixed sum)
+
+_CMAGIC = b"RFLC"
+#: magic, kind, op, dtype (4 bytes), sequence number, size, identity, degrees digest: 48 bytes,
+#: so the payload after it stays 8-byte aligned
+_CHDR = struct.Struct("<4sBB2x4sQQQQ4x")
+KINDS = ("allreduce", "sparse_plan", "sparse_reduce", "broadcast", "gather", "allgather",
+         "barrier", "split", "dup")
+_OPCODES = ("", "sum", "max")
+
+
+def header_fields(kind, seq, op="", dtype="", n=0, ident=0, degrees=()):
+    """The collective header as a tuple of 7 non-negative ints (what MPI's agreement reduces
+    and what every Kylix message carries)."""
+    code = int.from_bytes(str(dtype).encode()[:4].ljust(4), "little")
+    deg = zlib.crc32(repr(tuple(degrees)).encode())
+    return (KINDS.index(kind), _OPCODES.index(op), code, int(seq), int(n),
+            int(ident) & 0x7FFFFFFFFFFFFFFF, deg)
+
+
+def describe(fields) -> str:
+    """What a rank with collective header ``fields`` is doing, in words."""
+    kind, op, code, seq, n, ident, _ = (int(f) for f in fields)
+    name = KINDS[kind] if 0 <= kind < len(KINDS) else f"kind {kind}"
+    dtype = code.to_bytes(4, "little").rstrip(b" \0").decode(errors="replace")
+    if name == "allreduce":
+        what = f"allreduce(op={_OPCODES[op] if op < len(_OPCODES) else op!r}, dtype {dtype}, "\
+               f"{n} elements)"
+    elif name == "sparse_reduce":
+        what = f"a sparse reduce of the plan made by collective #{ident} (dtype {dtype}, " \
+               f"{n} values per index)"
+    elif name in ("broadcast", "gather"):
+        what = f"{name}(root={n})"
+    else:
+        what = name
+    return f"collective #{seq}: {what}"
+
+
+def mismatch(rank, mine, peer, theirs) -> MismatchError:
+    """The error of rank ``rank`` (doing ``mine``) on receiving ``theirs`` from ``peer``."""
+    why = ""
+    if mine[3] != theirs[3]:
+        why = " (a rank skipped or repeated a collective)"
+    elif mine[6] != theirs[6]:
+        why = " (the ranks use different Kylix degrees: a shape mismatch of the butterfly)"
+    return MismatchError(f"collective mismatch: ranks {min(rank, peer)} and {max(rank, peer)} "
+                         f"disagree: rank {rank} "
+                         f"is in {describe(mine)}, rank {peer} in {describe(theirs)}{why}",
+                         [rank, peer])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +416,9 @@ class KylixCommunicator(Communicator):
         self.degrees = (kylix_degrees(self.size) if degrees is None
                         else _check_degrees(degrees, self.size))
         self._tag = int(tag)
+        self._seq = 0
+        self._fields = None
+        self._hdr = b""
         self._splits = 0
         self._closed = False
         self._lock = threading.Lock()
@@ -366,6 +426,14 @@ class KylixCommunicator(Communicator):
                       "layers": [{"bytes_sent": 0, "messages": 0} for _ in self.degrees]}
 
     # -- messaging ------------------------------------------------------------------------
+    def _begin(self, kind, op="", dtype="", n=0, ident=0):
+        """Start collective number ``self._seq``: its header goes on every message it sends
+        and is checked on every message it receives."""
+        self._fields = header_fields(kind, self._seq, op, dtype, n, ident, self.degrees)
+        self._hdr = _CHDR.pack(_CMAGIC, *self._fields[:2],
+                               self._fields[2].to_bytes(4, "little"), *self._fields[3:])
+        self._seq += 1
+
     def _send(self, peer, bufs, layer=None):
         n = sum(memoryview(b).nbytes for b in bufs)
         self.stats["bytes_sent"] += n
@@ -373,10 +441,19 @@ class KylixCommunicator(Communicator):
         if layer is not None:
             self.stats["layers"][layer]["bytes_sent"] += n
             self.stats["layers"][layer]["messages"] += 1
-        self.transport.send(peer, self._tag, bufs, 0xFFFF if layer is None else layer)
+        self.transport.send(peer, self._tag, [self._hdr, *bufs],
+                            0xFFFF if layer is None else layer)
 
     def _recv(self, peer):
-        return self.transport.recv(peer, self._tag)
+        mv = memoryview(self.transport.recv(peer, self._tag)).cast("B")
+        if len(mv) < _CHDR.size or bytes(mv[:4]) != _CMAGIC:
+            raise MessageError(f"rank {self.rank}: a message from rank {peer} without a "
+                               "collective header (foreign, or an older Roofline)")
+        magic, kind, op, code, *rest = _CHDR.unpack_from(mv)
+        theirs = (kind, op, int.from_bytes(code, "little"), *rest)
+        if theirs != self._fields:
+            raise mismatch(self.rank, self._fields, peer, theirs)
+        return mv[_CHDR.size:]
 
     def _send_array(self, peer, a, layer=None):
         self._send(peer, _encode(a), layer)
@@ -405,10 +482,12 @@ class KylixCommunicator(Communicator):
 
     def _configure(self, plan: KylixPlan):
         self.stats["calls"] += 1
+        plan._id = self._seq
+        self._begin("sparse_plan")
         cur, wcur = plan._uidx, plan._uwant
         top = max(int(cur[-1]) + 1 if cur.size else 0, int(wcur[-1]) + 1 if wcur.size else 0)
         hi = top if self.size == 1 else int(
-            self.allreduce(np.array([top], dtype=np.int64), op="max")[0])
+            self._allreduce(np.array([top], dtype=np.int64), "max")[0])
         lo = 0
         cum = 1
         for layer, k in enumerate(self.degrees):
@@ -444,6 +523,7 @@ class KylixCommunicator(Communicator):
         self._check_open()
         self.stats["calls"] += 1
         tail = values.shape[1:]
+        self._begin("sparse_reduce", "", values.dtype.str, math.prod(tail), plan._id)
         if plan._inv is None:  # sorted distinct indices: the values are the union's already
             acc = values
         else:
@@ -490,11 +570,17 @@ class KylixCommunicator(Communicator):
         self._check_op(op)
         self._check_open()
         x, back = as_host(x)
+        check_reducible(x, op)
         self.stats["calls"] += 1
-        shape = x.shape
+        self._begin("allreduce", op, x.dtype.str, x.size, zlib.crc32(repr(x.shape).encode()))
+        return back(self._allreduce(x, op).reshape(x.shape))
+
+    def _allreduce(self, x, op):
+        """The butterfly of :meth:`allreduce` (under the current collective header): a new
+        flat array."""
         flat = x.reshape(-1).copy()
         if self.size == 1:
-            return back(flat.reshape(shape))
+            return flat
         segs = [(0, flat.size)]  # the contiguous range this node reduces at each layer
         cum = 1
         for layer, k in enumerate(self.degrees):
@@ -523,7 +609,7 @@ class KylixCommunicator(Communicator):
             for j in range(k):
                 if j != me:
                     flat[b[j]:b[j + 1]] = got[j]
-        return back(flat.reshape(shape))
+        return flat
 
     # -- objects --------------------------------------------------------------------------
     def _pack_obj(self, x):
@@ -544,6 +630,10 @@ class KylixCommunicator(Communicator):
     def broadcast(self, x, root=0):
         self._check_open()
         self._check_root(root)
+        self._begin("broadcast", n=int(root))
+        return self._broadcast(x, int(root))
+
+    def _broadcast(self, x, root):
         if self.rank == root:
             host, back = as_host(x) if _is_array(x) else (x, lambda y: y)
             for r in range(self.size):
@@ -556,6 +646,10 @@ class KylixCommunicator(Communicator):
     def gather(self, x, root=0):
         self._check_open()
         self._check_root(root)
+        self._begin("gather", n=int(root))
+        return self._gather(x, int(root))
+
+    def _gather(self, x, root):
         host = as_host(x)[0] if _is_array(x) else x
         if self.rank != root:
             self._send(root, self._pack_obj(host))
@@ -564,16 +658,20 @@ class KylixCommunicator(Communicator):
                 for r in range(self.size)]
 
     def allgather(self, x):
-        got = self.gather(x, root=0)
-        return self.broadcast(got, root=0)
+        self._check_open()
+        self._begin("allgather")
+        return self._broadcast(self._gather(x, 0), 0)
 
     def barrier(self):
-        self.allgather(None)
+        self._check_open()
+        self._begin("barrier")
+        self._broadcast(self._gather(None, 0), 0)
 
     def split(self, color, key=None):
         self._check_open()
         key = self.rank if key is None else key
-        everyone = self.allgather((int(color), key, self.rank))
+        self._begin("split")
+        everyone = self._broadcast(self._gather((int(color), key, self.rank), 0), 0)
         self._splits += 1
         members = [r for c, kk, r in sorted(everyone, key=lambda t: (t[1], t[2]))
                    if c == int(color)]
@@ -596,6 +694,7 @@ class KylixCommunicator(Communicator):
             This communicator is closed.
         """
         self._check_open()
+        self._seq += 1  # every rank calls dup in the same order: the sequence stays in step
         self._splits += 1
         tag = hash((self._tag, self._splits, -1)) & 0x7FFFFFFF  # ints: the same in every process
         return KylixCommunicator(_SubTransport(self.transport, range(self.size)), self.degrees,
