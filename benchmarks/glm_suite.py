@@ -5,10 +5,10 @@ needs to reach a relative suboptimality ``(P - P*) / |P*|`` of 1e-3 and 1e-4, ``
 reference optimum (Roofline's Newton at a relative duality gap of 1e-12 for the smooth losses,
 the dual SCD at 1e-10 for the hinge, and the lowest objective any run reached).
 
-Solvers: Roofline ``newton`` (trust-region Newton-CG, :mod:`roofline.glm._newton`),
-``cholesky`` (ridge by its normal equations, :mod:`roofline.glm._direct`),
-``scd`` and ``tpa-scd`` (:func:`roofline.learners.fit_glm`, their default formulation:
-the dual without an intercept), ``auto`` (the solver :func:`roofline.glm._auto.choose_solver`
+Solvers: Roofline ``newton`` (trust-region Newton-CG) and ``cholesky`` (ridge by its normal
+equations), both as ``roofline.glm.fit_glm(solver=...)``,
+``scd`` and ``tpa-scd`` (:func:`roofline.glm.fit_glm`, their default formulation:
+the dual without an intercept), ``auto`` (the solver :func:`roofline.glm.choose_solver`
 picks, timed as that solver's run plus the choice); scikit-learn ``lbfgs``
 (``LogisticRegression``; ``Ridge(solver="auto")`` for the squared loss), ``liblinear`` primal
 (TRON) and dual (CD) (``LogisticRegression``, ``LinearSVR`` with the squared loss,
@@ -216,7 +216,6 @@ class Problem:
 
 def run_roofline(pb, solver, time_cap, max_iter, pstar=None):
     from roofline.glm import fit_glm
-    from roofline.glm._newton import fit_newton
 
     t0 = time.perf_counter()
 
@@ -226,16 +225,15 @@ def run_roofline(pb, solver, time_cap, max_iter, pstar=None):
         return time.perf_counter() - t0 > time_cap
 
     if solver == "cholesky":  # one exact solve: its whole time, one point
-        from roofline.glm._direct import fit_cholesky
-
         t0 = time.perf_counter()
-        res = fit_cholesky(pb.X, pb.y, alpha=pb.alpha, fit_intercept=False)
+        res = fit_glm(pb.X, pb.y, loss="squared", alpha=pb.alpha, fit_intercept=False,
+                      solver="cholesky")
         return [(time.perf_counter() - t0 - res.check_time, pb.P(res.coef))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if solver == "newton":
-            res = fit_newton(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
-                             tol=1e-9, max_iter=max_iter, callback=cb)
+            res = fit_glm(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
+                          solver="newton", tol=1e-9, max_iter=max_iter, callback=cb)
         else:
             res = fit_glm(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
                              solver=solver, n_jobs=2, tol=1e-8, max_iter=max_iter,
@@ -315,7 +313,6 @@ def run_snapml(pb, time_cap, pstar_hint):
 def reference(pb):
     """A tight optimum: Newton at a 1e-12 relative gap (dual SCD at 1e-10 for the hinge)."""
     from roofline.glm import fit_glm
-    from roofline.glm._newton import fit_newton
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -323,8 +320,8 @@ def reference(pb):
             r = fit_glm(pb.X, pb.y, loss="hinge", alpha=pb.alpha, fit_intercept=False,
                            tol=1e-10, max_iter=50_000, random_state=1)
             return min(pb.P(r.coef), float(r.objective.min()))
-        r = fit_newton(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False, tol=1e-12,
-                       max_iter=500)
+        r = fit_glm(pb.X, pb.y, loss=pb.loss, alpha=pb.alpha, fit_intercept=False,
+                    solver="newton", tol=1e-12, max_iter=500)
         return pb.P(r.coef)
 
 
@@ -373,7 +370,7 @@ def main(argv=None):
         print(markdown(records))
         summary(records)
         return
-    from roofline.glm._auto import choose_solver
+    from roofline.glm import choose_solver
 
     cap = args.time_cap or (1.0 if args.quick else 30.0)
     # Roofline's iterations are capped as liblinear's dual hinge runs' largest max_iter (the

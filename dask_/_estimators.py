@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline.comm import run_on_dask
+from roofline.glm import check_solver, resolve_loss, solver_names
 from roofline.learners import LinearSVC, LogisticRegression, Ridge
 
 __all__ = ["DaskLinearSVC", "DaskLogisticRegression", "DaskRidge", "partitions_by_worker"]
@@ -130,6 +131,8 @@ class _DaskGLM:
         """
         from distributed import default_client
 
+        # the registry's check (the ranks would each raise it), before any work on the cluster
+        check_solver(self.solver, loss=resolve_loss(self._loss), comm=True, runner=None)
         client = self.client or default_client()
         groups = partitions_by_worker(client, X, y, sample_weight)
         local = self._local(**self._local_params())
@@ -206,7 +209,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
-    solver : {"cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto"}, default="cocoa"
+    solver : {SOLVERS}, default="cocoa"
         A solver that runs over a communicator (see
         :class:`roofline.learners.LogisticRegression`); ``"auto"`` chooses ``"cocoa"`` there.
         The local estimator's default is ``"auto"``.
@@ -282,7 +285,7 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
-    solver : {"cocoa", "hcocoa", "pure-block", "auto"}, default="cocoa"
+    solver : {SOLVERS}, default="cocoa"
         A solver that runs over a communicator (see :class:`roofline.learners.LinearSVC`);
         ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
     max_iter : int, default=200
@@ -355,7 +358,7 @@ class DaskRidge(_DaskGLM, Ridge):
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
-    solver : {"cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto"}, default="cocoa"
+    solver : {SOLVERS}, default="cocoa"
         A solver that runs over a communicator (see :class:`roofline.learners.Ridge`);
         ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
     max_iter : int, default=200
@@ -405,3 +408,16 @@ class DaskRidge(_DaskGLM, Ridge):
         self.verbose = verbose
         self.dtype = dtype
         self.client = client
+
+
+def _fill_solvers(cls, loss):
+    """Write the registry's solvers that take ``comm=`` and ``loss`` into ``cls``' docstring
+    (its ``{SOLVERS}``)."""
+    names = solver_names(runner=None, comm=True, loss=loss, auto=False) + ("auto",)
+    cls.__doc__ = cls.__doc__.replace("{SOLVERS}",
+                                      "{" + ", ".join(f'"{n}"' for n in names) + "}")
+
+
+_fill_solvers(DaskLogisticRegression, "logistic")
+_fill_solvers(DaskLinearSVC, "hinge")
+_fill_solvers(DaskRidge, "squared")

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import cd
+from . import _registry, cd
 
 __all__ = [
     "CHOLESKY_AUTO_FEATURES",
@@ -56,9 +56,11 @@ __all__ = [
     "DUAL_MAX_NNZ_PER_EXAMPLE",
     "DUAL_MIN_EXAMPLES",
     "HOT_FEATURE_FRACTION",
+    "LBFGS_AUTO_SCALE",
     "choose_solver",
     "hot_mass",
     "hot_mass_of_counts",
+    "max_abs",
 ]
 
 #: The dual ``scd`` is chosen for a smooth loss only from this many examples on (its sweeps
@@ -89,6 +91,11 @@ HOT_FEATURE_FRACTION = 0.01
 #: matrix costs ``n d^2`` multiply-adds in BLAS, Newton ~20 Hessian-vector passes of ``n d``
 #: memory-bound ones; on the suite's dense problems (d = 11 and 101) it was 5-10x faster.
 CHOLESKY_AUTO_FEATURES = 1024
+
+#: The estimators' ``auto`` runs ``lbfgs`` when a feature value exceeds this (the minibatch
+#: ``LBFGS`` optimizer's ``AUTO_SCALE``, from which it rescales the coefficients by powers of
+#: two).
+LBFGS_AUTO_SCALE = 2.0 ** 20
 
 _SMOOTH = ("squared", "logistic", "squared_hinge")
 
@@ -126,8 +133,10 @@ def hot_mass_of_counts(counts, n_examples):
 
 
 def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n_jobs=1,
-                  device=None, comm=None):
-    """The solver ``solver="auto"`` runs on this problem, and why.
+                  device=None, comm=None, dual=None, sample_weight=None,
+                  runner=("fit_glm",)):
+    """The solver ``solver="auto"`` runs on this problem, and why: the one place ``auto`` is
+    decided, for :func:`~roofline.glm.fit_glm` and the estimators.
 
     Parameters
     ----------
@@ -151,14 +160,59 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
         Unused (every solver here runs on the CPU).
     comm : roofline.comm.Communicator, optional
         A distributed fit (each rank holding examples): ``"cocoa"``.
+    dual : bool or None
+        ``dual=True`` (without ``comm``) asks for the dual: ``"scd"`` (SDCA).
+    sample_weight : array, optional
+        The sample weights: non-uniform ones rule out the solvers that do not take them
+        (read only by a caller that can run the minibatch solvers).
+    runner : sequence of str
+        The runners of the registry the caller can run (:mod:`roofline.glm._registry`):
+        ``("fit_glm",)`` for :func:`~roofline.glm.fit_glm`; the estimators, which also run the
+        minibatch Learner (``"learner"``), get ``"lbfgs"`` without regularisation
+        (``alpha <= 0``), with feature values beyond :data:`LBFGS_AUTO_SCALE` (L-BFGS rescales
+        them; Newton's and the CD solvers' duality gap is meaningless there) and, with
+        non-uniform weights, where the rule's choice does not take them and the loss is not
+        smooth (``"newton"`` when it is).
 
     Returns
     -------
     solver : str
-        ``"newton"``, ``"cholesky"`` or ``"scd"`` (``"cocoa"`` with ``comm``).
+        ``"newton"``, ``"cholesky"`` or ``"scd"`` (``"cocoa"`` with ``comm``); for the
+        estimators also ``"lbfgs"``.
     reason : str
         One sentence, for the log line and ``solver_``'s documentation.
     """
+    if dual and comm is None:
+        return "scd", "dual=True: dual coordinate descent (SDCA)"
+    if "learner" in runner and comm is None:
+        if alpha <= 0:
+            return "lbfgs", "no regularisation: L-BFGS"
+        big = max_abs(X)
+        if big > LBFGS_AUTO_SCALE:
+            return "lbfgs", (f"a feature value of {big:.3g} (above 2^20): L-BFGS over "
+                             "power-of-two rescaled coefficients (Newton's and the CD "
+                             "solvers' duality gap is meaningless at such scales)")
+    chosen, reason = _rule(X, loss, penalty, alpha, fit_intercept, comm)
+    if (comm is None and "learner" in runner and sample_weight is not None
+            and not np.all(sample_weight == sample_weight[0])
+            and not _registry.get_solver(chosen).sample_weight):
+        if loss in _SMOOTH:
+            return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
+                              "Newton-CG (the coordinate-descent solvers take uniform "
+                              "weights)")
+        return "lbfgs", (f"non-uniform sample_weight with loss={loss!r}: L-BFGS (the "
+                         "coordinate-descent solvers take uniform weights)")
+    return chosen, reason
+
+
+def max_abs(X):
+    """The largest ``|value|`` of dense or sparse ``X`` (0 when empty)."""
+    data = X.data if sp.issparse(X) else X
+    return float(np.abs(data).max()) if data.size else 0.0
+
+
+def _rule(X, loss, penalty, alpha, fit_intercept, comm):
+    """The measured rule of the module docstring (the solvers of :func:`fit_glm`)."""
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
     if loss not in _SMOOTH + ("hinge",):

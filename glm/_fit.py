@@ -25,21 +25,18 @@ from ._cocoa import fit_distributed, fit_on_comm
 from ._direct import solve_ridge
 from ._newton import NEWTON_LOSSES, fit_newton
 from ._problem import (
-    SOLVERS,
     GLMProblem,
     GLMResult,
     StallMonitor,
     Trace,
     check_X,
+    mean_one_weights,
     positive,
     verbose_logging,
     warn_not_converged,
 )
+from ._registry import AUTO, check_solver, get_solver, solver_names
 from ._scd import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
-
-#: What ``solver=`` accepts: the coordinate-descent solvers, the trust-region Newton primal
-#: solver (``glm/_newton.py``) and ``"auto"`` (``glm/_auto.py``'s measured rule).
-FRONT_SOLVERS = SOLVERS + ("newton", "cholesky", "auto")
 
 #: The one-thread dual renumbers the features by frequency
 #: (:func:`roofline.glm.cd.reorder_features`) only where at least this share of the stored
@@ -57,6 +54,9 @@ __all__ = [
     "GLMSolverOptions",
     "GLMResult",
     "fit_glm",
+    "run_cd",
+    "run_cholesky",
+    "run_newton",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ class GLMSolverOptions(Options):
     at length under the keyword argument of the same name of :func:`fit_glm`.
     """
 
-    solver: str = option("auto", "solver: coordinate descent, 'newton' (trust-region Newton) "
-                                "or 'auto' (chosen from the data)", choices=FRONT_SOLVERS)
+    solver: str = option("auto", "solver: a row of the registry (glm/_registry.py) that "
+                                "fit_glm runs, or 'auto' (chosen from the data)", kind=str)
     tol: float = option(1e-6, "stop when the duality gap is below tol * |P| (relative)",
                         low=0.0, low_open=True)
     max_iter: int = option(1000, "maximum epochs (scd, tpa-scd, pure-block) or global rounds "
@@ -117,8 +117,16 @@ class GLMSolverOptions(Options):
                                       "with liblinear's shrinking for the hinge")
     stall_switch: bool = option(True, "scd / tpa-scd, smooth loss, L2: hand a run whose "
                                       "duality gap falls too slowly to newton")
+    gtol: float | None = option(None, "newton / cholesky: also stop when the gradient's "
+                                      "max-norm is below gtol (the estimators' tol)", kind=float,
+                                low=0.0, low_open=True)
 
     def _check(self, prefix):
+        # the registry's rows are checked live (a row registered later is a valid choice)
+        names = solver_names(runner="fit_glm")
+        if self.solver not in names:
+            raise ValueError(f"{prefix}option 'solver' must be one of {list(names)}, got "
+                             f"{self.solver!r}")
         if isinstance(self.check_every, str) and self.check_every != "auto":
             raise ValueError(f"{prefix}option 'check_every' must be a positive integer or "
                              f"'auto', got {self.check_every!r}")
@@ -131,18 +139,14 @@ _OPTION_NAMES = frozenset(GLMSolverOptions.__dataclass_fields__)
 
 
 def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
-    if solver == "pure-block":
-        if dual or loss_code == 2:
-            raise ValueError("solver='pure-block' is a primal (feature-block) method: it needs a "
-                             "smooth loss ('squared' or 'logistic') and dual=False/None")
+    """Whether ``solver`` solves the dual (the problem already passed
+    :func:`~roofline.glm._registry.check_solver`)."""
+    formulations = get_solver(solver).formulations
+    if "dual" not in formulations:
         return False
-    if loss_code == 2:
-        if dual is False:
-            raise ValueError("loss='hinge' is solved in the dual only (dual=False unsupported)")
+    if "primal" not in formulations or loss_code == 2:
         return True
     if l1:
-        if dual:
-            raise ValueError("penalty='l1' is solved in the primal only (dual=True not supported)")
         return False
     if dual is None:
         # the primal keeps the intercept unregularised, so it is the default with an intercept;
@@ -167,6 +171,7 @@ def fit_glm(
     coef_init=None,
     callback=None,
     comm=None,
+    sample_weight=None,
     **solver_options,
 ):
     """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
@@ -190,8 +195,11 @@ def fit_glm(
         (``fit_glm(X, y, loss=..., alpha=..., options=opts, tol=1e-8)`` runs ``opts`` with
         ``tol=1e-8``); without ``options`` they override :class:`GLMSolverOptions`' defaults, which
         are the defaults shown here.  An unknown keyword raises ``TypeError``.
-    solver : {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "cholesky", "auto"}
-        ``scd``: sequential stochastic coordinate descent (deterministic for a seed).
+    solver : str
+        A row of the solver registry that ``fit_glm`` runs (:mod:`roofline.glm._registry`:
+        ``"scd"``, ``"tpa-scd"``, ``"cocoa"``, ``"hcocoa"``, ``"pure-block"``, ``"newton"``,
+        ``"cholesky"``), or ``"auto"``.  ``scd``: sequential stochastic coordinate descent
+        (deterministic for a seed).
         ``newton``: trust-region Newton-CG on the primal (TRON; smooth losses with the L2
         penalty, :func:`roofline.glm._newton.fit_newton`), insensitive to the features'
         scaling and correlation.  ``cholesky``: ridge (``loss="squared"``, L2) by its normal
@@ -322,6 +330,12 @@ def fit_glm(
         The result then has ``info["stall_switch"]`` (the iteration and the predicted checks),
         ``solver`` the CD solver, the trace of both runs, ``dual_coef=None`` and
         ``dual=False``.
+    sample_weight : array, shape (n_examples,), optional
+        Example weights (the weighted mean loss), for the solvers that take them (``newton``,
+        ``cholesky``); all-equal weights are the unweighted problem, which every solver takes.
+    gtol : float, optional
+        ``newton`` / ``cholesky``: also stop when the gradient's max-norm is below ``gtol``
+        (the estimators' ``tol``).
     **solver_options
         The :class:`GLMSolverOptions` fields listed above (``tol``, ``max_iter``,
         ``n_workers``, ...), given as keywords; they override ``options``.
@@ -343,44 +357,20 @@ def fit_glm(
     if options is not None and not isinstance(options, GLMSolverOptions):
         raise TypeError(f"options must be a GLMSolverOptions, got {type(options).__name__}")
     settings = {**(options or GLMSolverOptions()).to_dict(), **solver_options}
-    loss = _losses.resolve_loss(loss, allowed=_losses.CD_LOSSES)
+    loss = _losses.resolve_loss(loss, allowed=_losses.CD_LOSSES + _fit_glm_losses())
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
-    solver = settings["solver"]
-    if solver not in FRONT_SOLVERS:
-        raise ValueError(f"solver must be one of {FRONT_SOLVERS}, got {solver!r}")
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
-    loss_code = _losses.LOSS_CODES[loss]
-    l1 = penalty == "l1"
-    if l1 and loss_code == 2:
-        raise ValueError("penalty='l1' is not supported with loss='hinge'")
+    if isinstance(sample_weight, np.ndarray) or sample_weight is not None:
+        sw = mean_one_weights(sample_weight, np.shape(y)[0])
+        if np.all(sw == sw[0]):
+            sample_weight = None  # the unweighted problem
+    check_solver(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
+                 comm=comm is not None, weighted=sample_weight is not None)
     alpha = positive(alpha, "alpha")
-    # the numeric settings, with the messages callers have always had
-    settings["tol"] = positive(settings["tol"], "tol")
-    for name in ("max_iter", "n_jobs", "sub_epochs", "full_every", "inner_rounds"):
-        settings[name] = positive(settings[name], name, integer=True)
-    for name in ("n_workers", "n_nodes"):
-        if settings[name] is not None:
-            settings[name] = positive(settings[name], name, integer=True)
-    check_every = settings["check_every"]
-    if isinstance(check_every, str):
-        if check_every != "auto":
-            raise ValueError(f"check_every must be a positive integer or 'auto', got "
-                             f"{check_every!r}")
-    else:
-        settings["check_every"] = positive(check_every, "check_every", integer=True)
-    settings["active_fraction"] = positive(settings["active_fraction"], "active_fraction")
-    if settings["active_fraction"] > 1:
-        raise ValueError(f"active_fraction must be in (0, 1], got "
-                         f"{settings['active_fraction']!r}")
-    settings["damping"] = positive(settings["damping"], "damping")
-    settings["local_epochs"] = positive(settings["local_epochs"], "local_epochs")
-    settings["intercept_scaling"] = positive(settings["intercept_scaling"], "intercept_scaling")
-    opts = GLMSolverOptions(**settings)  # the remaining checks (types, dual)
-    if comm is not None and opts.solver not in ("cocoa", "hcocoa", "pure-block", "auto"):
-        raise ValueError(f"comm= runs cocoa, hcocoa or pure-block, not solver={opts.solver!r}")
+    opts = _check_options(settings)
     # dense X stays dense for the solvers with a dense path (newton, cholesky); the CD
     # solvers get CSC below
     X = check_X(X, allow_no_examples=comm is not None, keep_dense=True)
@@ -398,39 +388,120 @@ def fit_glm(
         if not np.isfinite(coef_init).all():
             raise ValueError("coef_init has non-finite entries")
     reason = None
-    if opts.solver == "auto":
-        if opts.dual and comm is None:
-            chosen, reason = "scd", "dual=True: dual coordinate descent (SDCA)"
-        else:
-            chosen, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=alpha,
-                                           fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
-                                           comm=comm)
+    if opts.solver == AUTO:
+        chosen, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=alpha,
+                                       fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
+                                       comm=comm, dual=opts.dual, sample_weight=sample_weight)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
+        check_solver(chosen, loss=loss, penalty=penalty, dual=opts.dual,
+                     comm=comm is not None, weighted=sample_weight is not None)
         opts = GLMSolverOptions(**{**opts.to_dict(), "solver": chosen})
-    if opts.solver == "cholesky":
-        if l1 or loss != "squared" or opts.dual:
-            raise ValueError(f"solver='cholesky' solves ridge (loss='squared', penalty='l2', "
-                             f"the primal), got loss={loss!r}, penalty={penalty!r}, "
-                             f"dual={opts.dual!r}")
-        res = solve_ridge(X, y, alpha=alpha, fit_intercept=bool(fit_intercept), tol=opts.tol,
-                          max_iter=opts.max_iter, verbose=verbose, n_jobs=opts.n_jobs)
-        if reason is not None:
-            res.info["auto_reason"] = reason
-        res.time = time.perf_counter() - t_start
-        return res
-    if opts.solver == "newton":
-        if l1 or loss not in NEWTON_LOSSES:
-            raise ValueError(f"solver='newton' needs penalty='l2' and a smooth loss "
-                             f"{NEWTON_LOSSES}, got penalty={penalty!r}, loss={loss!r}")
-        if opts.dual:
-            raise ValueError("solver='newton' solves the primal (dual=True is not supported)")
-        res = fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=bool(fit_intercept),
-                         tol=opts.tol, max_iter=opts.max_iter, coef_init=coef_init,
-                         verbose=verbose, callback=callback, n_jobs=opts.n_jobs)
-        if reason is not None:
-            res.info["auto_reason"] = reason
-        res.time = time.perf_counter() - t_start
-        return res  # fit_newton warns itself when it stops short of tol
+    res = get_solver(opts.solver).load()(
+        X, y, loss=loss, alpha=alpha, penalty=penalty, fit_intercept=bool(fit_intercept),
+        options=opts, sample_weight=sample_weight, coef_init=coef_init, callback=callback,
+        comm=comm, verbose=verbose, random_state=random_state, blocks=blocks,
+        comm_stats=comm_stats)
+    if reason is not None:
+        res.info["auto_reason"] = reason
+    res.time = time.perf_counter() - t_start
+    return res
+
+
+def _fit_glm_losses():
+    """The losses of the solvers ``fit_glm`` runs (the registry's rows), beyond CD's."""
+    from ._registry import solvers
+
+    return tuple(sorted({x for s in solvers(runner="fit_glm") for x in s.losses}
+                        - set(_losses.CD_LOSSES)))
+
+
+def _check_options(settings):
+    """The solver's settings (a dict of :class:`GLMSolverOptions` fields) checked, with the
+    messages that name the argument; the :class:`GLMSolverOptions`."""
+    settings = dict(settings)
+    settings["tol"] = positive(settings["tol"], "tol")
+    for name in ("max_iter", "n_jobs", "sub_epochs", "full_every", "inner_rounds"):
+        settings[name] = positive(settings[name], name, integer=True)
+    for name in ("n_workers", "n_nodes"):
+        if settings[name] is not None:
+            settings[name] = positive(settings[name], name, integer=True)
+    check_every = settings["check_every"]
+    if isinstance(check_every, str):
+        if check_every != "auto":
+            raise ValueError(f"check_every must be a positive integer or 'auto', got "
+                             f"{check_every!r}")
+    else:
+        settings["check_every"] = positive(check_every, "check_every", integer=True)
+    settings["active_fraction"] = positive(settings["active_fraction"], "active_fraction")
+    if settings["active_fraction"] > 1:
+        raise ValueError(f"active_fraction must be in (0, 1], got "
+                         f"{settings['active_fraction']!r}")
+    for name in ("damping", "local_epochs", "intercept_scaling"):
+        settings[name] = positive(settings[name], name)
+    if settings["gtol"] is not None:
+        settings["gtol"] = positive(settings["gtol"], "gtol")
+    return GLMSolverOptions(**settings)  # the remaining checks (types, dual)
+
+
+def run_newton(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
+               coef_init=None, callback=None, comm=None, verbose=0, random_state=None,
+               blocks=None, comm_stats=None):
+    """The registry's ``newton`` row: :func:`roofline.glm._newton.fit_newton` (the front
+    door's signature; see :mod:`roofline.glm._registry`).
+
+    Returns
+    -------
+    GLMResult
+    """
+    kw = _weights(sample_weight, options)
+    if comm is not None:  # a row with comm=True (the registry refuses comm= otherwise)
+        kw["comm"] = comm
+    return fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=fit_intercept,
+                      tol=options.tol, max_iter=options.max_iter, coef_init=coef_init,
+                      verbose=verbose, callback=callback, n_jobs=options.n_jobs,
+                      **kw)  # fit_newton warns itself
+
+
+def run_cholesky(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
+                 coef_init=None, callback=None, comm=None, verbose=0, random_state=None,
+                 blocks=None, comm_stats=None):
+    """The registry's ``cholesky`` row: :func:`roofline.glm._direct.solve_ridge` (the front
+    door's signature).
+
+    Returns
+    -------
+    GLMResult
+    """
+    return solve_ridge(X, y, alpha=alpha, fit_intercept=fit_intercept, tol=options.tol,
+                       max_iter=options.max_iter, verbose=verbose, n_jobs=options.n_jobs,
+                       **_weights(sample_weight, options))
+
+
+def _weights(sample_weight, options):
+    """The keywords ``sample_weight`` / ``gtol`` where given (the calls stay those of the
+    unweighted, tol-only fits otherwise)."""
+    kw = {}
+    if sample_weight is not None:
+        kw["sample_weight"] = sample_weight
+    if options.gtol is not None:
+        kw["gtol"] = options.gtol
+    return kw
+
+
+def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
+           coef_init=None, callback=None, comm=None, verbose=0, random_state=None, blocks=None,
+           comm_stats=None):
+    """The registry's coordinate-descent rows (``scd``, ``tpa-scd``, ``cocoa``, ``hcocoa``,
+    ``pure-block``; the front door's signature): the chosen formulation, the stall switch to
+    Newton, the :class:`ConvergenceWarning`.
+
+    Returns
+    -------
+    GLMResult
+    """
+    opts = options
+    loss_code = _losses.LOSS_CODES[loss]
+    l1 = penalty == "l1"
     if not sp.issparse(X):
         X = cd.csc_from_dense(X)
     monitor = None
@@ -440,22 +511,20 @@ def fit_glm(
                                                      opts.solver))):
         monitor = StallMonitor(opts.tol)
     with verbose_logging(verbose):
-        res = _fit(X, y, loss_code, l1, alpha, penalty, bool(fit_intercept), opts,
+        res = _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
                    comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm,
                    monitor=monitor)
     if monitor is not None and monitor.fired_at is not None:
-        res = _switch_to_newton(res, monitor, X, y, loss, alpha, bool(fit_intercept), opts,
+        res = _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts,
                                 verbose, callback)
-    if reason is not None:
-        res.info["auto_reason"] = reason
-    res.time = time.perf_counter() - t_start
     if (not res.converged and not res.info.get("stopped_by_callback", False)
             and "stall_switch" not in res.info):  # fit_newton warned itself
         logger.info("%s did not reach tol=%g in %d iterations (gap %.3e)", opts.solver, opts.tol,
                     res.n_iter, res.gap)
         warn_not_converged(opts.solver, opts.tol, res.n_iter, res.gap,
-                           float(res.objective[-1]) if res.objective.size else float("nan"))
+                           float(res.objective[-1]) if res.objective.size else float("nan"),
+                           stacklevel=4)  # fit_glm's caller
     return res
 
 

@@ -27,6 +27,7 @@ error naming the key and the file)::
     [solver]                     # instead of [optimizer]/[mixins]/[learner]: fit by coordinate
     alpha = 1e-6                 # descent (fit_glm), mean loss + alpha * R(w); penalty =
     solver = "auto"              # "l2" | "l1", seed; the other keys are GLMSolverOptions (tol, ...)
+                                 # (solver: one of roofline.glm.solver_names(runner="fit_glm"))
     [output]
     dir = "runs/demo"            # relative to the current directory
 """
@@ -100,14 +101,20 @@ _CD_LOSSES = {name: glm.resolve_loss(name)
               if glm.resolve_loss(name) in glm.CD_LOSSES}
 
 
-def _solver_table(t: dict, where: str):
-    """``(SolverProblemOptions, GLMSolverOptions)`` of a ``[solver]`` table."""
+def _solver_table(t: dict, where: str, loss: str):
+    """``(SolverProblemOptions, GLMSolverOptions)`` of a ``[solver]`` table, the solver checked
+    against the problem by the registry (:func:`roofline.glm.check_solver`, the messages of
+    :func:`~roofline.glm.fit_glm`)."""
     from roofline.glm import GLMSolverOptions
 
     problem_keys = set(SolverProblemOptions.__dataclass_fields__)
     problem = SolverProblemOptions.from_dict({k: v for k, v in t.items() if k in problem_keys},
                                              where)
     opts = GLMSolverOptions.from_dict({k: v for k, v in t.items() if k not in problem_keys}, where)
+    try:
+        glm.check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
     return problem, opts
 
 
@@ -252,7 +259,7 @@ def build_from_config(path):
         if data.type == "datasource":
             raise ValueError(f"{where}: needs in-memory data ([data] type 'criteo_like' or "
                              "'svmlight'), got type 'datasource'")
-        solver = _solver_table(_table(doc, "solver", path), where)
+        solver = _solver_table(_table(doc, "solver", path), where, _CD_LOSSES[model.loss])
     resolved = {
         "data": data.to_dict(), "model": model.to_dict(),
         "optimizer": {"type": opt_type, **opt.to_dict()},

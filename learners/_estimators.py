@@ -23,13 +23,13 @@ sample weights, the intercept not regularised).  scikit-learn's objectives conve
 Multi-class classification is one-vs-rest: one output per class in a single ``k x n`` model (the
 multi-label GLM), ``predict_proba`` normalising the ``k`` sigmoids as scikit-learn's OvR does.
 
-Solvers: ``"auto"`` (the default: chosen from the data, see ``solver`` below and
-``glm/_auto.py``), ``"lbfgs"`` (batch L-BFGS over full passes), ``"newton"``
-(trust-region Newton-CG), ``"cholesky"`` (ridge), ``"adagrad"`` and ``"sgd"``
-(``max_iter`` passes of minibatches of ``batch_size``; these also provide ``partial_fit``), and
-the coordinate-descent solvers ``"scd"``, ``"tpa-scd"``, ``"cocoa"``, ``"hcocoa"``,
-``"pure-block"`` of :func:`roofline.learners.fit_glm` (same objective scaling, ``alpha =
-lambda``).
+Solvers: every row of the solver registry (:func:`roofline.glm.solvers`, listed under
+``solver`` below), and ``"auto"`` (the default: chosen from the data by
+:func:`roofline.glm.choose_solver`).  The rows that :func:`roofline.glm.fit_glm` runs (the
+coordinate-descent, Newton and Cholesky solvers; same objective scaling, ``alpha = lambda``)
+are fitted through it, one output at a time; ``vw-hybrid`` through its own function; the
+minibatch optimizers (``lbfgs``, ``adagrad``, ``sgd``) through the
+:class:`~roofline.learners.Learner` (``adagrad`` and ``sgd`` also provide ``partial_fit``).
 """
 
 from __future__ import annotations
@@ -46,9 +46,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from roofline import glm
 from roofline.datasources import MatSource
-from roofline.glm import choose_solver
-from roofline.glm._direct import solve_ridge
-from roofline.glm._newton import NEWTON_LOSSES, fit_newton
+from roofline.glm import check_solver, choose_solver, get_solver, solver_names
 from roofline.glm._problem import verbose_logging
 
 from ._learner import Learner
@@ -60,15 +58,14 @@ __all__ = ["LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"]
 
 logger = logging.getLogger(__name__)
 
-CD_SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
-MINIBATCH_SOLVERS = ("adagrad", "sgd")
-VW_SOLVERS = ("vw-hybrid",)  # Vowpal Wabbit's AllReduce learner (learners/_vw.py)
-NEWTON_SOLVERS = ("newton",)  # trust-region Newton-CG (glm/_newton.py)
-DIRECT_SOLVERS = ("cholesky",)  # ridge by its normal equations (glm/_direct.py)
-# the solvers that take comm= ("auto" picks cocoa then)
-DIST_SOLVERS = ("cocoa", "hcocoa", "pure-block", "vw-hybrid", "auto")
-SOLVERS = (("lbfgs",) + MINIBATCH_SOLVERS + CD_SOLVERS + VW_SOLVERS + NEWTON_SOLVERS
-           + DIRECT_SOLVERS + ("auto",))
+#: The registry's runners the estimators run (every row: ``fit_glm``'s through it, the
+#: others themselves).
+RUNNERS = ("fit_glm", "estimator", "learner")
+
+
+def _has_partial_fit(solver):
+    """Whether the registry's row ``solver`` offers ``partial_fit`` (the minibatch ones)."""
+    return solver in solver_names(partial_fit=True, auto=False)
 
 
 def to_column_layout(X, dtype):
@@ -95,12 +92,6 @@ def _nonuniform(sw):
     """``sw`` when the sample weights differ, ``None`` when they are all equal (the
     unweighted problem: the solvers' ``lambda`` already carries their sum)."""
     return None if np.all(sw == sw[0]) else sw
-
-
-def _max_abs(X):
-    """The largest ``|value|`` of dense or sparse ``X`` (0 when empty)."""
-    data = X.data if sp.issparse(X) else X
-    return float(np.abs(data).max()) if data.size else 0.0
 
 
 def _check_number(name, value, *, low, low_open):
@@ -148,21 +139,6 @@ def _check_sample_weights(sample_weight, X):
     return sw
 
 
-def _solver_check(solver, loss):
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
-    if solver in CD_SOLVERS and glm.resolve_loss(loss) not in glm.CD_LOSSES:
-        raise ValueError(f"solver={solver!r} does not support the {loss} loss; use 'lbfgs'")
-    if solver in DIRECT_SOLVERS and glm.resolve_loss(loss) != "squared":
-        raise ValueError(f"solver={solver!r} solves ridge (the squared loss), not {loss}")
-    if solver in NEWTON_SOLVERS and glm.resolve_loss(loss) not in NEWTON_LOSSES:
-        raise ValueError(f"solver={solver!r} needs a smooth loss {NEWTON_LOSSES}, not {loss}; "
-                         f"use a CD solver")
-    if solver in VW_SOLVERS and glm.resolve_loss(loss) not in ("logistic", "squared"):
-        raise ValueError(f"solver={solver!r} supports the logistic and squared losses, not "
-                         f"{loss}; use 'lbfgs' or a CD solver")
-
-
 class _GLMEstimator(BaseEstimator):
     """Shared fit/predict machinery (not public)."""
 
@@ -184,10 +160,10 @@ class _GLMEstimator(BaseEstimator):
                              reset=reset)
 
     def _check_params(self):
-        """Errors that name the parameter, before any work."""
-        if getattr(self, "comm", None) is not None and self.solver not in DIST_SOLVERS:
-            raise ValueError(f"comm= needs solver in {list(DIST_SOLVERS)}, got "
-                             f"solver={self.solver!r}")
+        """Errors that name the parameter, before any work (the solver's: the registry's
+        :func:`~roofline.glm.check_solver`)."""
+        check_solver(self.solver, loss=glm.resolve_loss(self._loss),
+                     comm=getattr(self, "comm", None) is not None, runner=RUNNERS)
         for name in ("max_iter", "batch_size", "n_jobs"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
@@ -200,28 +176,10 @@ class _GLMEstimator(BaseEstimator):
         """The solver to run and, for ``solver="auto"``, why (``glm/_auto.py``)."""
         if self.solver != "auto":
             return self.solver, None
-        comm = getattr(self, "comm", None)
-        loss = glm.resolve_loss(self._loss)
-        if comm is None and lam <= 0:
-            return "lbfgs", "no regularisation: L-BFGS"
-        big = _max_abs(Xc)
-        if comm is None and big > LBFGS.AUTO_SCALE:
-            return "lbfgs", (f"a feature value of {big:.3g} (above 2^20): L-BFGS over "
-                             "power-of-two rescaled coefficients (Newton's and the CD "
-                             "solvers' duality gap is meaningless at such scales)")
-        chosen, reason = choose_solver(Xc, loss=loss, penalty="l2", alpha=lam,
-                                       fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
-                                       comm=comm)
-        if (comm is None and chosen not in NEWTON_SOLVERS + DIRECT_SOLVERS
-                and _nonuniform(sw) is not None):
-            # the coordinate-descent solvers take uniform weights; Newton takes any
-            if loss in NEWTON_LOSSES:
-                return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
-                                  "Newton-CG (the coordinate-descent solvers take uniform "
-                                  "weights)")
-            return "lbfgs", (f"non-uniform sample_weight with loss={loss!r}: L-BFGS (the "
-                             "coordinate-descent solvers take uniform weights)")
-        return chosen, reason
+        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty="l2", alpha=lam,
+                             fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
+                             comm=getattr(self, "comm", None), sample_weight=sw,
+                             runner=RUNNERS)
 
     def _make_optimizer(self, s):
         if s == "lbfgs":
@@ -238,14 +196,11 @@ class _GLMEstimator(BaseEstimator):
         self.solver_ = solver
         if reason is not None:
             logger.info("%s(solver='auto') runs %r: %s", type(self).__name__, solver, reason)
-        if solver in CD_SOLVERS:
-            return self._fit_cd(Xc, Y, sw, lam, solver)
-        if solver in NEWTON_SOLVERS:
-            return self._fit_newton(Xc, Y, sw, lam)
-        if solver in DIRECT_SOLVERS:
-            return self._fit_cholesky(Xc, Y, sw, lam)
-        if solver in VW_SOLVERS:
-            return self._fit_vw(Xc, Y, sw, lam)
+        spec = get_solver(solver)
+        if spec.runner == "fit_glm":
+            return self._fit_glm(Xc, Y, sw, lam, spec)
+        if spec.runner == "estimator":
+            return self._fit_row(Xc, Y, sw, lam, spec)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
                     dtype=dt.name)
         n = Xc.shape[1]
@@ -268,68 +223,47 @@ class _GLMEstimator(BaseEstimator):
         else:
             n_iter = passes or self.max_iter
         return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
-                max(n_iter, 1), opt.state() if solver in MINIBATCH_SOLVERS else None)
+                max(n_iter, 1), opt.state() if spec.partial_fit else None)
 
-    def _per_output(self, solver, Y, sw, lam, fit_one, weights=False):
-        """Check what the solvers that need a positive regularisation (and, unless
-        ``weights``, uniform weights) need, then ``fit_one(y_row)`` (a result with ``coef``,
-        ``intercept``, ``n_iter``) for each output row of ``Y``; the stacked ``(coef,
-        intercept, n_iter, None)``."""
-        if not weights and _nonuniform(sw) is not None:
-            raise ValueError(f"solver={solver!r} does not support non-uniform "
-                             f"sample_weight; use solver='lbfgs'")
+    def _per_output(self, spec, Y, sw, lam, fit_one):
+        """Check the row ``spec`` against the weights (the registry's
+        :func:`~roofline.glm.check_solver`) and the regularisation, then ``fit_one(y_row)``
+        (a result with ``coef``, ``intercept``, ``n_iter``) for each output row of ``Y``; the
+        stacked ``(coef, intercept, n_iter, None)``."""
+        check_solver(spec.name, loss=glm.resolve_loss(self._loss), comm=self.comm is not None,
+                     weighted=_nonuniform(sw) is not None, runner=RUNNERS)
         if lam <= 0:
-            raise ValueError(f"solver={solver!r} needs a positive regularisation")
+            raise ValueError(f"solver={spec.name!r} needs a positive regularisation")
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
         res = [fit_one(Ys[r]) for r in range(Ys.shape[0])]
         return (np.vstack([np.asarray(r.coef, dtype=np.float64) for r in res]),
                 np.array([float(r.intercept) for r in res]),
                 max(max(int(r.n_iter) for r in res), 1), None)
 
-    def _fit_newton(self, Xc, Y, sw, lam):
-        """Trust-region Newton-CG (:mod:`learners._newton`) per output."""
-        weights = _nonuniform(sw)
-        return self._per_output("newton", Y, sw, lam, lambda y: fit_newton(
-            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam,
-            fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
-            verbose=self.verbose, n_jobs=self.n_jobs, gtol=self.tol,
-            sample_weight=weights), weights=True)
-
-    def _fit_cholesky(self, Xc, Y, sw, lam):
-        """Ridge by its normal equations (:func:`learners._direct.solve_ridge`: Newton
-        refines a solution that rounding left short of ``tol``) per output."""
-        weights = _nonuniform(sw)
-        return self._per_output("cholesky", Y, sw, lam, lambda y: solve_ridge(
-            Xc, y, alpha=lam, fit_intercept=self.fit_intercept, tol=self.tol,
-            max_iter=self.max_iter, sample_weight=weights, gtol=self.tol,
-            verbose=self.verbose, n_jobs=self.n_jobs), weights=True)
-
-    def _fit_cd(self, Xc, Y, sw, lam, solver):
-        """The coordinate-descent solvers (:func:`~roofline.learners.fit_glm`) per output,
-        over ``comm`` when given (each rank holds examples: the dual)."""
-        from roofline.learners import fit_glm
-
-        return self._per_output(solver, Y, sw, lam, lambda y: fit_glm(
-            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, solver=solver,
+    def _fit_glm(self, Xc, Y, sw, lam, spec):
+        """A row that :func:`roofline.glm.fit_glm` runs, per output, over ``comm`` when given
+        (each rank holds examples: the dual where the row has one); ``tol`` is also the
+        gradient test of ``newton`` / ``cholesky`` (``gtol``)."""
+        dual = True if self.comm is not None and "dual" in spec.formulations else None
+        return self._per_output(spec, Y, sw, lam, lambda y: glm.fit_glm(
+            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, solver=spec.name,
             n_jobs=self.n_jobs, tol=self.tol, max_iter=self.max_iter,
             fit_intercept=self.fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
-            comm=self.comm,
-            dual=True if self.comm is not None and solver != "pure-block" else None))
+            comm=self.comm, dual=dual, sample_weight=_nonuniform(sw), gtol=self.tol))
 
-    def _fit_vw(self, Xc, Y, sw, lam):
-        """Vowpal Wabbit's hybrid learner (:func:`~roofline.learners.fit_vw_hybrid`) per
-        output, over ``comm`` when given."""
-        from roofline.learners import fit_vw_hybrid
+    def _fit_row(self, Xc, Y, sw, lam, spec):
+        """A row the estimators run themselves (``runner="estimator"``: ``vw-hybrid``,
+        :func:`~roofline.learners.fit_vw_hybrid`) per output, over ``comm`` when given."""
+        fit = spec.load()
 
         def one(y):
             with verbose_logging(self.verbose):
-                return fit_vw_hybrid(Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam,
-                                     comm=self.comm, fit_intercept=self.fit_intercept,
-                                     max_iter=self.max_iter, tol=self.tol,
-                                     verbose=self.verbose)
+                return fit(Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, comm=self.comm,
+                           fit_intercept=self.fit_intercept, max_iter=self.max_iter,
+                           tol=self.tol, verbose=self.verbose)
 
-        return self._per_output("vw-hybrid", Y, sw, lam, one)
+        return self._per_output(spec, Y, sw, lam, one)
 
     def _decision(self, X):
         check_is_fitted(self, "coef_")
@@ -348,14 +282,20 @@ class _GLMEstimator(BaseEstimator):
         return tags
 
 
+def _solver_set(runner, **conditions):
+    """``"a", "b", ..., "auto"``: the registry's names, for a docstring's ``{...}``."""
+    names = solver_names(runner=runner, **conditions)
+    return ", ".join(f'"{n}"' for n in names)
+
+
 def _common_doc(extra=""):
     return f"""
     fit_intercept : bool, default=True
         Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
         module docstring).
-    solver : {{"lbfgs", "adagrad", "sgd", "scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", \
-"vw-hybrid", "newton", "cholesky", "auto"}}
-        See the module docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
+    solver : {{{_solver_set(RUNNERS)}}}
+        The rows of the solver registry (:func:`roofline.glm.solvers`), see the module
+        docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
         trust-region Newton-CG on the primal (smooth losses, any sample weights; ``tol`` is
         then a bound on the gradient's max-norm, as for ``lbfgs``).  ``cholesky``: ridge by
         its normal equations (exact; up to 2048 features).  ``auto`` (the default) chooses
@@ -386,10 +326,10 @@ def _common_doc(extra=""):
         Log progress (one line per L-BFGS iteration, minibatch pass or CD check) to stderr,
         terminal or not, unless logging is configured; a progress bar on a terminal.
     comm : roofline.comm.Communicator or None
-        Fit with this process as one rank of ``comm`` (``solver`` ``"cocoa"``, ``"hcocoa"``,
-        ``"pure-block"`` or ``"vw-hybrid"``): each rank passes its own rows (examples) of ``X``
-        and ``y``; the classes, the total sample weight and the model are global, the same on
-        every rank.{extra}
+        Fit with this process as one rank of ``comm`` (``solver`` in
+        {{{_solver_set(RUNNERS, comm=True)}}}: the registry's rows that take ``comm=``): each
+        rank passes its own rows (examples) of ``X`` and ``y``; the classes, the total sample
+        weight and the model are global, the same on every rank.{extra}
     """
 
 
@@ -410,7 +350,6 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
-        _solver_check(self.solver, self._loss)
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype)
         check_classification_targets(y)
@@ -427,7 +366,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         self._opt_state = state
         return self
 
-    @available_if(lambda self: self.solver in MINIBATCH_SOLVERS)
+    @available_if(lambda self: _has_partial_fit(self.solver))
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass of the minibatch solver over ``(X, y)``, continuing from the current model
         and optimizer state (``classes`` is required on the first call).  The L2 weight of this
@@ -604,7 +543,6 @@ class _Regressor(RegressorMixin, _GLMEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and targets ``y`` ((n,) or
         (n, n_targets))."""
-        _solver_check(self.solver, self._loss)
         self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
         coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)))
@@ -613,7 +551,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         self._opt_state = state
         return self
 
-    @available_if(lambda self: self.solver in MINIBATCH_SOLVERS)
+    @available_if(lambda self: _has_partial_fit(self.solver))
     def partial_fit(self, X, y, sample_weight=None):
         """One pass of the minibatch solver over ``(X, y)``, continuing from the current state."""
         self._check_params()
