@@ -22,7 +22,7 @@ import numpy as np
 
 from roofline import kernels
 
-__all__ = ["MachineRoofline", "machine_roofline", "measure_machine"]
+__all__ = ["MachineRoofline", "machine_roofline", "measure_gpu", "measure_machine"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ class MachineRoofline:
     load : float
         One-minute load average when measured; a busy machine gives low ceilings, and then
         roofline fractions overstate how close a kernel is (see :attr:`busy`).
+    device : {"cpu", "gpu"}
+        Whose ceilings these are.  On a GPU ``bandwidth`` is device memory (the best of a
+        triad, a copy and a streaming read, numba-cuda kernels), ``flops*`` an FMA loop on
+        registers, ``threads`` the resident threads of the FMA launch, ``cpu`` the device name.
+    link_bandwidth : float
+        GPU only: host-to-device copy bandwidth from pinned memory (bytes/s).
     """
 
     bandwidth: float
@@ -66,6 +72,8 @@ class MachineRoofline:
     host: str = ""
     measured_at: float = 0.0
     load: float = 0.0
+    device: str = "cpu"
+    link_bandwidth: float = 0.0
 
     @property
     def busy(self) -> bool:
@@ -89,6 +97,16 @@ class MachineRoofline:
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+        if self.device == "gpu":
+            return (
+                f"GPU roofline ({self.cpu}, measured {when})\n"
+                f"  device memory     {self.bandwidth / 1e9:7.1f} GB/s  "
+                f"(triad {self.triad_bandwidth / 1e9:.1f}, read {self.read_bandwidth / 1e9:.1f})\n"
+                f"  flops ceiling     {self.flops32 / 1e12:7.2f} tflop/s float32, "
+                f"{self.flops64 / 1e12:.2f} tflop/s float64 (FMA loop)\n"
+                f"  host -> device    {self.link_bandwidth / 1e9:7.1f} GB/s (pinned)\n"
+                f"  ridge point       {self.flops32 / self.bandwidth:7.2f} flop/byte float32"
+            )
         return (
             f"Machine roofline ({self.cpu or 'unknown CPU'}, {self.threads} threads, "
             f"measured {when})\n"
@@ -204,11 +222,112 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     return m
 
 
-def machine_roofline(*, remeasure: bool = False) -> MachineRoofline:
+def _no_gpu_error():
+    return RuntimeError(
+        "machine_roofline(device='gpu') needs a CUDA device, and none is usable here "
+        "(gmat.gpu_available() is False: no NVIDIA GPU/driver, or cupy / numba-cuda missing; "
+        "install roofline[gpu] on a machine with a GPU)"
+    )
+
+
+def _gpu_key() -> str:
+    import cupy
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return f"v{_CACHE_VERSION}|gpu|{socket.gethostname()}|{name}|{dev.pci_bus_id}", name
+
+
+def _gpu_best(fn, repeat):
+    """Best time in seconds of ``fn`` (device work) by CUDA events."""
+    import cupy
+
+    fn()  # warm-up (and compile)
+    best = float("inf")
+    for _ in range(repeat):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return best
+
+
+def measure_gpu(*, size_bytes: int = 512 * 2**20, repeat: int = 10) -> MachineRoofline:
+    """Measure the current CUDA device's ceilings now (no cache).
+
+    Device memory bandwidth: the best of a STREAM triad (3 words per element), a copy
+    (2 words) and a streaming read, over float64 arrays of ``size_bytes`` (far above the L2
+    cache); flops: :func:`roofline.kernels._cuda_primitives.gpu_fma` per dtype on all SMs;
+    the link: a pinned host-to-device copy of ``size_bytes / 2``.
+
+    Raises
+    ------
+    RuntimeError
+        Without a usable CUDA device (the message names what is missing).
+    """
+    from ._arrays import gpu_available
+
+    if not gpu_available():
+        raise _no_gpu_error()
+    import cupy
+
+    from roofline.kernels import _cuda_primitives as K
+
+    _, name = _gpu_key()
+    n = size_bytes // 8
+    a = cupy.empty(n)
+    b = cupy.ones(n)
+    c = cupy.full(n, 0.5)
+    acc = cupy.zeros(1)
+    t_triad = _gpu_best(lambda: K.gpu_stream("triad", a, b, c), repeat)
+    t_copy = _gpu_best(lambda: K.gpu_stream("copy", a, b), repeat)
+    t_read = _gpu_best(lambda: K.gpu_stream("read", b, out=acc), repeat)
+    triad, copy, read = 24 * n / t_triad, 16 * n / t_copy, 8 * n / t_read
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    blocks, threads, n_iter = sms * 16, 256, 4096
+    ceilings = {}
+    for dt in (np.float32, np.float64):
+        seed = cupy.ones(threads, dtype=dt)
+        out = cupy.empty(blocks * threads, dtype=dt)
+        flops = 2.0 * K.FMA_CHAINS * n_iter * blocks * threads
+        t = _gpu_best(lambda seed=seed, out=out: K.gpu_fma(seed, n_iter, out, blocks=blocks,
+                                                            threads=threads), repeat)
+        ceilings[dt] = flops / t
+    host = cupy.cuda.alloc_pinned_memory(n * 4)
+    h = np.frombuffer(host, np.float64, n // 2)
+    h[:] = 1.0
+    d = cupy.empty(n // 2)
+    t_link = _gpu_best(lambda: d.set(h), max(3, repeat // 2))
+    m = MachineRoofline(
+        bandwidth=max(triad, copy, read),
+        triad_bandwidth=triad,
+        read_bandwidth=read,
+        flops32=ceilings[np.float32],
+        flops64=ceilings[np.float64],
+        threads=blocks * threads,
+        cpu=name,
+        host=socket.gethostname(),
+        measured_at=time.time(),
+        load=0.0,
+        device="gpu",
+        link_bandwidth=8 * (n // 2) / t_link,
+    )
+    logger.info("measured GPU roofline: %s", m)
+    return m
+
+
+def machine_roofline(*, remeasure: bool = False, device: str = "cpu") -> MachineRoofline:
     """This machine's roofline, from the per-machine cache or measured (then cached).
 
     Parameters
     ----------
+    device : {"cpu", "gpu"}
+        ``"gpu"``: the current CUDA device's ceilings (:func:`measure_gpu`), cached per
+        device (host, name, PCI bus); raises ``RuntimeError`` naming the missing device
+        where none is usable.
     remeasure : bool
         Force a new measurement (also forced by the environment variable
         ``ROOFLINE_REMEASURE=1``).  The cache lives in ``$ROOFLINE_CACHE_DIR`` (default
@@ -220,8 +339,16 @@ def machine_roofline(*, remeasure: bool = False) -> MachineRoofline:
         The cached ceilings of this host, CPU and thread count, or a new measurement
         (:func:`measure_machine`, written to the cache; an unwritable cache is logged).
     """
-    threads = kernels.default_threads()
-    key = _key(threads)
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if device == "gpu":
+        from ._arrays import gpu_available
+
+        if not gpu_available():
+            raise _no_gpu_error()
+        key = _gpu_key()[0]
+    else:
+        key = _key(kernels.default_threads())
     path = _cache_path()
     remeasure = remeasure or os.environ.get("ROOFLINE_REMEASURE", "") not in ("", "0")
     entries = {}
@@ -236,7 +363,7 @@ def machine_roofline(*, remeasure: bool = False) -> MachineRoofline:
             return MachineRoofline(**entries[key])
         except TypeError:
             logger.warning("ignoring stale roofline cache entry in %s", path)
-    m = measure_machine()
+    m = measure_gpu() if device == "gpu" else measure_machine()
     entries[key] = dataclasses.asdict(m)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
