@@ -197,7 +197,7 @@ def register_solver(spec: SolverSpec, *, replace: bool = False) -> SolverSpec:
                          f"{spec.runner!r}")
     if (spec.fit is None) != (spec.runner == "learner"):
         raise ValueError(f"solver {name!r}: runner={spec.runner!r} "
-                         + ("takes no fit" if spec.fit is None else "needs a fit"))
+                         + ("needs a fit" if spec.fit is None else "takes no fit"))
     _SOLVERS[name] = spec
     return spec
 
