@@ -8,6 +8,8 @@ Usage::
     python benchmarks/primitives.py --small              # serial vs parallel on small calls
     python benchmarks/primitives.py --verbose            # + the project's targets, gather floor
     python benchmarks/primitives.py --plot roofline.png  # + the roofline picture (matplotlib)
+    python benchmarks/primitives.py --device gpu --examples 1000000 --out gpu.md
+                                     # CUDA kernels vs cupyx/cuSPARSE, GPU TPA-SCD vs the CPU
 
 Data: a Zipf (power-law) sparse matrix, features x examples, from a fixed seed.  For every
 primitive and k it prints achieved gflop/s and GB/s, the fraction of this machine's measured
@@ -153,9 +155,15 @@ def main(argv=None) -> int:
                    help="also draw the roofline picture to PATH (needs matplotlib)")
     p.add_argument("--small", action="store_true",
                    help="serial vs parallel on small calls (checks gmat's PARALLEL_MIN_WORK)")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    p.add_argument("--out", metavar="PATH", help="--device gpu: also write the markdown here")
+    p.add_argument("--cd-examples", type=int, default=200_000,
+                   help="--device gpu: examples of the TPA-SCD comparison")
     args = p.parse_args(argv)
     if args.small:
         return small_calls(args)
+    if args.device == "gpu":
+        return gpu_table(args)
 
     t0 = time.perf_counter()
     S = gmat.powerlaw_csc(args.features, args.examples, args.nnz, dtype=np.dtype(args.dtype),
@@ -189,6 +197,167 @@ def main(argv=None) -> int:
         print()
         print(report.to_markdown())
     return 0
+
+
+def _gpu_time(fn, repeat):
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(a, b) / 1e3)
+    return best
+
+
+def _gather_model_bytes(S, k, prim):
+    """The gather model: each nonzero fetches its dense column as at least one 32-byte sector
+    (random access), plus the sparse structure and the output once."""
+    isz = S.dtype.itemsize
+    n, m = S.shape
+    sparse = S.indptr.nbytes + S.nnz * (S.indices.itemsize + isz)
+    col = max(32, k * isz)
+    out = {"A*S": k * m * isz, "A*S^T": k * n * isz, "SDDMM": S.nnz * isz}[prim]
+    dense2 = k * m * isz if prim == "SDDMM" else 0
+    return sparse + S.nnz * col + out + dense2
+
+
+def gpu_table(args) -> int:
+    """The GPU table: our CUDA kernels and cupyx/cuSPARSE side by side, fractions of the
+    measured GPU roofline and of the gather model; then GPU TPA-SCD against the CPU SDCA."""
+    import cupy
+
+    from roofline.gmat import _primitives as P
+
+    dtype = np.dtype(args.dtype)
+    mach = gmat.machine_roofline(device="gpu", remeasure=args.remeasure)
+    lines = [str(mach), ""]
+    t0 = time.perf_counter()
+    S = gmat.powerlaw_csc(args.features, args.examples, args.nnz, dtype=dtype,
+                          random_state=args.seed)
+    S.indices = S.indices.astype(np.int32)
+    S.indptr = S.indptr.astype(np.int32)
+    Sg = gmat.to_device(S, "gpu")
+    lines.append(f"data: {S.shape[0]} x {S.shape[1]} Zipf, nnz {S.nnz} ({dtype.name}), "
+                 f"generated in {time.perf_counter() - t0:.1f} s")
+    lines.append("")
+    hdr = ("| primitive | k | ours ms | gflop/s | GB/s (compulsory) | of roofline | "
+           "of gather model | cuSPARSE/cupy ms | x peer |")
+    lines += [hdr, "|" + "---|" * 9]
+    rng = cupy.random.default_rng(args.seed)
+    n, m = S.shape
+    STg = Sg.T  # CSR view
+    for k in args.k:
+        for prim in ("A*S", "A*S^T", "A*S^T gather", "SDDMM"):
+            base = prim.split()[0]
+            if base == "A*S":
+                A = cupy.asfortranarray(rng.standard_normal((k, n), dtype=dtype))
+                out = cupy.empty((k, m), dtype, order="F")
+                ours = lambda A=A, out=out: gmat.mult_as(A, Sg, out)  # noqa: E731
+                peer = lambda A=A: STg @ A.T  # noqa: E731
+                cost = gmat.cost_mult_as(S, k)
+            elif base == "A*S^T":
+                A = cupy.asfortranarray(rng.standard_normal((k, m), dtype=dtype))
+                out = cupy.empty((k, n), dtype, order="F")
+                P.GPU_AST_METHOD = "gather" if prim.endswith("gather") else "atomic"
+                ours = lambda A=A, out=out: gmat.mult_ast(A, Sg, out)  # noqa: E731
+                peer = lambda A=A: Sg @ A.T  # noqa: E731
+                cost = gmat.cost_mult_ast(S, k)
+            else:
+                A = cupy.asfortranarray(rng.standard_normal((k, n), dtype=dtype))
+                B = cupy.asfortranarray(rng.standard_normal((k, m), dtype=dtype))
+                out = cupy.empty(S.nnz, dtype)
+                rows = Sg.indices
+                cols = cupy.repeat(cupy.arange(m), cupy.diff(Sg.indptr).astype(cupy.int64))
+
+                def peer(A=A, B=B, rows=rows, cols=cols, k=k):
+                    chunk = max(1, (1 << 28) // (k * dtype.itemsize))  # bound the temporary
+                    for lo in range(0, S.nnz, chunk):
+                        r, c = rows[lo:lo + chunk], cols[lo:lo + chunk]
+                        (A[:, r] * B[:, c]).sum(axis=0)
+
+                ours = lambda A=A, B=B, out=out: gmat.sddmm(Sg, A, B, out)  # noqa: E731
+                cost = gmat.cost_sddmm(S, k)
+            try:
+                t = _gpu_time(ours, args.repeat)
+            except Exception as exc:  # report and go on: one table for the whole run
+                lines.append(f"| {prim} | {k} | failed: {type(exc).__name__}: {exc} |")
+                continue
+            try:
+                tp = _gpu_time(peer, max(1, args.repeat // 2))
+            except Exception:  # cuSPARSE out of memory etc.
+                tp = float("nan")
+            frac = cost.roofline_time(mach) / t
+            gm = _gather_model_bytes(S, k, base) / mach.bandwidth / t
+            lines.append(f"| {prim} | {k} | {t * 1e3:.3f} | {cost.flops / t / 1e9:.1f} | "
+                         f"{cost.bytes / t / 1e9:.0f} | {frac:.0%} | {gm:.0%} | "
+                         f"{tp * 1e3:.3f} | {tp / t:.2f} |")
+            cupy.get_default_memory_pool().free_all_blocks()
+    P.GPU_AST_METHOD = "auto"
+    lines += ["", *tpa_vs_cpu(args)]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+def tpa_vs_cpu(args, epochs=10, lam=1e-4):
+    """GPU TPA-SCD (a block per example) against the CPU's sequential SDCA epoch kernel on the
+    same ridge problem: time per epoch and the duality gap after ``epochs`` epochs."""
+    import cupy
+
+    from roofline.kernels import LOSS_CODES
+    from roofline.kernels._cuda_cd import gpu_dual_tpa
+
+    X = gmat.powerlaw_csc(args.features, args.cd_examples, args.nnz, dtype=np.float32,
+                          random_state=args.seed + 1)
+    n, m = X.shape
+    rng = np.random.default_rng(1)
+    y = (X.T @ rng.normal(size=n).astype(np.float32) + rng.normal(size=m)).astype(np.float32)
+    lam_n = lam * m
+    colsq = np.asarray(X.multiply(X).sum(axis=0)).ravel().astype(np.float64)
+    sq = LOSS_CODES["squared"]
+
+    def gap(alpha, v):
+        z = X.T @ (v / lam_n)
+        primal = 0.5 * np.sum((z - y) ** 2) + 0.5 * (v @ v) / lam_n
+        dual = np.sum(alpha * y - 0.5 * alpha**2) - 0.5 * (v @ v) / lam_n
+        return (primal - dual) / abs(primal)
+
+    out = ["| ridge dual SCD, " + f"{n} x {m}, lam {lam} | epochs | s/epoch | rel. gap |",
+           "|---|---|---|---|"]
+    g = [cupy.asarray(a) for a in (X.indptr, X.indices, X.data, y, np.zeros(m), np.zeros(n),
+                                   colsq)]
+    gpu_dual_tpa(*g, sq, lam_n, epochs=1, seed=0)  # compile
+    g[4][...] = 0
+    g[5][...] = 0
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    gpu_dual_tpa(*g, sq, lam_n, epochs=epochs, seed=1)
+    cupy.cuda.Device().synchronize()
+    t_gpu = (time.perf_counter() - t0) / epochs
+    out.append(f"| GPU TPA-SCD | {epochs} | {t_gpu:.4f} | {gap(g[4].get(), g[5].get()):.2e} |")
+    alpha, v = np.zeros(m), np.zeros(n)
+    d = np.zeros(0)
+    steps = np.zeros(0)
+    order = np.arange(m, dtype=np.int64)
+    t0 = time.perf_counter()
+    for e in range(epochs):
+        np.random.default_rng(e).shuffle(order)
+        kernels.cd_dual_epoch(X.indptr, X.indices, X.data, y.astype(np.float64), alpha, v, d,
+                              order, sq, lam_n, 1.0, 1.0, colsq, 0.0, False, steps, False, None)
+    t_cpu = (time.perf_counter() - t0) / epochs
+    out.append(f"| CPU sequential SDCA | {epochs} | {t_cpu:.4f} | {gap(alpha, v):.2e} |")
+    out.append(f"\nGPU TPA-SCD {t_cpu / t_gpu:.1f}x the CPU epoch")
+    return out
 
 
 if __name__ == "__main__":

@@ -152,6 +152,17 @@ def _cuda():
         from numba import cuda as _mod
 
         cuda = _mod
+        # small grids (tests, tiny minibatches) are intended: numba-cuda's low-occupancy
+        # NumbaPerformanceWarning would be an error under the test suite's warning filter
+        try:
+            from numba.cuda.core import config as _cfg
+
+            _cfg.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        except ImportError:  # pragma: no cover - older numba-cuda
+            pass
+        from numba.core import config as _core_cfg
+
+        _core_cfg.CUDA_LOW_OCCUPANCY_WARNINGS = 0
     return cuda
 
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One command for a fresh GPU machine (only the repository and the package registry there):
+# install, run every GPU test, then the GPU benchmarks; writes one markdown file.
+#
+#   bash benchmarks/gpu_check.sh            # -> $OUT/gpu_check.md if $OUT is set, else ./gpu_check.md
+#
+# Budget: ~8 minutes on an H100 (install ~2-3 min, tests ~1-2 min, benchmarks ~2-3 min); every
+# stage has its own timeout, and a failing stage is recorded in the file, not fatal.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPORT=${OUT:+$OUT/gpu_check.md}
+REPORT=${REPORT:-$PWD/gpu_check.md}
+mkdir -p "$(dirname "$REPORT")"
+LOG=$(dirname "$REPORT")/gpu_check.log
+: > "$LOG"
+PY=${PYTHON:-python3}
+note() { echo "$*" | tee -a "$REPORT"; }
+
+{ echo "# Roofline GPU check ($(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"; echo; } > "$REPORT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/    /' >> "$REPORT"
+echo >> "$REPORT"
+
+# 1. install (a venv when possible, else the system python)
+if [ ! -x .venv-gpu/bin/python ]; then
+  "$PY" -m venv .venv-gpu >> "$LOG" 2>&1 || true
+fi
+[ -x .venv-gpu/bin/python ] && PY=.venv-gpu/bin/python
+t0=$(date +%s)
+if ! timeout 300 "$PY" -m pip install -q --upgrade pip >> "$LOG" 2>&1 \
+   || ! timeout 300 "$PY" -m pip install -q -e '.[gpu,dev]' >> "$LOG" 2>&1; then
+  note "**install failed** (see gpu_check.log):"; tail -20 "$LOG" | sed 's/^/    /' >> "$REPORT"
+  exit 1
+fi
+note "install: $(( $(date +%s) - t0 )) s ($("$PY" -c 'import cupy, numba, numba_cuda; print("cupy", cupy.__version__, "numba", numba.__version__, "numba-cuda", numba_cuda.__version__)' 2>&1))"
+"$PY" -c 'from roofline import gmat; assert gmat.gpu_available(), "no usable GPU"' >> "$LOG" 2>&1 \
+  || { note "**no usable GPU from cupy** (see gpu_check.log)"; exit 1; }
+
+# 2. every GPU test
+export ROOFLINE_CACHE_DIR=${ROOFLINE_CACHE_DIR:-$PWD/.roofline-cache}
+t0=$(date +%s)
+timeout 240 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests > gpu_tests.txt 2>&1
+rc=$?
+cat gpu_tests.txt >> "$LOG"
+note ""; note "## GPU tests (pytest -m gpu): exit $rc, $(( $(date +%s) - t0 )) s"; note ""
+{ echo '```'; grep -E "passed|failed|error|FAILED|ERROR" gpu_tests.txt | tail -25; echo '```'; } >> "$REPORT"
+rm -f gpu_tests.txt
+
+# 3. the benchmarks: primitives vs cupyx/cuSPARSE on Zipf 2^20 x 1M, k in {1, 16, 128};
+#    GPU TPA-SCD vs the CPU SDCA epoch
+note ""; note "## Benchmarks"; note ""
+t0=$(date +%s)
+timeout 240 "$PY" benchmarks/primitives.py --device gpu --features 1048576 --examples 1000000 \
+  --k 1 16 128 --repeat 5 --out bench.md >> "$LOG" 2>&1
+rc=$?
+if [ -s bench.md ]; then cat bench.md >> "$REPORT"; else note "benchmark failed (exit $rc):"; tail -25 "$LOG" | sed 's/^/    /' >> "$REPORT"; fi
+rm -f bench.md
+note ""; note "benchmarks: exit $rc, $(( $(date +%s) - t0 )) s"
+echo "wrote $REPORT"
