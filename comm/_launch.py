@@ -33,6 +33,55 @@ ENV_TIMEOUT = "ROOFLINE_COMM_TIMEOUT"
 ENV_REPLICATION = "ROOFLINE_COMM_REPLICATION"
 
 
+#: Seconds a connection to the coordinator has to send its whole registration.
+REGISTRATION_DEADLINE = 5.0
+#: The longest registration line accepted (bytes).
+MAX_REGISTRATION = 4096
+
+
+def _read_line(conn, seconds, limit):
+    """One line from ``conn`` within ``seconds`` in all (not per byte: a peer trickling a byte
+    at a time is cut off) and ``limit`` bytes."""
+    deadline = time.monotonic() + seconds
+    buf = bytearray()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ValueError(f"no complete registration within {seconds:g} s")
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(limit + 1 - len(buf))
+        except TimeoutError:
+            raise ValueError(f"no complete registration within {seconds:g} s") from None
+        if not chunk:
+            raise ValueError("the connection closed before a complete registration")
+        buf += chunk
+        if len(buf) > limit:
+            raise ValueError(f"a registration longer than {limit} bytes")
+    return bytes(buf[:buf.index(b"\n")])
+
+
+def parse_registration(line: bytes, token_hex: str, size: int) -> dict:
+    """The checked registration ``{"token", "rank", "host", "port"}`` of one line; ValueError
+    naming what is wrong."""
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"not a JSON registration ({type(e).__name__})") from None
+    if not isinstance(msg, dict):
+        raise ValueError(f"a registration must be a JSON object, got {type(msg).__name__}")
+    if msg.get("token") != token_hex:
+        raise ValueError("wrong job token")
+    rank, host, port = msg.get("rank"), msg.get("host"), msg.get("port")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < size:
+        raise ValueError(f"rank {rank!r} outside [0, {size})")
+    if not isinstance(host, str) or not host or len(host) > 255:
+        raise ValueError(f"a malformed host {host!r}")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ValueError(f"a malformed port {port!r}")
+    return {"token": token_hex, "rank": rank, "host": host, "port": port}
+
+
 class Coordinator:
     """Hands out the addresses of ``size`` ranks of one job (a background thread).
 
@@ -68,6 +117,9 @@ class Coordinator:
         self.address = self._sock.getsockname()
         self._clients = {}
         self._closed = False
+        self._abort = None
+        self._lock = threading.Lock()
+        self.complete = False
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="roofline-coordinator")
         self._thread.start()
@@ -105,7 +157,10 @@ class Coordinator:
     def _serve(self):
         deadline = time.monotonic() + self.timeout
         self._sock.settimeout(0.2)
-        while len(self._clients) < self.size and not self._closed:
+        while not self._closed and self._abort is None:
+            with self._lock:
+                if len(self._clients) == self.size:
+                    break
             if time.monotonic() > deadline:
                 logger.error("coordinator: only ranks %s registered within %g s",
                              sorted(self._clients), self.timeout)
@@ -116,34 +171,49 @@ class Coordinator:
                 continue
             except OSError:
                 return
+            # one thread per connection: a slow or silent one never holds the others up
+            threading.Thread(target=self._register, args=(conn, addr), daemon=True,
+                             name="roofline-coordinator-conn").start()
+        with self._lock:
+            clients = dict(self._clients)
+            self.complete = len(clients) == self.size and self._abort is None
+        if self.complete:
+            addresses = [clients[r][1] for r in range(self.size)]
+            reply = {"ok": True, "addresses": addresses}
+        else:
+            reply = {"ok": False, "error": self._abort or (
+                f"only ranks {sorted(clients)} of {self.size} registered within "
+                f"{self.timeout:g} s")}
+        data = (json.dumps(reply) + "\n").encode()
+        for conn, _ in clients.values():
             try:
-                conn.settimeout(5.0)
-                line = conn.makefile("rb").readline(4096)
-                msg = json.loads(line)
-                if msg.get("token") != self.token.hex():
-                    self._refuse(conn, f"wrong job token from {addr[0]}:{addr[1]}")
-                    continue
-                rank = int(msg["rank"])
-                if not 0 <= rank < self.size:
-                    self._refuse(conn, f"rank {rank} outside [0, {self.size})")
-                    continue
-                if rank in self._clients:
-                    self._refuse(conn, f"duplicate rank {rank} (the first registration wins)")
-                    continue
-                self._clients[rank] = (conn, (msg["host"], int(msg["port"])))
-            except (ValueError, KeyError, TypeError, OSError) as e:
-                self._refuse(conn, f"a malformed registration from {addr[0]}:{addr[1]} ({e})")
-        if len(self._clients) == self.size:
-            addresses = [self._clients[r][1] for r in range(self.size)]
-            reply = (json.dumps({"ok": True, "addresses": addresses}) + "\n").encode()
-            for conn, _ in self._clients.values():
-                try:
-                    conn.sendall(reply)
-                except OSError:
-                    pass
-        for conn, _ in self._clients.values():
+                conn.sendall(data)
+            except OSError:
+                pass
             conn.close()
         self._sock.close()
+
+    def _register(self, conn, addr):
+        """Read and check one registration (at most :data:`REGISTRATION_DEADLINE` seconds and
+        :data:`MAX_REGISTRATION` bytes); anything else is refused and logged."""
+        who = f"{addr[0]}:{addr[1]}"
+        try:
+            line = _read_line(conn, REGISTRATION_DEADLINE, MAX_REGISTRATION)
+            msg = parse_registration(line, self.token.hex(), self.size)
+            rank = msg["rank"]
+            with self._lock:
+                if rank in self._clients:
+                    raise ValueError(f"duplicate rank {rank} (the first registration wins)")
+                self._clients[rank] = (conn, (msg["host"], msg["port"]))
+        except (ValueError, OSError) as e:
+            self._refuse(conn, f"{e} (from {who})")
+        except Exception as e:  # noqa: BLE001 - no foreign bytes may end the coordinator
+            self._refuse(conn, f"a malformed registration from {who} ({type(e).__name__})")
+
+    def abort(self, reason: str):
+        """Refuse the job: the ranks registered (and those that register later) are told
+        ``reason`` at once instead of waiting for the missing ones."""
+        self._abort = str(reason)
 
     def close(self):
         """Stop accepting registrations and close the listening socket (idempotent)."""
@@ -154,11 +224,41 @@ class Coordinator:
             pass
 
 
-def _pump(stream, rank, out):
-    for line in iter(stream.readline, b""):
-        out.write(f"[rank {rank}] ".encode() + line)
-        out.flush()
-    stream.close()
+class _Signalled(Exception):
+    def __init__(self, sig):
+        super().__init__(f"signal {sig}")
+        self.sig = sig
+
+
+def _pump(stream, rank, out, broken):
+    """Copy a rank's output, prefixed; once the launcher's own output is closed (``| head``),
+    close the rank's pipe, so that the rank's next write fails as a plain script's would
+    instead of blocking on a full pipe forever."""
+    try:
+        for line in iter(stream.readline, b""):
+            if broken.is_set():
+                break
+            try:
+                out.write(f"[rank {rank}] ".encode() + line)
+                out.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                broken.set()
+                break
+    finally:
+        stream.close()
+
+
+def _die_with_parent(parent):
+    """In a rank before it runs (Linux): SIGKILL when the launcher dies, whatever kills it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent:  # the launcher died before prctl
+        os._exit(1)
 
 
 def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | None = None,
@@ -211,14 +311,26 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
     procs = []
     out = sys.stdout.buffer
     pumps = []
+    broken = threading.Event()
+    me = os.getpid()
+    previous = {}
+    signalled = None
+
+    def on_signal(sig, frame):
+        raise _Signalled(sig)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            previous[sig] = signal.signal(sig, on_signal)
+    preexec = (lambda: _die_with_parent(me)) if sys.platform.startswith("linux") else None
     try:
         for r in range(n):
             penv = {**os.environ, **(env or {}), **coord.env(r, timeout)}
             p = subprocess.Popen([python or sys.executable, *argv], env=penv,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=preexec)
             procs.append(p)
-            t = threading.Thread(target=_pump, args=(p.stdout, r, out), daemon=True)
+            t = threading.Thread(target=_pump, args=(p.stdout, r, out, broken), daemon=True)
             t.start()
             pumps.append(t)
         failed = None
@@ -230,7 +342,12 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
             for r, c in enumerate(codes):
                 if c not in (None, 0) and r not in reported:
                     reported.add(r)
-                    sys.stderr.write(f"roofline.comm.launch: rank {r} exited with code {c}\n")
+                    early = not coord.complete
+                    sys.stderr.write(f"roofline.comm.launch: rank {r} exited with code {c}"
+                                     + (" before it joined the job\n" if early else "\n"))
+                    if early:  # the others would wait for it until the timeout
+                        coord.abort(f"rank {r} exited with code {c} before it joined the job")
+                        grace = min(grace, 2.0)
                     if failed is None and not _node_survives(codes, r, r_):
                         failed = (r, c)
                         first_fail_time = time.monotonic()
@@ -252,7 +369,13 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
                 sys.stderr.write("roofline.comm.launch: killing the remaining ranks\n")
                 break
             time.sleep(0.05)
+    except _Signalled as e:
+        signalled = e.sig
+        sys.stderr.write(f"roofline.comm.launch: signal {signal.Signals(e.sig).name}: ending "
+                         "the ranks\n")
     finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
         for p in procs:
             if p.poll() is None:
                 try:
@@ -264,6 +387,13 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
         for t in pumps:
             t.join(timeout=5)
         coord.close()
+        if broken.is_set():  # as Python's docs advise: no second error at exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    if signalled is not None:
+        return 128 + signalled
+    if broken.is_set() and failed is None:
+        return 1
     if failed is not None:
         return failed[1] if failed[1] > 0 else 1
     return 0

@@ -237,7 +237,9 @@ class TCPTransport(PollingTransport):
                 self._cv.notify_all()
             return
         s = self._socks[peer]
-        if s is None or peer in self._dead:
+        if peer in self._dead:
+            raise self._dead[peer]
+        if s is None:
             raise PeerError(f"rank {self.rank}: no connection to rank {peer}", peer)
         bufs = [memoryview(b).cast("B") for b in bufs]
         head = pack_header(KIND_DATA, self.token, self.rank, tag, bufs, layer)
