@@ -329,6 +329,28 @@ def _members(rank, cum, k):
 # the plan
 
 
+#: Indices must be below this (the top index plus one must fit an int64).
+INDEX_LIMIT = (1 << 63) - 1
+
+
+def _as_indices(x, name):
+    """``x`` as a flat int64 array of valid indices, or TypeError / ValueError naming ``name``:
+    integers only (a float or string index is never truncated or parsed), in
+    ``[0, INDEX_LIMIT)``, the offending value reported as given."""
+    a = np.asarray(x)
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    a = a.ravel()
+    lo, hi = a.min(), a.max()
+    if lo < 0:
+        raise ValueError(f"{name} must be non-negative, got {int(lo)}")
+    if int(hi) >= INDEX_LIMIT:
+        raise ValueError(f"{name} must be below 2**63 - 1, got {int(hi)}")
+    return a.astype(np.int64, copy=False)
+
+
 class KylixPlan(SparsePlan):
     """A configured sparse all-reduce (see :meth:`KylixCommunicator.sparse_plan`).
 
@@ -357,11 +379,8 @@ class KylixPlan(SparsePlan):
 
     def __init__(self, comm: KylixCommunicator, indices, want):
         self.comm = comm
-        self.indices = np.asarray(indices, dtype=np.int64).ravel()
-        self.want = self.indices if want is None else np.asarray(want, np.int64).ravel()
-        for name, a in (("indices", self.indices), ("want", self.want)):
-            if a.size and a.min() < 0:
-                raise ValueError(f"{name} must be non-negative, got {int(a.min())}")
+        self.indices = _as_indices(indices, "indices")
+        self.want = self.indices if want is None else _as_indices(want, "want")
         self._uidx, self._inv = _unique(self.indices, return_inverse=True)
         self._uwant, self._winv = _unique(self.want, return_inverse=True)
         # sorted distinct indices (the common case) need no permutation in or out
