@@ -19,6 +19,13 @@ primal iterate's dual point ``a = -loss'(z)``, :meth:`GLMProblem.certificate` (w
 intercept's second-order term), computed from the gradient's own pass at no extra cost; the
 solver stops when ``gap <= tol * |P|``.
 
+Distributed (:func:`fit_newton_comm`, ``fit_newton(comm=)``): every rank holds its own
+examples and runs the same loop; the loss at a trial point, the gradient (with the Hessian's
+diagonal and the certificate's sums) and every Hessian-vector product are local sums added
+across the ranks (one Kylix plan over the union of the ranks' features for sparse data, the
+dense all-reduce for dense data), so the iterates are the single-process ones up to the order
+of summation and the iteration count does not grow with the number of ranks.
+
 Why it exists: dual coordinate descent needs many sweeps when the regularisation is weak
 relative to the data's scale and conditioning (dense correlated or badly scaled features, an
 intercept, rare positives); Newton-CG's iteration count depends on the conditioning only
@@ -32,6 +39,8 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+
+from roofline.comm import Communicator
 
 from . import _losses
 from . import newton as gnewton
@@ -686,8 +695,6 @@ def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, t
         inside collectives), ``comm_s``, ``collectives`` and ``bytes_sent`` (this rank's,
         from ``comm.stats``), for a cluster cost model.
     """
-    from roofline.comm import Communicator
-
     t0 = time.perf_counter()
     if not isinstance(comm, Communicator):
         raise TypeError(f"comm must be a roofline.comm.Communicator, got {type(comm).__name__}")
