@@ -342,8 +342,14 @@ def run_mpi(fn, n, *, args=(), kwargs=None, timeout=120.0, **_) -> list:
     kwargs = kwargs or {}
     with tempfile.TemporaryDirectory(prefix="roofline-run-") as tmp:
         job = os.path.join(tmp, "job.pkl")
+        from multiprocessing import spawn
+
+        # how multiprocessing's spawn finds the caller's __main__ (a function defined in the
+        # calling script): the worker imports that script as __mp_main__ before unpickling
+        prep = spawn.get_preparation_data("roofline-mpi")
+        prep.pop("authkey", None)  # not picklable, and not needed
         with open(job, "wb") as f:
-            pickle.dump((fn, args, kwargs, timeout), f)
+            pickle.dump((prep, pickle.dumps((fn, args, kwargs, timeout))), f)
         cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "roofline.comm._mpi_worker", job]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 3)

@@ -10,16 +10,31 @@ import sys
 def main(job):
     from ._mpi_comm import MPICommunicator
 
+    from multiprocessing import spawn
+
+    from ._mpi import NOTICES
+
     with open(job, "rb") as f:
-        fn, args, kwargs, timeout = pickle.load(f)
+        prep, payload = pickle.load(f)
+    spawn.prepare(prep)  # the caller's __main__, as __mp_main__
+    fn, args, kwargs, timeout = pickle.loads(payload)
     comm = MPICommunicator(timeout=timeout)
     try:
         out = ("ok", fn(comm, *args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - sent back to the caller
         out = ("error", f"{type(e).__name__}: {e}")
+        NOTICES.post(comm.transport.MPI, "failed", why=out[1])
+        NOTICES.dirty = True  # abort at exit: a survivor may be left in a collective
     path = os.path.join(os.path.dirname(job), f"rank{comm.rank}.pkl")
-    with open(path, "wb") as f:
+    with open(path + ".tmp", "wb") as f:
         pickle.dump(out, f)
+    os.replace(path + ".tmp", path)
+    if out[0] == "error":
+        import time
+
+        from ._mpi import ABORT_GRACE
+
+        time.sleep(ABORT_GRACE)  # the others read the notice and save their own results
     comm.close()
 
 

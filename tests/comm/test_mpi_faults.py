@@ -65,3 +65,11 @@ def test_run_mpi_names_the_failed_rank():
     with pytest.raises(CommError, match="rank 1.*rank one fails"):
         run(_fails_on_rank_1, 2, backend="mpi", timeout=5)
     assert time.monotonic() - t < 40
+
+
+@pytest.mark.parametrize("backend", ["tcp", "mpi"])
+def test_run_takes_a_function_of_the_calling_script(backend):
+    p = subprocess.run([sys.executable, os.path.join(HERE, "scripts", "run_main_fn.py"), backend],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[3.0, 3.0]"
