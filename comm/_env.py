@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from ._base import Communicator
-from ._factories import single_communicator
+from ._factories import check_timeout, single_communicator
 from ._registry import _BACKENDS, backends, detect_backend, one_of
 
 __all__ = ["from_environment", "run"]
@@ -44,6 +44,8 @@ def from_environment(*, timeout: float | None = None, degrees=None,
         The launcher's environment variables are incomplete or malformed.
     """
     env = os.environ
+    if timeout is not None:
+        timeout = check_timeout(timeout)
     b = detect_backend(env)
     if b is None:
         return single_communicator()

@@ -17,6 +17,7 @@ transport per process, made from the environment).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import subprocess
@@ -60,6 +61,17 @@ logger = logging.getLogger(__name__)
 #: Variables that MPI process managers set in every rank (MPICH/Hydra, PMIx, Open MPI, SLURM's
 #: PMI2 under srun with --mpi).
 _MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def check_timeout(value, name="timeout") -> float:
+    """``value`` as a finite number of seconds > 0, else ``CommError`` naming ``name``."""
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise CommError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(t) or t <= 0:
+        raise CommError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return t
 
 
 # -- adapters: a transport's row in the registry ------------------------------------------------
@@ -204,7 +216,8 @@ def tcp_from_environment(env, *, timeout=None, degrees=None, replication=None):
     except (KeyError, ValueError) as e:
         raise CommError(f"the launcher's environment is incomplete or malformed ({e}); "
                         f"start workers with python -m roofline.comm.launch") from e
-    t = float(env.get(ENV_TIMEOUT, 600.0)) if timeout is None else timeout
+    t = (check_timeout(env.get(ENV_TIMEOUT, 600.0), ENV_TIMEOUT) if timeout is None
+         else check_timeout(timeout))
     r = int(env.get(ENV_REPLICATION, 1)) if replication is None else int(replication)
     comm = tcp_communicator(rank, size, (host, int(port)), token, degrees=degrees, timeout=t,
                             replication=r)

@@ -34,8 +34,8 @@ KIND_DATA = 0
 KIND_HELLO = 1
 NO_LAYER = 0xFFFF
 HEADER = struct.Struct("<4sBBH16sIQQI")
-#: Payloads larger than this are refused before reading (a corrupt length field).
-MAX_PAYLOAD = 1 << 40
+#: Payloads larger than this are refused before reading (a corrupt or hostile length field).
+MAX_PAYLOAD = 1 << 34
 
 
 def crc32(bufs) -> int:
@@ -81,13 +81,19 @@ def read_header(sock, token, peer=None, expect_sender=None):
         raise MessageError(f"a message claiming sender {sender} on the connection of rank "
                            f"{expect_sender}")
     if length > MAX_PAYLOAD:
-        raise MessageError(f"a message announcing {length} bytes (corrupt length)")
+        raise MessageError(f"a message announcing {length} bytes, over the maximum frame of "
+                           f"{MAX_PAYLOAD} (corrupt length)"
+                           + (f" from rank {peer}" if peer is not None else ""))
     return kind, sender, tag, length, crc, layer
 
 
 def read_payload(sock, length, crc, peer=None, tag=None):
     """Read a payload and check its CRC-32."""
-    buf = recv_exact(sock, length, peer)
+    try:
+        buf = recv_exact(sock, length, peer)
+    except MemoryError:
+        raise MessageError(f"no memory for a {length}-byte message from rank {peer} (tag {tag})"
+                           ) from None
     if zlib.crc32(buf) != crc:
         raise MessageError(f"bad CRC-32 on a {length}-byte message from rank {peer}"
                            f" (tag {tag}): corrupted in transit, not delivered")

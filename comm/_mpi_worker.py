@@ -8,11 +8,10 @@ import sys
 
 
 def main(job):
-    from ._mpi_comm import MPICommunicator
-
     from multiprocessing import spawn
 
     from ._mpi import NOTICES
+    from ._mpi_comm import MPICommunicator
 
     with open(job, "rb") as f:
         prep, payload = pickle.load(f)

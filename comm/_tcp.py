@@ -93,11 +93,20 @@ def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: 
             raise CommTimeoutError(f"rank {rank}: the coordinator did not answer within "
                                    f"{timeout:g} s (did every rank start?)") from e
     if not line:
-        raise CommError(f"rank {rank}: the coordinator closed the connection")
-    reply = json.loads(line)
-    if not reply.get("ok"):
-        raise CommError(f"rank {rank}: refused by the coordinator: {reply.get('error')}")
-    return [tuple(a) for a in reply["addresses"]]
+        raise CommError(f"rank {rank}: the coordinator at {coord[0]}:{coord[1]} closed the "
+                        "connection")
+    try:
+        reply = json.loads(line)
+        if not isinstance(reply, dict):
+            raise ValueError(f"a JSON {type(reply).__name__}")
+        if not reply.get("ok"):
+            raise CommError(f"rank {rank}: refused by the coordinator: {reply.get('error')}")
+        addresses = [(str(h), int(p)) for h, p in reply["addresses"]]
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise CommError(f"rank {rank}: {coord[0]}:{coord[1]} did not answer as a Roofline "
+                        f"coordinator ({type(e).__name__}: {e}); is another program listening "
+                        "there?") from None
+    return addresses
 
 
 class TCPTransport(PollingTransport):

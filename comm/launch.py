@@ -9,16 +9,27 @@ process outlives the launcher.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ._launch import launch
+
+
+def _seconds(text):
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(t) or t <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return t
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m roofline.comm.launch",
                                 description="Run a script as K ranks of one Roofline job.")
     p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
-    p.add_argument("--timeout", type=float, default=120.0,
+    p.add_argument("--timeout", type=_seconds, default=120.0,
                    help="seconds a rank waits for a peer (default 120)")
     p.add_argument("--replication", type=int, default=1,
                    help="replicas per logical node (Kylix replication; default 1): the job "
