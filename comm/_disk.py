@@ -56,6 +56,10 @@ class DiskTransport(Transport):
     abort : object, optional
         A :class:`~roofline.comm.QueueGroup` whose abort wakes this node's waits (read
         through its ``_aborted`` attribute).
+    token : str or bytes, optional
+        The job's token: its messages live under ``spool/job-<token>/``, so two jobs sharing
+        one spool directory never read each other's files (each ignores the other's).  Every
+        node of a job passes the same token; without one, the spool must hold one job only.
     wake : list of threading.Condition, optional
         One per node, shared by the nodes of one process: a send notifies the receiver's, so a
         receive sleeps until a message lands instead of polling (without it, receives poll
@@ -65,8 +69,15 @@ class DiskTransport(Transport):
     backend = "disk"
     shares_process = True
 
-    def __init__(self, spool, rank, size, timeout=60.0, fsync=False, abort=None, wake=None):
+    def __init__(self, spool, rank, size, timeout=60.0, fsync=False, abort=None, wake=None,
+                 token=None):
         self.spool, self.rank, self.size = str(spool), int(rank), int(size)
+        if token is not None:
+            token = token.hex() if isinstance(token, (bytes, bytearray)) else str(token)
+            if not token or not all(c.isalnum() or c in "-_" for c in token):
+                raise ValueError(f"token must be letters, digits, '-' or '_', got {token!r}")
+            self.spool = os.path.join(self.spool, f"job-{token}")
+        self.token = token
         self.timeout, self.fsync = float(timeout), bool(fsync)
         self._sent = {}
         self._got = {}

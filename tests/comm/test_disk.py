@@ -125,3 +125,38 @@ def test_a_full_disk_is_an_error_naming_the_path(tmp_path):
         assert str(mnt) in str(e.value)
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_two_jobs_on_one_spool_never_read_each_others_messages(tmp_path):
+    """Issue 32, item 5: job-scoped names (the token) keep two jobs on one spool apart."""
+    import threading
+
+    import numpy as np
+
+    from roofline.comm import DiskTransport, KylixCommunicator
+
+    results = {}
+
+    def node(job, r):
+        t = DiskTransport(str(tmp_path), r, 2, timeout=20, token=f"job{job}")
+        with KylixCommunicator(t, backend="disk") as c:
+            results[job, r] = [c.allreduce(np.full(64, 10.0 ** job * (r + 1)))[0]
+                               for _ in range(20)]
+
+    ts = [threading.Thread(target=node, args=(j, r)) for j in range(2) for r in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    for j in range(2):
+        for r in range(2):
+            assert results[j, r] == [3.0 * 10.0 ** j] * 20
+
+
+def test_a_disk_token_is_checked(tmp_path):
+    import pytest
+
+    from roofline.comm import DiskTransport
+
+    with pytest.raises(ValueError, match="token"):
+        DiskTransport(str(tmp_path), 0, 2, token="../x")
