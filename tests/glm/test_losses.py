@@ -171,8 +171,6 @@ _PENDING = {
     "glm/_stream.py": "loss_code != 0: kernels.SQUARED (or LOSS_LABELS[loss] != 'real')",
     "glm/_direct.py": "LOSS_CODES['squared']: kernels.SQUARED",
     "glm/_scd.py": "LOSS_CODES['hinge']: kernels.HINGE",
-    "glm/_registry.py": "vw-hybrid's ('logistic', 'squared'): glm.losses_where(smooth=True, "
-                        "peer='vw')",
     "kernels/_cuda_cd.py": "LOSS_CODES['squared'] etc.: _losses.SQUARED, LOGISTIC, HINGE",
     "learners/_estimators.py": "VW's ('logistic', 'squared'): glm.losses_where(smooth=True, "
                                "peer='vw'); LinearSVC's ('hinge', 'squared_hinge'): "
