@@ -314,8 +314,7 @@ def tpa_vs_cpu(args, epochs=10, lam=1e-4):
     same ridge problem: time per epoch and the duality gap after ``epochs`` epochs."""
     import cupy
 
-    from roofline.kernels import LOSS_CODES
-    from roofline.kernels._cuda_cd import gpu_dual_tpa
+    from roofline.kernels import LOSS_CODES, gpu_dual_tpa
 
     X = gmat.powerlaw_csc(args.features, args.cd_examples, args.nnz, dtype=np.float32,
                           random_state=args.seed + 1)

@@ -67,7 +67,6 @@ from roofline import gmat
 from . import cd
 
 __all__ = [
-    "SOLVERS",
     "GLMResult",
     "CheckSchedule",
     "GLMProblem",
@@ -83,7 +82,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SOLVERS = ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block")
 
 # ---------------------------------------------------------------------------------------------
 # result
@@ -505,16 +503,16 @@ def progress_bar(total, verbose, desc):
 
 
 # the logger the solvers' progress goes to (every module of the chain logs under it)
-_PACKAGE_LOGGER = "roofline.learners"
+_PACKAGE_LOGGER = "roofline"
 
 
 @contextlib.contextmanager
 def verbose_logging(verbose):
     """With ``verbose >= 1``, make the solvers' INFO progress lines reach stderr.
 
-    When logging is configured (any handler on the ``roofline.learners`` logger or above it)
+    When logging is configured (any handler on the ``roofline`` logger or above it)
     nothing changes: the application decides.  Otherwise a stderr handler is attached to
-    ``roofline.learners`` at level INFO for the duration (terminal or not), and removed after.
+    ``roofline`` at level INFO for the duration (terminal or not), and removed after.
     """
     log = logging.getLogger(_PACKAGE_LOGGER)
     if not verbose or log.hasHandlers():

@@ -377,7 +377,7 @@ register_solver(SolverSpec(
     comm=True,
     summary="Google's SCD over pure feature blocks, n_workers example shards (the primal)"))
 register_solver(SolverSpec(
-    "newton", "roofline.glm._fit:run_newton", SMOOTH_LOSSES, sample_weight=True,
+    "newton", "roofline.glm._fit:run_newton", SMOOTH_LOSSES, sample_weight=True, comm=True,
     problem=f"needs penalty='l2' and a smooth loss ({', '.join(SMOOTH_LOSSES)})",
     summary="trust-region Newton-CG on the primal (TRON), insensitive to the features' "
             "scaling"))

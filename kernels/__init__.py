@@ -60,6 +60,7 @@ from ._criteo import (
 from ._csc import (
     AST_BLOCK_SHIFT,
     N_ACC,
+    PREFETCH_DISTANCE,
     SLAB_SAMPLE,
     check_csc_structure,
     count_distinct_rows,
@@ -78,6 +79,7 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
+from ._cuda_cd import gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
 from ._cuda_primitives import (
     gpu_layout,
@@ -98,7 +100,15 @@ from ._glm import (
     glm_forward_backward_vec,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
-from ._losses import HINGE, LOGISTIC, LOSS_CODES, LOSS_TABLE, SQUARED, SQUARED_HINGE
+from ._losses import (
+    HINGE,
+    LOGISTIC,
+    LOSS_CODES,
+    LOSS_TABLE,
+    SQUARED,
+    SQUARED_HINGE,
+    glm_loss_deriv,
+)
 from ._machine import fma_loop, gather_rows, stream_read, stream_triad
 from ._newton import (
     newton_conj_sum,
@@ -127,6 +137,7 @@ __all__ = [
     "N_ACC",
     "N_CAT",
     "N_INT",
+    "PREFETCH_DISTANCE",
     "SLAB_SAMPLE",
     "SQUARED",
     "SQUARED_HINGE",
@@ -138,13 +149,13 @@ __all__ = [
     "cd_col_sqnorms",
     "cd_col_sqnorms_serial",
     "cd_conj_sum",
+    "cd_dense_counts",
+    "cd_dense_fill",
     "cd_dual_epoch",
     "cd_dual_epoch_parfor",
     "cd_dual_sweeps",
     "cd_dual_tpa",
     "cd_dual_tpa_split",
-    "cd_dense_counts",
-    "cd_dense_fill",
     "cd_feature_counts",
     "cd_frequency_order",
     "cd_grad",
@@ -182,6 +193,8 @@ __all__ = [
     "glm_adagrad_online_vec",
     "glm_forward_backward",
     "glm_forward_backward_vec",
+    "glm_loss_deriv",
+    "gpu_dual_tpa",
     "gpu_glm_scatter_update",
     "gpu_glm_step",
     "gpu_layout",
@@ -193,8 +206,6 @@ __all__ = [
     "limit_threads",
     "log_bucket_thresholds",
     "murmur3_32",
-    "parallel_njit",
-    "quiet_openmp",
     "murmur3_32_hex8",
     "murmur3_32_int",
     "newton_conj_sum",
@@ -207,10 +218,12 @@ __all__ = [
     "newton_hess_vec_parallel",
     "newton_loss_derivs",
     "newton_loss_sum",
-    "reduce_gather",
-    "reduce_scatter_add",
     "nnz_chunks",
     "nnz_chunks_into",
+    "parallel_njit",
+    "quiet_openmp",
+    "reduce_gather",
+    "reduce_scatter_add",
     "row_slabs",
     "row_slabs_into",
     "segment_plan",

@@ -116,6 +116,17 @@ def test_no_import_cycle_inside_a_package(package):
             visit(node, [node])
 
 
+#: Deliberate exceptions, each with its reason: (file, module it may reach into).
+PRIVATE_OK = {
+    # the CUDA simulator has no cupy, so these tests drive gmat's GPU entry points with
+    # numba-cuda device arrays directly (and force its A*S^T method)
+    ("tests/kernels/test_cuda_primitives.py", "roofline.gmat._primitives"),
+    # the primitives benchmark times both sides of gmat's tuning knobs (PARALLEL_MIN_WORK,
+    # GPU_AST_METHOD), which are module settings, not API
+    ("benchmarks/primitives.py", "roofline.gmat._primitives"),
+}
+
+
 def _scripts():
     for folder in ("tests", "benchmarks", "examples"):
         yield from sorted((ROOT / folder).rglob("*.py"))
@@ -132,7 +143,7 @@ def test_tests_and_benchmarks_use_other_packages_public_names():
             if other is None or other == own:
                 continue
             private = [p for p in target.split(".")[2:] if p.startswith("_")]
-            if private:
+            if private and (str(rel), ".".join(target.split(".")[:3])) not in PRIVATE_OK:
                 bad.append(f"{rel}:{line} imports {target}")
     assert not bad, "private modules of another package:\n" + "\n".join(bad)
 

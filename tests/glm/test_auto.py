@@ -206,13 +206,22 @@ def test_auto_with_sample_weights_runs_weighted_newton():
     assert h.solver_ == "lbfgs"
 
 
-def test_auto_over_a_communicator_runs_cocoa():
+def test_auto_over_a_communicator_runs_newton_or_cocoa():
+    """comm=: distributed Newton for a smooth loss with L2 (its iterations do not grow with
+    the ranks), CoCoA+ for the hinge, L1, or when the dual is asked for."""
     from roofline.comm import from_environment
     from roofline.glm import fit_glm
 
     X, y = _badly_scaled()
     with from_environment() as comm:  # a group of one
-        assert choose_solver(X.T, loss="logistic", alpha=1e-3, comm=comm)[0] == "cocoa"
+        assert choose_solver(X.T, loss="logistic", alpha=1e-3, comm=comm)[0] == "newton"
+        assert choose_solver(X.T, loss="hinge", alpha=1e-3, comm=comm)[0] == "cocoa"
+        assert choose_solver(X.T, loss="logistic", penalty="l1", alpha=1e-3,
+                             comm=comm)[0] == "cocoa"
+        res_n = fit_glm(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm)
+        ref = fit_glm(X.T, y, loss="logistic", alpha=1e-1, solver="newton")
+        assert res_n.solver == "newton" and "comm=" in res_n.info["auto_reason"]
+        np.testing.assert_allclose(res_n.coef, ref.coef, rtol=1e-8, atol=1e-12)
         res = fit_glm(X.T, y, loss="logistic", alpha=1e-1, solver="auto", comm=comm,
                          dual=True, fit_intercept=False, max_iter=3000)
     assert res.solver == "cocoa" and "comm=" in res.info["auto_reason"]

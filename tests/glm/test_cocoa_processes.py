@@ -101,7 +101,7 @@ def test_a_rank_with_no_examples():
 
 def test_comm_is_refused_by_the_single_process_solvers():
     X, y = _data()
-    with pytest.raises(ValueError, match="comm= runs cocoa, hcocoa or pure-block"):
+    with pytest.raises(ValueError, match="comm= runs cocoa, hcocoa, pure-block or newton"):
         fit_glm(X, y, loss="logistic", alpha=1e-2, solver="scd", comm=object())
 
 

@@ -98,7 +98,7 @@ def test_public_surfaces():
 
 
 def test_every_loss_list_is_derived_from_the_table():
-    from roofline.kernels._losses import LOSS_TABLE
+    from roofline.kernels import LOSS_TABLE
 
     assert glm.LOSSES == tuple(rec.name for rec in LOSS_TABLE)
     assert glm.LOSS_CODES == {rec.name: rec.code for rec in LOSS_TABLE}
@@ -137,7 +137,7 @@ def test_glm_labels_follow_the_label_form():
 def test_numpy_glm_form_matches_the_numba_one(loss, device):
     """``learners.GLM.loss_deriv`` (numpy / cupy arrays) against the table's numba GLM form
     ``kernels._losses.glm_loss_deriv``, for every loss of the table."""
-    from roofline.kernels import _losses as L
+    from roofline import kernels as L
     from roofline.learners import GLM
 
     rng = np.random.default_rng(7)

@@ -98,7 +98,7 @@ def test_every_front_door_lists_the_registry():
             assert f'"{name}"' in est.__doc__
     assert [s.name for s in solvers(partial_fit=True)] == ["adagrad", "sgd"]
     assert {s.name for s in solvers(comm=True)} == {"cocoa", "hcocoa", "pure-block",
-                                                    "vw-hybrid"}
+                                                    "newton", "vw-hybrid"}
     assert [s.name for s in solvers(loss="hinge", runner="fit_glm")] == ["scd", "tpa-scd",
                                                                         "cocoa", "hcocoa"]
     assert [s.name for s in solvers(penalty="l1", runner="fit_glm", comm=False)] == [
@@ -116,7 +116,7 @@ def test_every_front_door_lists_the_registry():
     ("cholesky", dict(loss="logistic"), "solver='cholesky' solves ridge"),
     ("scd", dict(loss="squared_hinge"), "does not support the squared_hinge loss"),
     ("pure-block", dict(loss="logistic", dual=True), "primal only"),
-    ("scd", dict(loss="squared", comm=True), "comm= runs cocoa, hcocoa or pure-block"),
+    ("scd", dict(loss="squared", comm=True), "comm= runs cocoa, hcocoa, pure-block or newton"),
     ("scd", dict(loss="squared", weighted=True), "does not support non-uniform sample_weight"),
     ("auto", dict(loss="hinge", dual=False), "dual only"),
     ("auto", dict(loss="hinge", penalty="l1"), "not supported with loss='hinge'"),
@@ -132,7 +132,7 @@ def test_the_estimators_and_the_cli_use_the_registrys_messages(tmp_path):
     with pytest.raises(ValueError, match="vw-hybrid.*logistic and squared"):
         LinearSVC(solver="vw-hybrid").fit(X, y)
     with pytest.raises(ValueError, match="comm= needs solver in"):
-        LogisticRegression(solver="newton", comm=object()).fit(X, y)
+        LogisticRegression(solver="scd", comm=object()).fit(X, y)
     with pytest.raises(ValueError, match="solver='scd' does not support non-uniform"):
         Ridge(solver="scd").fit(X, X[:, 0], sample_weight=np.arange(1.0, 41.0))
 

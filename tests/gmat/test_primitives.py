@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import gmat
-from roofline.kernels._csc import PREFETCH_DISTANCE
+from roofline.kernels import PREFETCH_DISTANCE
 from tests._helpers import assert_allclose_on, to_host
 
 

@@ -11,7 +11,6 @@ from sklearn.datasets import make_classification, make_regression
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from roofline import learners
 from roofline.learners import LinearRegression, LinearSVC, LogisticRegression, Ridge
 from roofline.learners._estimators import to_column_layout
 
@@ -124,7 +123,6 @@ def test_bad_parameters_raise():
         LinearSVC(solver="scd").fit(X, y)
 
 
-@pytest.mark.skipif(not hasattr(learners, "fit_glm"), reason="CD solvers not available")
 @pytest.mark.parametrize("est", [LogisticRegression(C=0.5), Ridge(alpha=3.0)])
 def test_cd_solver_path_reaches_the_lbfgs_optimum(est):
     if isinstance(est, Ridge):
