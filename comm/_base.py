@@ -89,10 +89,13 @@ class MismatchError(CommError):
     """The ranks of a collective disagree on it (its operation, dtype, shape, plan, root or
     sequence number: one rank skipped or repeated a collective); the message names the ranks.
 
-    Attributes
+    Parameters
     ----------
+    message : str
+        What disagrees, naming the ranks.
     ranks : list of int
-        The ranks found to disagree (with this one, or with the majority).
+        The ranks found to disagree (with this one, or with the majority); kept as the
+        attribute ``ranks``.
     """
 
     def __init__(self, message: str, ranks=()):

@@ -212,7 +212,13 @@ class Coordinator:
 
     def abort(self, reason: str):
         """Refuse the job: the ranks registered (and those that register later) are told
-        ``reason`` at once instead of waiting for the missing ones."""
+        ``reason`` at once instead of waiting for the missing ones.
+
+        Parameters
+        ----------
+        reason : str
+            What the ranks are told (names the rank or the fault).
+        """
         self._abort = str(reason)
 
     def close(self):

@@ -59,6 +59,16 @@ def losses_where(**fields) -> tuple:
     """The canonical names of the losses whose table fields equal ``fields``, in code order.
 
     ``losses_where(smooth=True, cd=True)``; ``peer="vw"`` keeps the losses the peer has.
+
+    Parameters
+    ----------
+    **fields
+        Field values of the loss table's records (``smooth``, ``cd``, ``labels``, ...), and
+        ``peer`` (a peer's name).
+
+    Returns
+    -------
+    tuple of str
     """
     peer = fields.pop("peer", None)
     return tuple(rec.name for rec in LOSS_TABLE
@@ -68,6 +78,17 @@ def losses_where(**fields) -> tuple:
 
 def loss_to_peer(peer: str, loss) -> str:
     """The peer's name of a loss (``loss_to_peer("vw", "log")`` is ``"logistic"``).
+
+    Parameters
+    ----------
+    peer : str
+        A peer of the loss table (``"sklearn"``, ``"snapml"``, ``"vw"``, ...).
+    loss : str
+        A loss name or alias.
+
+    Returns
+    -------
+    str
 
     Raises
     ------
@@ -80,7 +101,24 @@ def loss_to_peer(peer: str, loss) -> str:
 
 
 def loss_from_peer(peer: str, name: str) -> str:
-    """The canonical name of the peer's loss ``name`` (inverse of :func:`loss_to_peer`)."""
+    """The canonical name of the peer's loss ``name`` (inverse of :func:`loss_to_peer`).
+
+    Parameters
+    ----------
+    peer : str
+        A peer of the loss table.
+    name : str
+        The peer's name of the loss.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        For an unknown peer, or a name the peer does not use.
+    """
     if peer not in LOSS_PEERS:
         raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
     back = {v: k for k, v in LOSS_PEERS[peer].items()}

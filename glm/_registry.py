@@ -66,7 +66,7 @@ _FORMULATIONS = ("primal", "dual")
 class SolverSpec:
     """One row of the registry.
 
-    Attributes
+    Parameters
     ----------
     name : str
         The name given to ``solver=``.
@@ -135,7 +135,12 @@ class SolverSpec:
         return getattr(importlib.import_module(module), function)
 
     def what(self) -> str:
-        """The phrase of its errors: :attr:`problem`, or the losses and penalties it takes."""
+        """The phrase of its errors: :attr:`problem`, or the losses and penalties it takes.
+
+        Returns
+        -------
+        str
+        """
         if self.problem:
             return self.problem
         s = "es" if len(self.losses) > 1 else ""
@@ -277,6 +282,13 @@ def solvers(*, loss=None, penalty=None, comm=None, sample_weight=None, runner=No
 def solver_names(*, auto: bool = True, **conditions) -> tuple:
     """The names of :func:`solvers` ``(**conditions)``, with ``"auto"`` last unless
     ``auto=False``.
+
+    Parameters
+    ----------
+    auto : bool, default True
+        Append ``"auto"``.
+    **conditions
+        The conditions of :func:`solvers` (``loss=``, ``comm=``, ``runner=``, ...).
 
     Returns
     -------
