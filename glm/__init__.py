@@ -69,7 +69,7 @@ Every name below is the one strength ``alpha`` of the objective above, or conver
 ==================================================  ============================================
 name (where)                                        relation to ``alpha``
 ==================================================  ============================================
-``alpha`` (``fit_glm``, its options)               ``alpha``
+``alpha`` (``fit_glm``, its options)                ``alpha``
 ``reg2weight`` (``L2Regularizer``, ``L2Options``)   ``alpha`` (L2, ``R = ||W||_F^2 / 2``)
 ``reg1weight`` (``L1Regularizer``, ``L1Options``)   ``alpha`` (L1, ``R = ||W||_1``)
 ``l2``, ``l1`` (the fused steps, ADAGrad)           ``alpha``, applied lazily to the touched
