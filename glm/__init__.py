@@ -75,7 +75,7 @@ name (where)                                        relation to ``alpha``
 ``l2``, ``l1`` (the fused steps, ADAGrad)           ``alpha``, applied lazily to the touched
                                                     feature columns (as BIDMach and VW do)
 ``lambda`` (learner docstrings, the estimators)     ``alpha``
-``lam_n`` (:mod:`roofline.glm.cd`, the kernels)    ``n * alpha``: the CD steps work in sums,
+``lam_n`` (:mod:`roofline.glm.cd`, the kernels)     ``n * alpha``: the CD steps work in sums,
                                                     ``sum_i l_i + lam_n R(w)``
 scikit-learn ``SGDClassifier(alpha=)``              ``alpha``
 scikit-learn ``Lasso(alpha=)`` (peer ``"lasso"``)   ``alpha``
