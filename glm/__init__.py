@@ -91,7 +91,7 @@ variables of the CD solvers (one per example) are called ``a``, never ``alpha``.
 """
 
 from . import cd, newton
-from ._auto import choose_solver
+from ._auto import LBFGS_AUTO_SCALE, choose_solver
 from ._cocoa import check_pure_blocks, pure_blocks
 from ._fit import GLMResult, GLMSolverOptions, fit_glm
 from ._fused import (
@@ -135,6 +135,7 @@ from ._stream import fit_glm_stream
 __all__ = [
     "CD_LOSSES",
     "GLM_LOSSES",
+    "LBFGS_AUTO_SCALE",
     "LOSSES",
     "LOSS_ALIASES",
     "LOSS_CODES",

@@ -76,6 +76,13 @@ def losses_where(**fields) -> tuple:
                  and (peer is None or peer in rec.peers))
 
 
+def _peer_names(peer):
+    """``{canonical loss: the peer's name}`` of ``peer``; a ValueError for an unknown peer."""
+    if peer not in LOSS_PEERS:
+        raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
+    return LOSS_PEERS[peer]
+
+
 def loss_to_peer(peer: str, loss) -> str:
     """The peer's name of a loss (``loss_to_peer("vw", "log")`` is ``"logistic"``).
 
@@ -95,9 +102,8 @@ def loss_to_peer(peer: str, loss) -> str:
     ValueError
         For an unknown peer, or a loss the peer does not have.
     """
-    if peer not in LOSS_PEERS:
-        raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
-    return LOSS_PEERS[peer][resolve_loss(loss, allowed=tuple(LOSS_PEERS[peer]))]
+    names = _peer_names(peer)
+    return names[resolve_loss(loss, allowed=tuple(names))]
 
 
 def loss_from_peer(peer: str, name: str) -> str:
@@ -119,9 +125,7 @@ def loss_from_peer(peer: str, name: str) -> str:
     ValueError
         For an unknown peer, or a name the peer does not use.
     """
-    if peer not in LOSS_PEERS:
-        raise ValueError(f"peer must be one of {sorted(LOSS_PEERS)}, got {peer!r}")
-    back = {v: k for k, v in LOSS_PEERS[peer].items()}
+    back = {v: k for k, v in _peer_names(peer).items()}
     if name not in back:
         raise ValueError(f"{peer} loss must be one of {sorted(back)}, got {name!r}")
     return back[name]

@@ -437,8 +437,9 @@ class LBFGS(Optimizer):
 
     batch = True
     options_class = LBFGSOptions
-    #: largest |value| of a feature above which ``precondition="auto"`` rescales
-    AUTO_SCALE = 2.0 ** 20
+    #: largest |value| of a feature above which ``precondition="auto"`` rescales (the same
+    #: bound sends the estimators' ``solver="auto"`` to L-BFGS: ``glm.LBFGS_AUTO_SCALE``)
+    AUTO_SCALE = glm.LBFGS_AUTO_SCALE
 
     def init(self, model, cache=None) -> None:
         super().init(model, cache)
