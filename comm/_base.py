@@ -85,9 +85,13 @@ class MessageError(CommError):
     tag, truncated payload.  Never read as a valid message."""
 
 
-class MismatchError(CommError):
+class MismatchError(CommError, ValueError):
     """The ranks of a collective disagree on it (its operation, dtype, shape, plan, root or
     sequence number: one rank skipped or repeated a collective); the message names the ranks.
+
+    Also a ``ValueError``: the ranks passed arguments that disagree (the in-process group's
+    dense all-reduce raised ``ValueError`` for an op or shape mismatch before it checked the
+    collective header, and callers catching that still do).
 
     Parameters
     ----------

@@ -5,17 +5,27 @@ one shared-memory reduction in rank order computed by the last rank to arrive
 (``O(size * len(x))`` in all, ``O(len(x))`` per rank); its other collectives go through Kylix
 over a :class:`~roofline.comm.QueueGroup`.  The numba kernels release the GIL, so worker
 threads really run in parallel.
+
+Every collective of a rank, on either path, gets the collective header of Kylix
+(:func:`~roofline.comm._kylix.header_fields`: operation, dtype, shape, plan, sequence number),
+numbered in one sequence, and posts it on the group's board as it starts: a rank that finds
+another at the same sequence number doing something else raises
+:class:`~roofline.comm.MismatchError` naming both, and the others stop waiting with the same
+error (issue 32), as the header checks of TCP, MPI and disk do.  Without the board a rank
+skipping a collective would wait on the shared-memory barrier while its peer waits in Kylix,
+until the timeout.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import zlib
 
 import numpy as np
 
-from ._base import Communicator, as_host
-from ._kylix import KylixCommunicator
+from ._base import Communicator, MismatchError, PeerError, as_host, check_reducible
+from ._kylix import KylixCommunicator, mismatch
 from ._threads import QueueGroup
 
 __all__ = ["InProcessCommunicator", "InProcessGroup"]
@@ -57,6 +67,10 @@ class InProcessGroup:
         self._split_out = threading.Barrier(self.size, timeout=timeout)
         self._slots = [None] * self.size
         self._ops = [None] * self.size
+        self._fields = [None] * self.size  # the header of each rank's dense all-reduce
+        self._posted = [None] * self.size  # the header of each rank's current collective
+        self._error = None  # the MismatchError that broke the group, once found
+        self._seqs = [0] * self.size  # each rank's next sequence number (all its communicators)
         self._result = None
         self.queues = QueueGroup(self.size, timeout=timeout)
         self.stats = {"calls": 0, "bytes": 0, "adds": 0}
@@ -76,33 +90,79 @@ class InProcessGroup:
         """
         return InProcessCommunicator(self, rank)
 
-    def abort(self):
+    def abort(self, reason: str | None = None):
         """Break the group: every rank waiting in (or later entering) a collective of it, or of
         a group split from it, fails (``threading.BrokenBarrierError`` or
-        :class:`~roofline.comm.PeerError`)."""
+        :class:`~roofline.comm.PeerError`; :class:`~roofline.comm.MismatchError` when the
+        ranks were found to disagree).
+
+        Parameters
+        ----------
+        reason : str, optional
+            Why, carried by the waiting ranks' :class:`~roofline.comm.PeerError`.
+        """
         self._barrier.abort()
         self._done.abort()
         self._split_in.abort()
         self._split_out.abort()
-        self.queues.abort(f"{self.name} aborted")
+        self.queues.abort(reason or f"{self.name} aborted")
         with self._lock:
             children = list(self.children.values())
         for c in children:
-            c.abort()
+            c.abort(reason)
+
+    def _fail(self, err: MismatchError):
+        """Record ``err`` as what broke the group (the first such error wins), wake every
+        waiting rank and raise it."""
+        with self._lock:
+            if self._error is None:
+                self._error = err
+            err = self._error
+        logger.error("%s: %s", self.name, err)
+        self.abort(str(err))
+        raise MismatchError(str(err), err.ranks)
+
+    def raise_error(self):
+        """Raise the :class:`~roofline.comm.MismatchError` that broke the group, if one did
+        (a rank woken by :meth:`abort` reports the cause, not its own broken wait)."""
+        err = self._error
+        if err is not None:
+            raise MismatchError(str(err), err.ranks)
+
+    def _next_seq(self, rank: int) -> int:
+        """Rank ``rank``'s next collective sequence number, advanced (only that rank's threads
+        call it, one at a time)."""
+        seq = self._seqs[rank]
+        self._seqs[rank] = seq + 1
+        return seq
+
+    def _announce(self, rank: int, fields):
+        """Rank ``rank`` starts the collective with header ``fields``: it must agree with
+        every rank posted at the same sequence number (``fields[3]``)."""
+        with self._lock:
+            bad = self._error
+            if bad is None:
+                self._posted[rank] = fields
+                for peer, theirs in enumerate(self._posted):
+                    if peer != rank and theirs is not None and theirs[3] == fields[3] \
+                            and theirs != fields:
+                        bad = mismatch(rank, fields, peer, theirs)
+                        break
+        if bad is not None:
+            self._fail(bad)
 
     def _reduce(self):
         """The reduction of the deposited slots in rank order (run once per call)."""
+        for r in range(1, self.size):  # the board found any disagreement already: a backstop
+            if self._fields[r] != self._fields[0] or self._slots[r].shape != \
+                    self._slots[0].shape:
+                with self._lock:
+                    if self._error is None:
+                        self._error = mismatch(r, self._fields[r], 0, self._fields[0])
+                raise self._error
         op = self._ops[0]
         out = self._slots[0].copy()
         for r in range(1, self.size):
-            if self._ops[r] != op:
-                raise ValueError(f"allreduce op mismatch in {self.name}: rank 0 asked "
-                                 f"{op!r}, rank {r} {self._ops[r]!r}")
-            if self._slots[r].shape != out.shape:
-                raise ValueError(
-                    f"allreduce shape mismatch in {self.name}: rank 0 sent {out.shape}, "
-                    f"rank {r} sent {self._slots[r].shape}"
-                )
             if op == "sum":
                 out += self._slots[r]
             else:
@@ -141,15 +201,39 @@ class InProcessCommunicator(Communicator):
         self.rank = int(rank)
         self.size = group.size
         self._kylix = KylixCommunicator(group.queues.transport(rank), backend="threads")
+        # one sequence of collective headers for both paths, each posted on the group's board
+        self._kylix.next_seq = lambda: group._next_seq(self.rank)
+        self._kylix.on_begin = lambda fields: group._announce(self.rank, fields)
         self.stats = {"calls": 0, "bytes": 0, "kylix": self._kylix.stats}
         self._n_splits = 0
+
+    def _wait(self, barrier):
+        """``barrier.wait()``; a broken wait raises the group's mismatch when one broke it."""
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            self.group.raise_error()
+            raise
+
+    def _kylix_call(self, fn, *args):
+        """A Kylix collective; a wait broken by the group's abort raises the group's mismatch
+        when one broke it."""
+        try:
+            return fn(*args)
+        except PeerError:
+            self.group.raise_error()
+            raise
 
     def allreduce(self, x, op="sum"):
         self._check_op(op)
         x, back = as_host(x)
+        check_reducible(x, op)
         g = self.group
         if g.size == 1:  # nothing crosses a link
             return back(x.copy())
+        # the header Kylix's allreduce would send, posted on the board (may raise a mismatch)
+        fields = self._kylix_call(self._kylix._begin, "allreduce", op, x.dtype.str, x.size,
+                                  zlib.crc32(repr(x.shape).encode()))
         self.stats["calls"] += 1
         self.stats["bytes"] += x.nbytes
         if self.rank == 0:
@@ -157,25 +241,26 @@ class InProcessCommunicator(Communicator):
             g.stats["bytes"] += x.nbytes * self.size
         g._slots[self.rank] = x
         g._ops[self.rank] = op
-        g._barrier.wait()  # the last rank to arrive reduces (InProcessGroup._reduce)
+        g._fields[self.rank] = fields
+        self._wait(g._barrier)  # the last rank to arrive reduces (InProcessGroup._reduce)
         out = g._result.copy()
-        g._done.wait()  # nobody deposits the next call's slots before everyone has copied
+        self._wait(g._done)  # nobody deposits the next call's slots before everyone has copied
         return back(out)
 
     def sparse_plan(self, indices, want=None):
-        return self._kylix.sparse_plan(indices, want)
+        return self._kylix_call(self._kylix.sparse_plan, indices, want)
 
     def broadcast(self, x, root=0):
-        return self._kylix.broadcast(x, root)
+        return self._kylix_call(self._kylix.broadcast, x, root)
 
     def gather(self, x, root=0):
-        return self._kylix.gather(x, root)
+        return self._kylix_call(self._kylix.gather, x, root)
 
     def allgather(self, x):
-        return self._kylix.allgather(x)
+        return self._kylix_call(self._kylix.allgather, x)
 
     def barrier(self):
-        self._kylix.barrier()
+        self._kylix_call(self._kylix.barrier)
 
     def split(self, color, key=None):
         """Sub-groups of the ranks with the same ``color`` (any hashable value), ordered by
@@ -195,12 +280,14 @@ class InProcessCommunicator(Communicator):
             This rank's communicator in its sub-group.
         """
         key = self.rank if key is None else key
-        self._n_splits += 1
         g = self.group
+        if g.size > 1:
+            self._kylix_call(self._kylix._begin, "split")  # its header, posted on the board
+        self._n_splits += 1
         g._split_slots[self.rank] = (color, key)  # shared memory, as the dense all-reduce
-        g._split_in.wait()
+        self._wait(g._split_in)
         members = list(g._split_slots)
-        g._split_out.wait()  # nobody deposits the next split before everyone has read
+        self._wait(g._split_out)  # nobody deposits the next split before everyone has read
         ranks = [r for _, r in sorted((k, r) for r, (c, k) in enumerate(members) if c == color)]
         with g._lock:
             sub = g.children.get((self._n_splits, color))

@@ -230,6 +230,9 @@ def mismatch(rank, mine, peer, theirs) -> MismatchError:
         why = " (a rank skipped or repeated a collective)"
     elif mine[6] != theirs[6]:
         why = " (the ranks use different Kylix degrees: a shape mismatch of the butterfly)"
+    elif mine[:2] == theirs[:2] and mine[2] == theirs[2] and mine[4:6] != theirs[4:6] \
+            and mine[0] == KINDS.index("allreduce"):
+        why = " (a shape mismatch)"
     return MismatchError(f"collective mismatch: ranks {min(rank, peer)} and {max(rank, peer)} "
                          f"disagree: rank {rank} "
                          f"is in {describe(mine)}, rank {peer} in {describe(theirs)}{why}",
@@ -436,6 +439,14 @@ class KylixCommunicator(Communicator):
                         else _check_degrees(degrees, self.size))
         self._tag = int(tag)
         self._seq = 0
+        #: ``on_begin(fields)``, called as each collective starts with its header fields (see
+        #: :func:`header_fields`), or None: :class:`~roofline.comm.InProcessGroup` compares
+        #: them across its ranks in shared memory
+        self.on_begin = None
+        #: ``next_seq()``, the sequence number of the collective starting now (advancing it),
+        #: or None to count in this communicator: the communicators of one rank of an
+        #: :class:`~roofline.comm.InProcessGroup` share one sequence
+        self.next_seq = None
         self._fields = None
         self._hdr = b""
         self._splits = 0
@@ -448,10 +459,15 @@ class KylixCommunicator(Communicator):
     def _begin(self, kind, op="", dtype="", n=0, ident=0):
         """Start collective number ``self._seq``: its header goes on every message it sends
         and is checked on every message it receives."""
+        if self.next_seq is not None:
+            self._seq = int(self.next_seq())
         self._fields = header_fields(kind, self._seq, op, dtype, n, ident, self.degrees)
         self._hdr = _CHDR.pack(_CMAGIC, *self._fields[:2],
                                self._fields[2].to_bytes(4, "little"), *self._fields[3:])
         self._seq += 1
+        if self.on_begin is not None:  # a group sharing memory checks its ranks agree early
+            self.on_begin(self._fields)
+        return self._fields
 
     def _send(self, peer, bufs, layer=None):
         n = sum(memoryview(b).nbytes for b in bufs)
