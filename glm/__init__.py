@@ -49,8 +49,9 @@ canonical name     code  aliases                          supported by
 
 Each loss has two label conventions (:func:`check_labels`):
 
-* the *GLM form* (the minibatch learners and the fused step; ``margin=False``): labels
-  ``{0, 1}`` (logistic: any value in ``[0, 1]``), ``s = 2 [y > 0] - 1``::
+* the *GLM form* (the minibatch learners and the fused step; ``margin=False``; over arrays
+  on either device: :func:`loss_deriv`): labels ``{0, 1}`` (logistic: any value in
+  ``[0, 1]``), ``s = 2 [y > 0] - 1``::
 
       squared        l = (eta - y)^2 / 2
       logistic       l = log(1 + exp(eta)) - y eta
@@ -116,11 +117,13 @@ from ._losses import (
     check_labels,
     glm_labels,
     loss_code,
+    loss_deriv,
     loss_from_peer,
     loss_to_peer,
     losses_where,
     resolve_loss,
 )
+from ._problem import check_positive, check_sample_weight, check_X, verbose_logging
 from ._registry import (
     SolverSpec,
     check_solver,
@@ -152,8 +155,11 @@ __all__ = [
     "alpha_from_peer",
     "alpha_to_peer",
     "cd",
+    "check_X",
     "check_labels",
+    "check_positive",
     "check_pure_blocks",
+    "check_sample_weight",
     "check_solver",
     "choose_solver",
     "fit_glm",
@@ -163,6 +169,7 @@ __all__ = [
     "glm_adagrad_step",
     "glm_labels",
     "loss_code",
+    "loss_deriv",
     "loss_from_peer",
     "loss_to_peer",
     "losses_where",
@@ -173,4 +180,5 @@ __all__ = [
     "solver_names",
     "solvers",
     "unregister_solver",
+    "verbose_logging",
 ]

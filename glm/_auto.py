@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import _registry, cd
+from . import _losses, _registry, cd
 
 __all__ = [
     "CHOLESKY_AUTO_FEATURES",
@@ -97,7 +97,7 @@ CHOLESKY_AUTO_FEATURES = 1024
 #: two).
 LBFGS_AUTO_SCALE = 2.0 ** 20
 
-_SMOOTH = ("squared", "logistic", "squared_hinge")
+_SMOOTH = _losses.SMOOTH_LOSSES
 
 
 def hot_mass(X):
@@ -217,8 +217,8 @@ def _rule(X, loss, penalty, alpha, fit_intercept, comm):
     """The measured rule of the module docstring (the solvers of :func:`fit_glm`)."""
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
-    if loss not in _SMOOTH + ("hinge",):
-        raise ValueError(f"loss must be one of {_SMOOTH + ('hinge',)}, got {loss!r}")
+    if loss not in _losses.LOSSES:
+        raise ValueError(f"loss must be one of {_losses.LOSSES}, got {loss!r}")
     if comm is not None:
         if penalty == "l2" and loss in _SMOOTH:
             # TRON's iterates do not depend on the number of ranks (every sum all-reduced),

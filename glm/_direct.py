@@ -27,6 +27,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from roofline.kernels import SQUARED
+
 from . import _losses
 from . import newton as gnewton
 from ._newton import fit_newton
@@ -43,7 +45,6 @@ logger = logging.getLogger(__name__)
 #: The most features ``solver="cholesky"`` accepts (a ``d x d`` float64 Gram matrix: 32 MiB).
 CHOLESKY_MAX_FEATURES = 2048
 _CHUNK_VALUES = 1 << 21  # values of a densified chunk of examples (16 MiB)
-_SQUARED = _losses.LOSS_CODES["squared"]
 
 
 def _certificate(pb, w, b, s):
@@ -150,7 +151,7 @@ def fit_cholesky(X, y, *, alpha, fit_intercept=True, sample_weight=None, tol=1e-
     b = float(sol[d]) if fi else 0.0
     t_solve = time.perf_counter() - t0
     t1 = time.perf_counter()
-    pb = GLMProblem(X, y, _SQUARED, False, alpha, fi, primal=False)
+    pb = GLMProblem(X, y, SQUARED, False, alpha, fi, primal=False)
     P, gap = _certificate(pb, w, b, sw)
     t_check = time.perf_counter() - t1
     res = GLMResult(coef=w, intercept=b, n_iter=1, objective=np.array([P]),

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline.gmat import Options, option
+from roofline.kernels import LOSS_TABLE
 
 from . import _losses, cd
 from ._auto import choose_solver, hot_mass_of_counts
@@ -144,7 +145,7 @@ def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
     formulations = get_solver(solver).formulations
     if "dual" not in formulations:
         return False
-    if "primal" not in formulations or loss_code == 2:
+    if "primal" not in formulations or not LOSS_TABLE[loss_code].smooth:
         return True
     if l1:
         return False

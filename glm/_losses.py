@@ -1,7 +1,7 @@
 """The loss and regularisation vocabulary: loss names and aliases, the one label check, the one
 conversion of regularisation strengths to and from the peers' conventions.
 
-Every loss list here is derived from the one loss table, ``roofline.kernels._losses.LOSS_TABLE``
+Every loss list here is derived from the one loss table, ``roofline.kernels.LOSS_TABLE``
 (a record per loss: code, name, aliases, smooth or not, label form, CD support, peers' names).
 
 Documented in :mod:`roofline.glm` (which re-exports this module).
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from roofline.gmat import get_array_module
-from roofline.kernels import LOSS_CODES
-from roofline.kernels._losses import LABEL_FORMS, LOSS_TABLE
+from roofline import kernels
+from roofline.gmat import device_of, get_array_module
+from roofline.kernels import LABEL_FORMS, LOSS_CODES, LOSS_TABLE
 
 __all__ = [
     "CD_LOSSES",
@@ -30,6 +30,7 @@ __all__ = [
     "check_labels",
     "glm_labels",
     "loss_code",
+    "loss_deriv",
     "loss_from_peer",
     "loss_to_peer",
     "losses_where",
@@ -185,6 +186,70 @@ def loss_code(name, *, allowed=None, argname: str = "loss") -> int:
         For an unknown name, or a loss outside ``allowed``.
     """
     return LOSS_CODES[resolve_loss(name, allowed=allowed, argname=argname)]
+
+
+def loss_deriv(loss, eta, y, w=None, *, out=None, work=None):
+    """The loss table's GLM form over arrays: weighted losses and derivatives of ``(k, m)``
+    linear predictors (one column per example), on the arrays' device.
+
+    Evaluates the table's own scalar function (``roofline.kernels.glm_loss_deriv``, in float64)
+    in a numba kernel on the CPU and a numba-cuda kernel on the GPU, so that no loss is written
+    a second time.  Labels are not checked here (:func:`check_labels`).
+
+    Parameters
+    ----------
+    loss : str or int
+        A loss name or alias, or its code (``LOSS_CODES``).
+    eta : array, shape (k, m)
+        Linear predictors (numpy or cupy).
+    y : array, shape (k, m)
+        Labels in the GLM form (:func:`glm_labels`).
+    w : array, shape (m,), optional
+        The examples' weights.
+    out : array, shape (k, m), optional
+        Where the derivatives go (may be ``eta`` itself); a new array of ``eta``'s dtype when
+        omitted.
+    work : array, shape (k, m), optional
+        A scratch array of ``eta``'s dtype (GPU only: the per-entry losses before their sum).
+
+    Returns
+    -------
+    loss_sum : float
+        ``sum_j w_j sum_r l(y_rj, eta_rj)``.
+    weight_sum : float
+        ``sum_j w_j`` (``m`` without weights).
+    D : array, shape (k, m)
+        ``w_j * dl/deta_rj`` (``out`` when given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from roofline import glm
+    >>> glm.loss_deriv("squared", np.array([[1.0, 3.0]]), np.array([[0.0, 1.0]]))
+    (2.5, 2.0, array([[1., 2.]]))
+    """
+    code = loss_code(loss) if isinstance(loss, str) else int(loss)
+    if not 0 <= code < len(LOSS_TABLE):
+        raise ValueError(f"loss must be a name or a code of the loss table, got {loss!r}")
+    if eta.ndim != 2 or y.shape != eta.shape:
+        raise ValueError(f"eta and y must be (k, m) arrays of one shape, got {eta.shape} "
+                         f"and {y.shape}")
+    k, m = eta.shape
+    if w is not None and w.shape != (m,):
+        raise ValueError(f"w has shape {w.shape}, expected ({m},)")
+    xp = get_array_module(eta)
+    D = xp.empty_like(eta) if out is None else out
+    if D.shape != eta.shape:
+        raise ValueError(f"out has shape {D.shape}, expected {eta.shape}")
+    if device_of(eta) == "gpu":
+        T = xp.empty_like(eta) if work is None else work
+        kernels.gpu_glm_loss_deriv(code, eta, y, w, D, T)
+        loss_sum = float(T.sum(dtype=np.float64))
+    else:
+        wk = np.empty(0, eta.dtype) if w is None else w
+        loss_sum = float(kernels.glm_loss_deriv_cols(code, eta, y, wk, D))
+    weight_sum = float(m) if w is None else float(w.sum(dtype=np.float64))
+    return loss_sum, weight_sum, D
 
 
 def _non_finite(y, name, xp):

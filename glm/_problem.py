@@ -73,6 +73,8 @@ __all__ = [
     "StallMonitor",
     "Trace",
     "check_X",
+    "check_positive",
+    "check_sample_weight",
     "mean_one_weights",
     "positive",
     "progress_bar",
@@ -163,9 +165,31 @@ class GLMResult:
 
 
 def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
-    """``X`` as a validated CSC matrix (``n_features x n_examples``); ``allow_no_examples``
-    for one rank's shard of a distributed fit (a rank may hold no examples); ``keep_dense``:
-    a dense ``X`` is validated and returned as it is (the solvers with a dense path)."""
+    """A GLM solver's feature matrix, validated: CSC (or dense), ``n_features x n_examples``.
+
+    Parameters
+    ----------
+    X : scipy.sparse CSC matrix or ndarray, shape (n_features, n_examples)
+        One column per example.  A dense array must hold finite values.
+    name : str, default="X"
+        The argument's name in the errors.
+    allow_no_examples : bool, default=False
+        Accept zero columns (one rank's shard of a distributed fit may hold no examples).
+    keep_dense : bool, default=False
+        Return a dense ``X`` as it is (the solvers with a dense path) instead of as CSC.
+
+    Returns
+    -------
+    scipy.sparse CSC matrix or ndarray
+
+    Raises
+    ------
+    TypeError
+        For another sparse format (the message says how to convert) or another type.
+    ValueError
+        For a malformed CSC matrix, a non-finite dense value (naming its feature and example)
+        or an empty matrix.
+    """
     if sp.issparse(X):
         if X.format != "csc":
             raise TypeError(
@@ -195,16 +219,71 @@ def mean_one_weights(sample_weight, n):
     ``sum_i s_i l_i / n`` is then scikit-learn's weighted mean ``sum_i w_i l_i / sum_i w_i``."""
     if sample_weight is None:
         return None
+    sw = check_sample_weight(sample_weight, n)
+    return sw * (n / sw.sum())
+
+
+def check_sample_weight(sample_weight, n, *, positive_sum=True):
+    """Example weights, validated: ``n`` finite non-negative values (with a positive sum).
+
+    The one check of ``sample_weight`` behind :func:`fit_glm`, the solvers and the
+    estimators, with one set of messages.
+
+    Parameters
+    ----------
+    sample_weight : array-like, shape (n,)
+        The weights.
+    n : int
+        The number of examples.
+    positive_sum : bool, default=True
+        Require a positive sum (one rank's share of a distributed fit may sum to zero).
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        Naming ``sample_weight`` and, for a negative weight, its first index.
+    """
     sw = np.asarray(sample_weight, dtype=np.float64).ravel()
     if sw.shape[0] != n:
         raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {n} examples "
                          "(columns)")
-    if not np.isfinite(sw).all() or (sw < 0).any() or not sw.sum() > 0:
-        raise ValueError("sample_weight must be finite and non-negative with a positive sum")
-    return sw * (n / sw.sum())
+    if not np.isfinite(sw).all():
+        raise ValueError("sample_weight must be finite")
+    neg = np.flatnonzero(sw < 0)
+    if neg.size:
+        raise ValueError(f"sample_weight must be non-negative, got sample_weight[{neg[0]}] = "
+                         f"{float(sw[neg[0]])!r} ({neg.size} negative entries)")
+    if positive_sum and not sw.sum() > 0:
+        raise ValueError("sample_weight sums to zero: at least one sample needs a positive "
+                         "weight")
+    return sw
 
 
-def positive(v, name, integer=False):
+def check_positive(v, name, integer=False):
+    """A positive finite number (or a positive integer) argument, validated.
+
+    Parameters
+    ----------
+    v : object
+        The value.
+    name : str
+        The argument's name in the error.
+    integer : bool, default=False
+        Require a positive integer (``bool`` refused).
+
+    Returns
+    -------
+    float or int
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and the value.
+    """
     if integer:
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -213,6 +292,9 @@ def positive(v, name, integer=False):
     if not numeric or not (v > 0) or not np.isfinite(v):
         raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     return float(v)
+
+
+positive = check_positive  # the solvers' short name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,11 +590,20 @@ _PACKAGE_LOGGER = "roofline"
 
 @contextlib.contextmanager
 def verbose_logging(verbose):
-    """With ``verbose >= 1``, make the solvers' INFO progress lines reach stderr.
+    """A context in which, with ``verbose >= 1``, the solvers' INFO progress lines reach stderr.
 
     When logging is configured (any handler on the ``roofline`` logger or above it)
     nothing changes: the application decides.  Otherwise a stderr handler is attached to
     ``roofline`` at level INFO for the duration (terminal or not), and removed after.
+
+    Parameters
+    ----------
+    verbose : int or bool
+        The estimators' and solvers' ``verbose`` argument.
+
+    Yields
+    ------
+    None
     """
     log = logging.getLogger(_PACKAGE_LOGGER)
     if not verbose or log.hasHandlers():

@@ -16,8 +16,9 @@ import time
 import numpy as np
 
 from roofline import gmat
+from roofline.kernels import HINGE
 
-from . import _losses, cd
+from . import cd
 from ._problem import CheckSchedule, GLMProblem, progress_bar
 
 __all__ = [
@@ -373,7 +374,7 @@ def _batched(pb):
     """Whether the sequential dual runs its sweeps :func:`_scd_dual_batched`: always for the
     hinge (liblinear's shrinking), and on problems of at most ``_BATCH_MAX_VALUES`` stored
     values, whose sweeps are short enough that a call per sweep costs time."""
-    return pb.loss == _HINGE or pb.X.nnz + pb.n <= _BATCH_MAX_VALUES
+    return pb.loss == HINGE or pb.X.nnz + pb.n <= _BATCH_MAX_VALUES
 
 
 def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose, callback,
@@ -428,7 +429,6 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
                                              "batched": True}
 
 
-_HINGE = _losses.LOSS_CODES["hinge"]
 # The sequential dual runs its sweeps in batches (_scd_dual_batched) on problems of at most
 # this many stored values (plus examples), and always for the hinge.
 _BATCH_MAX_VALUES = 1 << 21

@@ -141,7 +141,7 @@ def fit_glm_stream(
                 if not seen.all():
                     raise ValueError(f"the first pass of {source!r} covered {int(seen.sum())} of "
                                      f"{n} examples")
-                if loss_code != 0 and np.unique(y_all).size < 2:
+                if _losses.LOSS_LABELS[loss] != "real" and np.unique(y_all).size < 2:
                     raise ValueError("y holds a single class; a classifier needs both classes")
             if it % check_every == 0 or it == max_iter:
                 t0 = time.perf_counter()

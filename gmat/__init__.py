@@ -31,6 +31,7 @@ from ._gmat import GMat
 from ._machine import MachineRoofline, machine_roofline, measure_machine
 from ._ops import axpy, expit, log1pexp, sigmoid
 from ._options import Options, OptionTypeError, load_toml, loads_toml, option, to_toml
+from ._plot import require_matplotlib
 from ._primitives import mult_as, mult_ast, sddmm
 from ._random import powerlaw_csc
 from ._report import (
@@ -76,6 +77,7 @@ __all__ = [
     "mult_ast",
     "option",
     "powerlaw_csc",
+    "require_matplotlib",
     "roofline_report",
     "sddmm",
     "sigmoid",

@@ -274,7 +274,7 @@ def measure_gpu(*, size_bytes: int = 512 * 2**20, repeat: int = 10) -> MachineRo
         raise _no_gpu_error()
     import cupy
 
-    from roofline.kernels import _cuda_primitives as K
+    from roofline import kernels as K
 
     _, name = _gpu_key()
     n = size_bytes // 8
@@ -292,7 +292,8 @@ def measure_gpu(*, size_bytes: int = 512 * 2**20, repeat: int = 10) -> MachineRo
     for dt in (np.float32, np.float64):
         seed = cupy.ones(threads, dtype=dt)
         out = cupy.empty(blocks * threads, dtype=dt)
-        flops = 2.0 * K.FMA_CHAINS * n_iter * blocks * threads
+        # the first launch compiles the kernel and says how many flops one launch does
+        flops = K.gpu_fma(seed, n_iter, out, blocks=blocks, threads=threads)
         t = _gpu_best(lambda seed=seed, out=out: K.gpu_fma(seed, n_iter, out, blocks=blocks,
                                                             threads=threads), repeat)
         ceilings[dt] = flops / t

@@ -425,13 +425,7 @@ def _gpu_has(S, key) -> bool:
 
 
 def _seg_len(k):
-    return kernels.gpu_layout(k)[2] * _cuda_steps()
-
-
-def _cuda_steps():
-    from roofline.kernels import _cuda_primitives
-
-    return _cuda_primitives.SEG_STEPS
+    return kernels.gpu_seg_len(k)
 
 
 def _gpu_plan(S, k):

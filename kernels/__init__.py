@@ -11,8 +11,9 @@ tests) use, one private module per job:
 ``_losses``     the one loss table (LOSS_TABLE), the scalar losses (value, derivatives, conjugate)
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
-``_glm``        the fused ADAGrad GLM step on the CPU
+``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
+``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
 ``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
                 micro-benchmarks (numba.cuda imported on first launch; simulator-tested)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
@@ -81,12 +82,16 @@ from ._csc import (
 )
 from ._cuda_cd import gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
+from ._cuda_losses import gpu_glm_loss_deriv
 from ._cuda_primitives import (
+    gpu_fma,
     gpu_layout,
     gpu_mult_as,
     gpu_mult_ast_atomic,
     gpu_mult_ast_gather,
     gpu_sddmm,
+    gpu_seg_len,
+    gpu_stream,
     segment_plan,
     transpose_index,
 )
@@ -98,10 +103,12 @@ from ._glm import (
     glm_adagrad_online_vec,
     glm_forward_backward,
     glm_forward_backward_vec,
+    glm_loss_deriv_cols,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
 from ._losses import (
     HINGE,
+    LABEL_FORMS,
     LOGISTIC,
     LOSS_CODES,
     LOSS_TABLE,
@@ -131,6 +138,7 @@ __all__ = [
     "AST_BLOCK_SHIFT",
     "GPU_ACC_HEAD",
     "HINGE",
+    "LABEL_FORMS",
     "LOGISTIC",
     "LOSS_CODES",
     "LOSS_TABLE",
@@ -194,7 +202,10 @@ __all__ = [
     "glm_forward_backward",
     "glm_forward_backward_vec",
     "glm_loss_deriv",
+    "glm_loss_deriv_cols",
     "gpu_dual_tpa",
+    "gpu_fma",
+    "gpu_glm_loss_deriv",
     "gpu_glm_scatter_update",
     "gpu_glm_step",
     "gpu_layout",
@@ -202,6 +213,8 @@ __all__ = [
     "gpu_mult_ast_atomic",
     "gpu_mult_ast_gather",
     "gpu_sddmm",
+    "gpu_seg_len",
+    "gpu_stream",
     "lanes",
     "limit_threads",
     "log_bucket_thresholds",

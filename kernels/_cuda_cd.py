@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from . import _cuda_primitives as _cp
-from ._losses import LOSS_CODES
+from ._losses import HINGE, SQUARED
 
 __all__ = ["CD_THREADS", "gpu_dual_tpa", "gpu_dual_tpa_epoch"]
 
@@ -38,9 +38,6 @@ __all__ = ["CD_THREADS", "gpu_dual_tpa", "gpu_dual_tpa_epoch"]
 #: a warp or two busy per coordinate and many coordinates in flight per SM.
 CD_THREADS = 64
 
-_SQUARED = LOSS_CODES["squared"]
-_LOGISTIC = LOSS_CODES["logistic"]
-_HINGE = LOSS_CODES["hinge"]
 
 _KERNELS: dict = {}
 
@@ -54,7 +51,7 @@ def _build():
         return _KERNELS[key]
     cuda = _cp._cuda()
     nthreads = CD_THREADS
-    sq, hg = _SQUARED, _HINGE  # anything else: logistic
+    sq, hg = SQUARED, HINGE  # anything else: logistic
 
     @cuda.jit(device=True)
     def sigmoid(t):

@@ -54,6 +54,7 @@ __all__ = [
     "gpu_mult_ast_atomic",
     "gpu_mult_ast_gather",
     "gpu_sddmm",
+    "gpu_seg_len",
     "gpu_stream",
     "segment_plan",
     "transpose_index",
@@ -86,6 +87,12 @@ def gpu_layout(k: int) -> tuple[int, int, int, int]:
     t = min(32 if kp <= 32 else (64 if kp <= 64 else 128), BLOCK)
     rl = min(kp, t)
     return t, rl, t // rl, BLOCK // t
+
+
+def gpu_seg_len(k: int) -> int:
+    """The segment length ``L = sl * SEG_STEPS`` of the row split for ``k`` dense rows: a
+    column of more than ``L`` nonzeros is split into several groups (see the module notes)."""
+    return gpu_layout(k)[2] * SEG_STEPS
 
 
 def segment_plan(indptr, seg_len: int):

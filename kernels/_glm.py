@@ -45,6 +45,7 @@ __all__ = [
     "glm_adagrad_online_vec",
     "glm_forward_backward",
     "glm_forward_backward_vec",
+    "glm_loss_deriv_cols",
 ]
 
 # Nonzeros ahead whose model and accumulator rows are prefetched by glm_forward_backward (the
@@ -413,3 +414,27 @@ def glm_adagrad_online_vec(indptr, indices, data, coef, sumsq, b, fit_intercept,
             c = coef[i]
             coef[i], sumsq[i] = _adagrad_coord(c, d * data[p] + l2 * c, sumsq[i], lr, eps, l1)
     return loss_sum
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def glm_loss_deriv_cols(loss, eta, y, w, D):  # pragma: no cover - compiled
+    """The table's GLM form over a ``(k, m)`` array of linear predictors (one column per example).
+
+    ``D[r, j] = w_j dl/deta(y[r, j], eta[r, j])`` in the dtype of ``D``, computed in float64
+    through :func:`._losses.glm_loss_deriv` (so that no loss is written a second time); ``D``
+    may be ``eta`` itself.  ``w`` is the examples' weights, or an empty array for none.
+    Returns ``sum_j w_j sum_r l(y[r, j], eta[r, j])`` in float64.  Labels are not checked here
+    (``roofline.glm.check_labels``).
+    """
+    k, m = eta.shape
+    has_w = w.shape[0] > 0
+    total = 0.0
+    for j in range(m):
+        wj = np.float64(w[j]) if has_w else 1.0
+        lj = 0.0
+        for r in range(k):
+            val, d = glm_loss_deriv(loss, np.float64(eta[r, j]), np.float64(y[r, j]))
+            D[r, j] = wj * d
+            lj += val
+        total += wj * lj
+    return total

@@ -297,7 +297,7 @@ def cmd_train(args) -> int:
         raise ValueError(f"output directory {out} exists and is not a directory")
     os.makedirs(out, exist_ok=True)
     if args.plot is not None:  # fail before training, not after it
-        from roofline.gmat._plot import require_matplotlib
+        from roofline.gmat import require_matplotlib
 
         require_matplotlib("roofline train --plot")
     if parts["solver"] is not None:

@@ -47,7 +47,6 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from roofline import glm
 from roofline.datasources import MatSource
 from roofline.glm import check_solver, choose_solver, get_solver, solver_names
-from roofline.glm._problem import verbose_logging
 
 from ._learner import Learner
 from ._mixins import L2Regularizer
@@ -124,19 +123,10 @@ def _check_random_state(random_state):
 
 
 def _check_sample_weights(sample_weight, X):
-    """Validated float64 sample weights: non-negative with a positive sum (errors name
-    ``sample_weight``)."""
+    """Validated float64 sample weights (scikit-learn's shape check, then the one check of
+    :func:`roofline.glm.check_sample_weight`)."""
     sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
-    if not np.isfinite(sw).all():
-        raise ValueError("sample_weight must be finite")
-    neg = np.flatnonzero(sw < 0)
-    if neg.size:
-        raise ValueError(f"sample_weight must be non-negative, got sample_weight[{neg[0]}] = "
-                         f"{float(sw[neg[0]])!r} ({neg.size} negative entries)")
-    if not sw.sum() > 0:
-        raise ValueError("sample_weight sums to zero: at least one sample needs a positive "
-                         "weight")
-    return sw
+    return glm.check_sample_weight(sw, sw.shape[0])
 
 
 class _GLMEstimator(BaseEstimator):
@@ -216,7 +206,7 @@ class _GLMEstimator(BaseEstimator):
             learner._setup()
             if warm.get("opt") is not None:
                 opt.set_state(warm["opt"])
-        with verbose_logging(self.verbose):
+        with glm.verbose_logging(self.verbose):
             learner.train()
         if solver == "lbfgs":
             n_iter = int(opt.result.nit) if opt.result is not None else opt.t
@@ -258,7 +248,7 @@ class _GLMEstimator(BaseEstimator):
         fit = spec.load()
 
         def one(y):
-            with verbose_logging(self.verbose):
+            with glm.verbose_logging(self.verbose):
                 return fit(Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, comm=self.comm,
                            fit_intercept=self.fit_intercept, max_iter=self.max_iter,
                            tol=self.tol, verbose=self.verbose)
@@ -513,8 +503,9 @@ class LinearSVC(_Classifier):
 
     @property
     def _loss(self):
-        if self.loss not in ("hinge", "squared_hinge"):
-            raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {self.loss!r}")
+        if self.loss not in glm.losses_where(labels="sign"):
+            raise ValueError(f"loss must be one of {glm.losses_where(labels='sign')}, "
+                             f"got {self.loss!r}")
         return self.loss
 
 

@@ -467,9 +467,8 @@ class GLM(Model):
 
         Notes
         -----
-        The array (numpy / cupy) form of the loss table's GLM form,
-        ``roofline.kernels._losses.glm_loss_deriv``; ``tests/glm/test_losses.py`` checks the two
-        against each other for every loss of the table.
+        The table's GLM form over the arrays, on their device (:func:`roofline.glm.loss_deriv`:
+        the table's own scalar function in a numba or numba-cuda kernel, in float64).
         """
         k, m = eta.shape
         y = self._labels(y, m)
@@ -480,55 +479,12 @@ class GLM(Model):
                 return gmat.get_array_module(eta).empty((k, m), dtype=dtype, order="F")
             return cache.empty((k, m), dtype, tag=tag, order="F", like=eta)
 
-        if k > 1 and not (y.flags.f_contiguous and y.dtype == dt):
-            # one strided copy into the layout of eta; mixed layouts would make every
-            # elementwise operation below buffer
-            yb = buf("glm.y")
-            np.copyto(yb, y)
-            y = yb
         self.check_labels(y)
 
         if D is None:
             D = buf("glm.deriv")
-        t = buf("glm.loss")
-        loss = self.loss_name
-        if loss == "squared":
-            np.subtract(eta, y, out=D)
-            np.multiply(D, D, out=t)
-            t *= 0.5
-        elif loss == "logistic":
-            np.logaddexp(0, eta, out=t)
-            np.multiply(y, eta, out=D)
-            t -= D
-            gmat.expit(eta, out=D)
-            D -= y
-        else:
-            mask = buf("glm.mask")  # 0/1 in the value dtype (the cache holds float buffers)
-            np.greater(y, 0, out=mask)  # s = 2 * [y > 0] - 1
-            np.multiply(mask, 2, out=D)
-            D -= 1
-            np.multiply(D, eta, out=t)  # s * eta
-            np.subtract(1, t, out=t)  # 1 - s * eta
-            np.maximum(t, 0, out=t)
-            if loss == "hinge":
-                np.greater(t, 0, out=mask)
-                np.negative(D, out=D)
-                D *= mask
-            else:
-                D *= t
-                D *= -2
-                t *= t
-        if w is None:
-            loss_sum = float(t.sum())
-            weight_sum = float(m)
-        else:
-            if w.shape != (m,):
-                raise ValueError(f"w has shape {w.shape}, expected ({m},)")
-            t *= w
-            loss_sum = float(t.sum())
-            weight_sum = float(w.sum())
-            D *= w
-        return loss_sum, weight_sum, D
+        work = buf("glm.loss") if gmat.device_of(eta) == "gpu" else None
+        return glm.loss_deriv(self.loss_name, eta, y, w, out=D, work=work)
 
     def loss(self, batch, cache=None):
         """``(loss_sum, weight_sum)`` of a minibatch (see :meth:`loss_deriv`).

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from roofline.gmat._plot import require_matplotlib
+from roofline.gmat import require_matplotlib
 
 __all__ = ["plot_cd_trace", "plot_trace"]
 

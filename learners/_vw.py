@@ -33,7 +33,6 @@ from sklearn.exceptions import ConvergenceWarning
 
 from roofline import glm
 from roofline.datasources import MatSource
-from roofline.glm._problem import check_X, positive
 
 __all__ = ["VWHybridResult", "fit_vw_hybrid"]
 
@@ -193,16 +192,16 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
     """
     t0 = time.perf_counter()
     loss = glm.resolve_loss(loss, allowed=_LOSSES)
-    alpha = positive(alpha, "alpha")
-    max_iter = positive(max_iter, "max_iter", integer=True)
-    batch_size = positive(batch_size, "batch_size", integer=True)
-    learning_rate = positive(learning_rate, "learning_rate")
-    tol = positive(tol, "tol")
+    alpha = glm.check_positive(alpha, "alpha")
+    max_iter = glm.check_positive(max_iter, "max_iter", integer=True)
+    batch_size = glm.check_positive(batch_size, "batch_size", integer=True)
+    learning_rate = glm.check_positive(learning_rate, "learning_rate")
+    tol = glm.check_positive(tol, "tol")
     if (isinstance(online_passes, bool) or not isinstance(online_passes, (int, np.integer))
             or online_passes < 0):
         raise ValueError(f"online_passes must be an int >= 0, got {online_passes!r}")
     # the checks of the CD and Newton solvers: a CSC (or dense) shard, margin labels
-    X = check_X(X, allow_no_examples=True)
+    X = glm.check_X(X, allow_no_examples=True)
     y = glm.check_labels(y, loss, margin=True, single_class_ok=True)
     d, n_local = X.shape
     if y.shape[0] != n_local:

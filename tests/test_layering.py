@@ -116,6 +116,24 @@ def test_no_import_cycle_inside_a_package(package):
             visit(node, [node])
 
 
+@pytest.mark.parametrize("package", sorted(FOLDERS))
+def test_packages_use_other_packages_public_names(package):
+    """A package imports another one's public face only (``roofline.glm``, not
+    ``roofline.glm._problem``): what it needs is exported there, so that a private module can
+    be split or renamed by its own package alone."""
+    bad = []
+    for path in _modules(package):
+        if (package, path.stem) in DEPRECATED_SHIMS:
+            continue  # the deprecated aliases re-export the moved modules
+        for target, line in _imports(path, package):
+            other = _package_of(target)
+            if other is None or other == package:
+                continue
+            if any(p.startswith("_") for p in target.split(".")[2:]):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not bad, "private modules of another package:\n" + "\n".join(bad)
+
+
 #: Deliberate exceptions, each with its reason: (file, module it may reach into).
 PRIVATE_OK = {
     # the CUDA simulator has no cupy, so these tests drive gmat's GPU entry points with

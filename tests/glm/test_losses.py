@@ -134,9 +134,10 @@ def test_glm_labels_follow_the_label_form():
 
 
 @pytest.mark.parametrize("loss", glm.GLM_LOSSES)
-def test_numpy_glm_form_matches_the_numba_one(loss, device):
-    """``learners.GLM.loss_deriv`` (numpy / cupy arrays) against the table's numba GLM form
-    ``kernels._losses.glm_loss_deriv``, for every loss of the table."""
+def test_array_glm_form_matches_the_scalar_one(loss, device):
+    """``learners.GLM.loss_deriv`` over numpy / cupy arrays (``glm.loss_deriv``'s numba and
+    numba-cuda kernels) against the table's scalar GLM form ``kernels.glm_loss_deriv`` called
+    once per entry, for every loss of the table (weights, sums, the extreme margins)."""
     from roofline import kernels as L
     from roofline.learners import GLM
 
@@ -163,19 +164,6 @@ def test_numpy_glm_form_matches_the_numba_one(loss, device):
 
 # library sources that may name losses by code or list them: the table's own file only
 _TABLE_FILES = {"kernels/_losses.py"}
-# files of other engineers that still hold a loss list or a numeric loss code (issue 30); the
-# test fails when one of them is clean, so that it is removed from here
-_PENDING = {
-    "glm/_fit.py": "loss_code == 2: kernels.HINGE",
-    "glm/_auto.py": "_SMOOTH: glm.SMOOTH_LOSSES",
-    "glm/_stream.py": "loss_code != 0: kernels.SQUARED (or LOSS_LABELS[loss] != 'real')",
-    "glm/_direct.py": "LOSS_CODES['squared']: kernels.SQUARED",
-    "glm/_scd.py": "LOSS_CODES['hinge']: kernels.HINGE",
-    "kernels/_cuda_cd.py": "LOSS_CODES['squared'] etc.: _losses.SQUARED, LOGISTIC, HINGE",
-    "learners/_estimators.py": "VW's ('logistic', 'squared'): glm.losses_where(smooth=True, "
-                               "peer='vw'); LinearSVC's ('hinge', 'squared_hinge'): "
-                               "glm.losses_where(labels='sign')",
-}
 
 
 def _loss_list_sites(text):
@@ -223,7 +211,33 @@ def test_loss_lists_and_codes_only_in_the_table():
                 found[rel] = hits
     assert _loss_list_sites("if loss == 2:\nx = ('hinge', 'squared_hinge')\n") == [
         (1, "if loss == 2:"), (2, "x = ('hinge', 'squared_hinge')")]  # the scan can fail
-    unexpected = {f: h for f, h in found.items() if f not in _PENDING}
-    assert not unexpected, f"loss lists or codes outside the loss table: {unexpected}"
-    cleaned = sorted(set(_PENDING) - set(found))
-    assert not cleaned, f"no loss list left in {cleaned}: remove them from _PENDING"
+    assert not found, f"loss lists or codes outside the loss table: {found}"
+
+
+def test_loss_deriv_checks_its_arguments():
+    eta = np.zeros((1, 3))
+    with pytest.raises(ValueError, match="loss must be"):
+        glm.loss_deriv(len(glm.LOSSES), eta, eta)
+    with pytest.raises(ValueError, match="one shape"):
+        glm.loss_deriv("squared", eta, np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"w has shape \(2,\)"):
+        glm.loss_deriv("squared", eta, eta, np.ones(2))
+    with pytest.raises(ValueError, match="out has shape"):
+        glm.loss_deriv("squared", eta, eta, out=np.zeros((3, 1)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loss_deriv_in_place_and_dtype(dtype):
+    """``out=eta`` overwrites the predictors with the derivatives; the dtype is kept."""
+    rng = np.random.default_rng(3)
+    eta = np.asfortranarray(rng.standard_normal((2, 50)).astype(dtype))
+    y = np.asfortranarray(rng.random((2, 50)).astype(dtype))
+    e64, y64 = eta.astype(np.float64), y.astype(np.float64)
+    s_ref, w_ref, D_ref = glm.loss_deriv("logistic", eta.copy(), y)
+    s, w, D = glm.loss_deriv("logistic", eta, y, out=eta)
+    assert D is eta and D.dtype == dtype
+    np.testing.assert_array_equal(D, D_ref)
+    assert (s, w) == (s_ref, w_ref) and w == 50.0
+    rtol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(D, 1 / (1 + np.exp(-e64)) - y64, rtol=rtol, atol=1e-7)
+    assert s == pytest.approx(float((np.logaddexp(0, e64) - y64 * e64).sum()), rel=1e-12)

@@ -52,7 +52,7 @@ def test_under_simulator():
         pytest.skip("numba-cuda is not installed (pip install -e '.[dev]')")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     tests = [os.path.join(os.path.dirname(__file__), f)
-             for f in ("test_cuda_primitives.py", "test_cuda_cd.py")]
+             for f in ("test_cuda_primitives.py", "test_cuda_cd.py", "test_cuda_losses.py")]
     tests = [t for t in tests if os.path.exists(t)]
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
