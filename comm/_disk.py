@@ -12,6 +12,17 @@ later one.  A full
 disk (``ENOSPC``, or ``EFBIG`` past a file-size limit) is a :class:`~roofline.comm.CommError`
 naming the path, and the partial temporary file is removed.
 
+Jobs on one spool directory never mix: with a ``token`` a job's files live under
+``spool/job-<token>/``; without one, a job holds the spool directory itself, by an exclusive
+``flock`` on ``spool/.roofline-disk-job`` taken by the first node of the process (the nodes of
+one process are one job, as a :class:`~roofline.comm.DiskCluster`).  A node of another process,
+or a second node of the same rank in this process, is refused with a
+:class:`~roofline.comm.CommError` naming the spool and saying to pass ``token=`` or use a fresh
+directory (and the clash fails the waits of the job already there, so no node runs on a shared
+spool).  The lock goes with the last node's :meth:`DiskTransport.close` (or its process), and
+the next job to take the spool removes the message files a job that is gone left behind, never
+reading them as its own.
+
 The results are those of the TCP backend bit for bit (same butterfly, same summation order),
 so the simulator shows the Kylix shape of clusters larger than the machine (64-256 nodes) and
 helps choose degrees, with every byte that would cross the network on disk to inspect.
@@ -23,10 +34,15 @@ This module is the transport only (it sits below Kylix); the simulated cluster o
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
+import re
+import socket
 import struct
+import threading
 import time
+import weakref
 import zlib
 
 from ._base import CommError, CommTimeoutError, MessageError, PeerError, Transport
@@ -38,6 +54,117 @@ logger = logging.getLogger(__name__)
 _MAGIC = b"RFLD"
 _HEAD = struct.Struct("<4sIIIQQI")  # magic, src, dst, tag, seq, payload length, CRC-32
 _HEAD_NO_CRC = struct.Struct("<4sIIIQQ")
+_CLAIM = ".roofline-disk-job"  # the lock file of the job holding an untokened spool
+_LEFTOVER = (re.compile(r"t\d+"), re.compile(r"\d+-\d+"), re.compile(r"\d+\.msg(\.tmp)?"))
+
+
+class _Claim:
+    """This process's hold on an untokened spool directory: the locked file's descriptor, the
+    ranks of the live nodes holding it, their size, and the clash that broke it (if any)."""
+
+    def __init__(self, spool, fd):
+        self.spool, self.fd = spool, fd
+        self.ranks = set()
+        self.size = None
+        self.conflict = None
+
+
+_claims = {}  # (pid, real spool path) -> _Claim; the pid keeps a forked child off its parent's
+_claims_lock = threading.Lock()
+
+
+def _refusal(spool, why):
+    return (f"the spool directory {spool} holds the live files of another job ({why}): pass "
+            "the same token= to every node of a job (DiskTransport(..., token=...)) or use a "
+            "fresh spool directory")
+
+
+def _lock_spool(spool):
+    """The descriptor of ``spool/.roofline-disk-job``, exclusively locked by this process; a
+    :class:`CommError` when another process holds it."""
+    path = os.path.join(spool, _CLAIM)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            try:
+                owner = os.read(fd, 200).decode(errors="replace").strip() or "unknown owner"
+            finally:
+                os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise CommError(_refusal(spool, owner)) from None
+            raise CommError(f"cannot lock {path}: {e}") from e
+        try:
+            here = os.stat(path)
+        except FileNotFoundError:
+            here = None
+        mine = os.fstat(fd)
+        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"process {os.getpid()} on {socket.gethostname()}".encode())
+            return fd
+        os.close(fd)  # the previous holder removed the file as we locked it: lock the new one
+
+
+def _remove_leftovers(spool):
+    """Remove the message files under ``spool/t<tag>/<src>-<dst>/`` (a job that is gone left
+    them; read by the next job they would pass for its own)."""
+    n = 0
+    for tdir in os.listdir(spool):
+        if not _LEFTOVER[0].fullmatch(tdir) or not os.path.isdir(os.path.join(spool, tdir)):
+            continue
+        for pair in os.listdir(os.path.join(spool, tdir)):
+            d = os.path.join(spool, tdir, pair)
+            if not _LEFTOVER[1].fullmatch(pair) or not os.path.isdir(d):
+                continue
+            for f in os.listdir(d):
+                if _LEFTOVER[2].fullmatch(f):
+                    try:
+                        os.unlink(os.path.join(d, f))
+                        n += 1
+                    except FileNotFoundError:
+                        pass
+    if n:
+        logger.warning("%s: removed %d message file(s) left by a job that is gone", spool, n)
+
+
+def _claim(spool, rank, size) -> _Claim:
+    """Hold the untokened ``spool`` for node ``rank`` of a job of ``size`` nodes."""
+    real = os.path.realpath(spool)
+    key = (os.getpid(), real)
+    with _claims_lock:
+        c = _claims.get(key)
+        if c is None:
+            try:
+                os.makedirs(real, exist_ok=True)
+            except OSError as e:
+                raise CommError(f"cannot create the spool directory {real}: {e}") from e
+            c = _Claim(real, _lock_spool(real))
+            _claims[key] = c
+            _remove_leftovers(real)
+        if rank in c.ranks or (c.size is not None and c.size != size):
+            held = (f"node {rank} is held already by a live DiskTransport of this process"
+                    if rank in c.ranks else f"its nodes are a job of {c.size}, not {size}")
+            c.conflict = _refusal(real, held)
+            raise CommError(c.conflict)
+        c.ranks.add(rank)
+        c.size = size
+        return c
+
+
+def _release(key, claim, rank):
+    """Node ``rank`` lets go of ``claim``; the last one unlocks (and removes) the lock file."""
+    with _claims_lock:
+        claim.ranks.discard(rank)
+        if claim.ranks or _claims.get(key) is not claim:
+            return
+        del _claims[key]
+        try:  # removed while locked: a process that opened it before notices (_lock_spool)
+            os.unlink(os.path.join(claim.spool, _CLAIM))
+        except OSError:
+            pass
+        os.close(claim.fd)
 
 
 class DiskTransport(Transport):
@@ -59,11 +186,23 @@ class DiskTransport(Transport):
     token : str or bytes, optional
         The job's token: its messages live under ``spool/job-<token>/``, so two jobs sharing
         one spool directory never read each other's files (each ignores the other's).  Every
-        node of a job passes the same token; without one, the spool must hold one job only.
+        node of a job passes the same token.  Without one, the nodes of this process hold
+        the spool directory as one job until the last :meth:`close`: a node of another
+        process (a job of nodes in several processes needs a token), or a second node of a rank
+        held here, is refused.
     wake : list of threading.Condition, optional
         One per node, shared by the nodes of one process: a send notifies the receiver's, so a
         receive sleeps until a message lands instead of polling (without it, receives poll
         the directory, e.g. for nodes in different processes).
+
+    Raises
+    ------
+    CommError
+        Without ``token``: the spool directory is held by a live job of another process, or
+        this process holds ``rank`` there already, or a job of another size (the message names
+        the spool and says to pass ``token=`` or use a fresh directory).
+    ValueError
+        A token other than letters, digits, ``-`` and ``_``.
     """
 
     backend = "disk"
@@ -84,11 +223,29 @@ class DiskTransport(Transport):
         self._abort = abort
         self._wake = wake
         self.bytes_written = 0
+        self._claim = None
+        self._release = None
+        if token is None:  # no namespace of its own: this process's job holds the spool
+            self._claim = _claim(self.spool, self.rank, self.size)
+            self._release = weakref.finalize(self, _release,
+                                             (os.getpid(), self._claim.spool), self._claim,
+                                             self.rank)
+
+    def close(self):
+        """Let go of the spool directory (idempotent; also when the transport is collected):
+        the last node of an untokened job unlocks it for the next job."""
+        if self._release is not None:
+            self._release()
+
+    def _check_claim(self):
+        if self._claim is not None and self._claim.conflict is not None:
+            raise CommError(f"node {self.rank}: {self._claim.conflict}")
 
     def _dir(self, src, dst, tag):
         return os.path.join(self.spool, f"t{tag}", f"{src}-{dst}")
 
     def send(self, peer, tag, payload, layer=0xFFFF):
+        self._check_claim()
         bufs = payload if isinstance(payload, (list, tuple)) else [payload]
         n = sum(memoryview(b).nbytes for b in bufs)
         key = (peer, tag)
@@ -132,6 +289,7 @@ class DiskTransport(Transport):
         sleep = 0.0
         wake = None if self._wake is None else self._wake[self.rank]
         while not os.path.exists(path):
+            self._check_claim()
             if self._abort is not None and self._abort._aborted is not None:
                 raise PeerError(f"node {self.rank}: another node failed while this one "
                                 f"waited for {path}", peer)
@@ -145,6 +303,7 @@ class DiskTransport(Transport):
                 with wake:  # the send notifies after its rename: re-check under the lock
                     if not os.path.exists(path):
                         wake.wait(0.05)
+        self._check_claim()
         with open(path, "rb") as f:
             data = f.read()
         if len(data) < _HEAD.size:

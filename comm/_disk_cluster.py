@@ -107,6 +107,9 @@ class DiskCluster:
         except BaseException:
             logger.info("disk cluster run failed; its messages are kept in %s", spool)
             raise
+        finally:
+            for c in comms:  # the run's job lets go of its spool (DiskTransport.close)
+                c.close()
         shutil.rmtree(spool, ignore_errors=True)
         layers = [{"bytes_sent": sum(c.stats["layers"][i]["bytes_sent"] for c in comms),
                    "messages": sum(c.stats["layers"][i]["messages"] for c in comms)}

@@ -1,6 +1,7 @@
 """The disk-simulated cluster: the same sums as the other backends bit for bit, checksummed
 message files, and a full disk or a file-size limit as an error naming the path."""
 
+import json
 import os
 import subprocess
 import sys
@@ -160,3 +161,96 @@ def test_a_disk_token_is_checked(tmp_path):
 
     with pytest.raises(ValueError, match="token"):
         DiskTransport(str(tmp_path), 0, 2, token="../x")
+
+
+_UNTOKENED_JOB = textwrap.dedent("""
+    # One job of two nodes (threads of this process) on a shared spool, without a token, run
+    # REPS times; prints one JSON line per run: the sums, or the error.
+    import json, sys, threading, time
+    import numpy as np
+    from roofline.comm import DiskTransport, KylixCommunicator
+
+    spool, job, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    for rep in range(reps):
+        comms, out, errors = [], [None, None], []
+        try:
+            for r in range(2):
+                comms.append(KylixCommunicator(DiskTransport(spool, r, 2, timeout=3),
+                                               backend="disk"))
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+            time.sleep(0.02)  # refused: the other job holds the spool; let it run
+        if not errors:
+            def node(r):
+                try:
+                    out[r] = [float(comms[r].allreduce(np.full(8, 10.0 ** job * (r + 1)))[0])
+                              for _ in range(3)]
+                except Exception as e:
+                    errors.append(f"{type(e).__name__}: {e}")
+            ts = [threading.Thread(target=node, args=(r,)) for r in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+        for c in comms:
+            c.close()
+        print(json.dumps({"out": out, "errors": errors}), flush=True)
+""")
+
+
+@pytest.mark.multiprocess
+def test_two_jobs_without_a_token_on_one_spool_never_mix(tmp_path):
+    """Issue 32, item 2: two concurrent jobs (real processes) on one spool directory, neither
+    with a token, 20 runs each: every run returns its own job's sums or a clear error naming
+    the spool and saying to pass token= or use a fresh directory, never the other's data."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    reps = 20
+    procs = [subprocess.Popen([sys.executable, "-c", _UNTOKENED_JOB, str(spool), str(job),
+                               str(reps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for job in range(2)]
+    try:
+        outs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    ok = 0
+    for job, (stdout, stderr) in enumerate(outs):
+        runs = [json.loads(line) for line in stdout.splitlines()]
+        assert len(runs) == reps, stderr
+        for run_ in runs:
+            if run_["errors"]:
+                for e in run_["errors"]:
+                    assert str(spool) in e and "token=" in e and "fresh" in e, e
+                assert all(o is None or o == [3.0 * 10.0 ** job] * 3 for o in run_["out"])
+            else:
+                assert run_["out"] == [[3.0 * 10.0 ** job] * 3] * 2, run_
+                ok += 1
+    assert ok > 0  # the spool changed hands: not every run was refused
+    assert not os.path.exists(spool / ".roofline-disk-job")  # the last job let go of it
+
+
+def test_a_spool_held_by_a_live_job_is_refused_and_freed_by_close(tmp_path):
+    """Without a token a spool directory serves one job: a second holder of a rank is refused
+    (naming the spool, saying what to do), the first job's waits then fail, and closing the
+    first job frees the spool for the next, which never reads its leftovers."""
+    t0 = DiskTransport(tmp_path, 0, 2, timeout=2)
+    t1 = DiskTransport(tmp_path, 1, 2, timeout=2)
+    t0.send(1, 0, [b"left behind"])  # never received: stale once the job is gone
+    with pytest.raises(CommError, match="token=") as e:
+        DiskTransport(tmp_path, 0, 2, timeout=2)
+    assert str(tmp_path) in str(e.value) and "fresh" in str(e.value)
+    with pytest.raises(CommError, match="token="):
+        t0.recv(1, 0)  # the clash is everyone's error: no job runs on a shared spool
+    t0.close()
+    t1.close()
+    a, b = DiskTransport(tmp_path, 0, 2, timeout=1), DiskTransport(tmp_path, 1, 2, timeout=1)
+    with pytest.raises(CommError, match="no message"):
+        b.recv(0, 0)  # the dead job's message was removed, not read as this job's
+    a.send(1, 0, [b"fresh"])
+    assert bytes(b.recv(0, 0)) == b"fresh"
+    a.close()
+    b.close()
+    other = DiskTransport(tmp_path, 0, 2, token="other")  # a token: a namespace of its own
+    assert other.token == "other"
+    other.close()
