@@ -429,6 +429,13 @@ def glm_loss_deriv_cols(loss, eta, y, w, D):  # pragma: no cover - compiled
     k, m = eta.shape
     has_w = w.shape[0] > 0
     total = 0.0
+    if k == 1:  # one output: a flat loop (the nested one does not vectorise)
+        for j in range(m):
+            val, d = glm_loss_deriv(loss, np.float64(eta[0, j]), np.float64(y[0, j]))
+            wj = np.float64(w[j]) if has_w else 1.0
+            D[0, j] = wj * d
+            total += wj * val
+        return total
     for j in range(m):
         wj = np.float64(w[j]) if has_w else 1.0
         lj = 0.0
