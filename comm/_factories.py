@@ -253,7 +253,7 @@ def run_tcp(fn, n, *, args=(), kwargs=None, timeout=120.0, replication=1, **_) -
 
     kwargs = kwargs or {}
     ctx = mp.get_context("spawn")
-    coord = Coordinator(n, timeout=timeout)
+    coord = Coordinator(n, timeout=timeout, replication=replication)
     with tempfile.TemporaryDirectory(prefix="roofline-run-") as tmp:
         paths = [os.path.join(tmp, f"rank{r}.pkl") for r in range(n)]
         procs = [ctx.Process(target=_tcp_worker, daemon=True,
@@ -262,7 +262,7 @@ def run_tcp(fn, n, *, args=(), kwargs=None, timeout=120.0, replication=1, **_) -
         try:
             for p in procs:
                 p.start()
-            _wait(procs, paths, replication, timeout * 3)
+            _wait(procs, paths, replication, timeout * 3, coord)
         finally:
             for p in procs:
                 if p.is_alive():
@@ -272,12 +272,20 @@ def run_tcp(fn, n, *, args=(), kwargs=None, timeout=120.0, replication=1, **_) -
         return _collect(paths, [p.exitcode for p in procs], replication)
 
 
-def _wait(procs, paths, replication, limit):
+def _wait(procs, paths, replication, limit, coord=None):
     """Wait for the processes (at most ``limit`` seconds); with replication, stop as soon as
-    every node has a replica whose result is saved, and retire (kill) the slower replicas."""
+    every node has a replica whose result is saved, and retire (kill) the slower replicas.
+
+    A process that ends before the job starts is given up at ``coord``
+    (:meth:`~roofline.comm.Coordinator.lost`): with replication its node starts without it,
+    else the job is refused at once instead of the others waiting for it."""
     deadline = time.monotonic() + limit
     ok = set()
     while time.monotonic() < deadline:
+        if coord is not None and not coord.complete:
+            for r, p in enumerate(procs):
+                if p.exitcode is not None and r not in coord.gone:
+                    coord.lost(r, f"exited with code {p.exitcode} before it joined the job")
         if all(p.exitcode is not None for p in procs):
             return
         if replication > 1:

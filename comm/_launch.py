@@ -4,8 +4,10 @@
 The coordinator is a small TCP server (like Vowpal Wabbit's spanning-tree server): each worker
 registers its rank and listening address with the job token; a registration with a wrong token
 or a rank already taken is refused (the first one wins); once all ``K`` ranks have registered,
-every worker receives the list of addresses.  Workers find the coordinator through environment
-variables (:func:`roofline.comm.from_environment`).
+every worker receives the list of addresses.  With replication, a replica given up before the
+job starts (:meth:`Coordinator.lost`: its process ended before it registered) is left out, its
+address ``None``, as long as its node keeps a replica: the job starts without it.  Workers
+find the coordinator through environment variables (:func:`roofline.comm.from_environment`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ class Coordinator:
     host : str
     timeout : float
         Seconds to wait for all ranks.
+    replication : int
+        Replicas per logical node (ranks ``a*r .. a*r + r - 1`` form node ``a``): a replica
+        given up before the job starts (:meth:`lost`) is left out while its node keeps one.
 
     Attributes
     ----------
@@ -100,13 +105,20 @@ class Coordinator:
     token : bytes
     refused : list of str
         Why registrations were refused (foreign connections, duplicate ranks).
+    gone : dict
+        The ranks given up before the job started (:meth:`lost`), with why.
     """
 
     def __init__(self, size: int, token: bytes | None = None, host: str = "127.0.0.1",
-                 timeout: float = 120.0):
+                 timeout: float = 120.0, replication: int = 1):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
+        if int(replication) < 1 or size % int(replication):
+            raise ValueError(f"replication must be >= 1 and divide size={size}, got "
+                             f"{replication}")
         self.size = int(size)
+        self.replication = int(replication)
+        self.gone = {}
         self.token = secrets.token_bytes(16) if token is None else bytes(token)
         self.timeout = float(timeout)
         self.refused = []
@@ -119,6 +131,7 @@ class Coordinator:
         self._closed = False
         self._abort = None
         self._lock = threading.Lock()
+        self._decided = False  # the job started or failed: the set of ranks is final
         self.complete = False
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="roofline-coordinator")
@@ -159,7 +172,7 @@ class Coordinator:
         self._sock.settimeout(0.2)
         while not self._closed and self._abort is None:
             with self._lock:
-                if len(self._clients) == self.size:
+                if len(self._clients) + len(self.gone) == self.size:
                     break
             if time.monotonic() > deadline:
                 logger.error("coordinator: only ranks %s registered within %g s",
@@ -175,10 +188,16 @@ class Coordinator:
             threading.Thread(target=self._register, args=(conn, addr), daemon=True,
                              name="roofline-coordinator-conn").start()
         with self._lock:
+            self._decided = True
             clients = dict(self._clients)
-            self.complete = len(clients) == self.size and self._abort is None
+            self.complete = (len(clients) + len(self.gone) == self.size
+                             and self._abort is None)
         if self.complete:
-            addresses = [clients[r][1] for r in range(self.size)]
+            if self.gone:
+                logger.warning("coordinator: the job starts without the replicas %s (%s); "
+                               "their nodes go on with the others", sorted(self.gone),
+                               "; ".join(self.gone.values()))
+            addresses = [clients[r][1] if r in clients else None for r in range(self.size)]
             reply = {"ok": True, "addresses": addresses}
         else:
             reply = {"ok": False, "error": self._abort or (
@@ -202,6 +221,11 @@ class Coordinator:
             msg = parse_registration(line, self.token.hex(), self.size)
             rank = msg["rank"]
             with self._lock:
+                if rank in self.gone:
+                    raise ValueError(f"rank {rank} was given up ({self.gone[rank]})")
+                if self._decided:
+                    raise ValueError(f"rank {rank} registered after the job "
+                                     + ("started" if self.complete else "failed"))
                 if rank in self._clients:
                     raise ValueError(f"duplicate rank {rank} (the first registration wins)")
                 self._clients[rank] = (conn, (msg["host"], msg["port"]))
@@ -209,6 +233,46 @@ class Coordinator:
             self._refuse(conn, f"{e} (from {who})")
         except Exception as e:  # noqa: BLE001 - no foreign bytes may end the coordinator
             self._refuse(conn, f"a malformed registration from {who} ({type(e).__name__})")
+
+    def lost(self, rank: int, reason: str) -> bool:
+        """Give up ``rank`` before the job starts (its process ended before it joined).
+
+        With replication, the job starts without it (its address ``None``) while a replica of
+        its node remains; once every replica of a node is given up, the job is refused
+        (:meth:`abort`) naming the node and its ranks.  Without replication any loss refuses
+        the job.
+
+        Parameters
+        ----------
+        rank : int
+            The physical rank.
+        reason : str
+            Why (logged and reported to the other ranks if the job is refused).
+
+        Returns
+        -------
+        bool
+            False when it is too late: the job had already started (the rank's loss is then
+            the transports' to find) or failed.
+        """
+        rank = int(rank)
+        with self._lock:
+            if self._decided:
+                return False
+            self.gone[rank] = f"rank {rank} {reason}"
+            conn = self._clients.pop(rank, (None,))[0]  # registered, then died
+            node = rank // self.replication
+            ranks = list(range(node * self.replication, (node + 1) * self.replication))
+            if self.replication == 1:
+                self._abort = self._abort or self.gone[rank]
+            elif all(q in self.gone for q in ranks):
+                self._abort = self._abort or (
+                    f"every replica of node {node} (ranks {ranks}) is gone before it joined "
+                    f"the job: " + "; ".join(self.gone[q] for q in ranks))
+        if conn is not None:
+            conn.close()
+        logger.warning("coordinator: %s", self.gone[rank])
+        return True
 
     def abort(self, reason: str):
         """Refuse the job: the ranks registered (and those that register later) are told
@@ -313,7 +377,7 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
         raise ValueError(f"replication must be >= 1 and divide n={n}, got {replication}")
     if r_ > 1:
         env = {**(env or {}), ENV_REPLICATION: str(r_)}
-    coord = Coordinator(n, timeout=timeout)
+    coord = Coordinator(n, timeout=timeout, replication=r_)
     procs = []
     out = sys.stdout.buffer
     pumps = []
@@ -346,27 +410,36 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
         while True:
             codes = [p.poll() for p in procs]
             for r, c in enumerate(codes):
+                if c == 0 and r_ > 1 and r not in reported and not coord.complete:
+                    # a replica that ends without joining: its node goes on with its twins
+                    reported.add(r)
+                    if coord.lost(r, "exited with code 0 before it joined the job"):
+                        sys.stderr.write(f"roofline.comm.launch: replica rank {r} exited "
+                                         "before it joined the job; its node goes on\n")
                 if c not in (None, 0) and r not in reported:
                     reported.add(r)
                     early = not coord.complete
                     sys.stderr.write(f"roofline.comm.launch: rank {r} exited with code {c}"
                                      + (" before it joined the job\n" if early else "\n"))
-                    if early:  # the others would wait for it until the timeout
-                        coord.abort(f"rank {r} exited with code {c} before it joined the job")
+                    # the others would wait for it until the timeout: with replication its
+                    # node starts without it (the coordinator refuses a node left with none)
+                    if early and coord.lost(r, f"exited with code {c} before it joined the "
+                                               "job") and (r_ == 1 or coord._abort):
                         grace = min(grace, 2.0)
-                    if failed is None and not _node_survives(codes, r, r_):
+                    if failed is None and not _node_survives(codes, r, r_, coord.gone):
                         failed = (r, c)
                         first_fail_time = time.monotonic()
             if failed is None and r_ > 1:  # a node whose every replica failed
                 for r, c in enumerate(codes):
-                    if c not in (None, 0) and not _node_survives(codes, r, r_):
+                    if c not in (None, 0) and not _node_survives(codes, r, r_, coord.gone):
                         failed = (r, c)
                         first_fail_time = time.monotonic()
                         break
             if all(c is not None for c in codes):
                 break
             if failed is None and r_ > 1 and all(
-                    0 in codes[a:a + r_] for a in range(0, n, r_)):
+                    any(codes[q] == 0 and q not in coord.gone for q in range(a, a + r_))
+                    for a in range(0, n, r_)):
                 slow = [r for r, c in enumerate(codes) if c is None]
                 sys.stderr.write(f"roofline.comm.launch: every node has finished; retiring the "
                                  f"slower replicas {slow}\n")
@@ -405,10 +478,11 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
     return 0
 
 
-def _node_survives(codes, rank, replication):
-    """Whether a replica of ``rank``'s node is still running or exited 0."""
+def _node_survives(codes, rank, replication, gone=()):
+    """Whether a replica of ``rank``'s node is still running or exited 0 (a replica in
+    ``gone``, which never joined the job, does not count)."""
     if replication == 1:
         return False
     node = rank // replication
-    return any(codes[q] in (None, 0)
+    return any(codes[q] in (None, 0) and q not in gone
                for q in range(node * replication, (node + 1) * replication))

@@ -101,7 +101,8 @@ def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: 
             raise ValueError(f"a JSON {type(reply).__name__}")
         if not reply.get("ok"):
             raise CommError(f"rank {rank}: refused by the coordinator: {reply.get('error')}")
-        addresses = [(str(h), int(p)) for h, p in reply["addresses"]]
+        # None: a replica that never joined (the coordinator gave it up; its node goes on)
+        addresses = [None if a is None else (str(a[0]), int(a[1])) for a in reply["addresses"]]
     except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise CommError(f"rank {rank}: {coord[0]}:{coord[1]} did not answer as a Roofline "
                         f"coordinator ({type(e).__name__}: {e}); is another program listening "
@@ -119,8 +120,11 @@ class TCPTransport(PollingTransport):
         The 16-byte job token.
     listener : socket.socket
         This rank's listening socket (its address is ``addresses[rank]``).
-    addresses : list of (host, port)
-        Every rank's listening address.
+    addresses : list of (host, port) or None
+        Every rank's listening address; ``None`` for a rank that never joined the job (a
+        replica the coordinator gave up): it counts as dead from the start (its
+        :class:`~roofline.comm.PeerError` raised by a send to it or a receive from it, which
+        :class:`~roofline.comm.ReplicatedTransport` skips).
     timeout : float
         Seconds a receive (and the connection set-up) waits.
     """
@@ -145,15 +149,22 @@ class TCPTransport(PollingTransport):
         self._threads = []
         self._accepter = threading.Thread(target=self._accept_loop, daemon=True,
                                           name=f"roofline-accept-{rank}")
+        for peer, a in enumerate(addresses):
+            if a is None and peer != self.rank:
+                self._dead[peer] = PeerError(f"rank {self.rank}: rank {peer} never joined the "
+                                             "job (gone before it registered)", peer)
         self._accepter.start()
         deadline = time.monotonic() + self.timeout
         for peer in range(self.rank):
-            self._connect(peer, tuple(addresses[peer]), deadline)
+            if peer not in self._dead:
+                self._connect(peer, tuple(addresses[peer]), deadline)
         with self._cv:
-            while any(self._socks[p] is None for p in range(self.rank + 1, self.size)):
+            while any(self._socks[p] is None and p not in self._dead
+                      for p in range(self.rank + 1, self.size)):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    missing = [p for p in range(self.rank + 1, self.size) if self._socks[p] is None]
+                    missing = [p for p in range(self.rank + 1, self.size)
+                               if self._socks[p] is None and p not in self._dead]
                     self.close(linger=0)
                     raise CommTimeoutError(f"rank {self.rank}: ranks {missing} did not connect "
                                            f"within {self.timeout:g} s", missing[0])

@@ -137,3 +137,33 @@ def test_the_launcher_with_replication_survives_a_killed_replica():
 def test_the_launcher_refuses_a_replication_that_does_not_divide():
     p = _launch("-n", "3", "--replication", "2", SCRIPT, timeout=30)
     assert p.returncode != 0 and "--replication must be >= 1 and divide -n 3" in p.stderr
+
+
+def _result(p):
+    return json.loads([ln for ln in p.stdout.splitlines() if "{" in ln][-1].split("] ", 1)[-1])
+
+
+@pytest.mark.parametrize("gone", ["1:kill", "2:exit", "0:kill,3:kill"])
+def test_replicas_lost_before_registration_do_not_sink_the_job(gone):
+    """Issue 32, item 3: one replica per node may be gone before it registers (SIGKILLed, or
+    a script that exits without joining): its twin carries the node, and the job ends soon
+    (no wait for the missing registration) with the sums of the plain job."""
+    t = time.monotonic()
+    p = _launch("-n", "4", "--replication", "2", "--timeout", "15", SCRIPT, "--before-join",
+                gone, timeout=60)
+    took = time.monotonic() - t
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = _result(p)
+    assert res["ok"] and res["size"] == 2
+    ref = _result(_launch("-n", "2", "--timeout", "15", SCRIPT))
+    assert res["digest"] == ref["digest"]
+    assert took < 12, took  # not the coordinator's 15 s timeout
+
+
+def test_a_node_whose_replicas_are_all_lost_before_registration_fails_at_once():
+    t = time.monotonic()
+    p = _launch("-n", "4", "--replication", "2", "--timeout", "30", SCRIPT, "--before-join",
+                "2:kill,3:kill", timeout=60)
+    assert p.returncode != 0
+    assert "every replica of node 1 (ranks [2, 3])" in p.stdout + p.stderr
+    assert time.monotonic() - t < 20  # refused at once, not after the 30 s timeout

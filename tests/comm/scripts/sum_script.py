@@ -16,6 +16,12 @@ DIE = int(sys.argv[sys.argv.index("--die-rank") + 1]) if "--die-rank" in sys.arg
 # with the launcher's --replication: the physical rank (one replica) that dies
 DIE_PROCESS = (int(sys.argv[sys.argv.index("--die-process") + 1])
                if "--die-process" in sys.argv else -1)
+# physical ranks that are gone before they register with the coordinator: "kill" (SIGKILL) or
+# "exit" (code 0, a script that never joins), e.g. --before-join 1:kill,2:exit
+BEFORE_JOIN = dict(
+    (int(rank), how) for rank, how in (
+        item.split(":") for item in sys.argv[sys.argv.index("--before-join") + 1].split(",")))\
+    if "--before-join" in sys.argv else {}
 
 
 def contribution(rank, n_features=5000, seed=0):
@@ -27,6 +33,11 @@ def contribution(rank, n_features=5000, seed=0):
 
 
 def main():
+    how = BEFORE_JOIN.get(int(os.environ.get("ROOFLINE_COMM_RANK", -2)))
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "exit":
+        return 0
     comm = from_environment(timeout=30)
     with comm:
         idx, val = contribution(comm.rank)
