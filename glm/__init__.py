@@ -12,7 +12,8 @@ Layout: the losses' vocabulary (:mod:`._losses`), the problem and its certificat
 (:mod:`._problem`), the solvers' steps (the public submodules :mod:`roofline.glm.cd` and
 :mod:`roofline.glm.newton`, over the numba kernels of :mod:`roofline.kernels`), the solvers
 (sequential and TPA-SCD in :mod:`._scd`, the CoCoA family in :mod:`._cocoa`, trust-region
-Newton in :mod:`._newton`, Cholesky in :mod:`._direct`, streaming SDCA in :mod:`._stream`),
+Newton in :mod:`._newton`, Cholesky in :mod:`._direct`, streaming SDCA in :mod:`._stream`,
+multinomial logistic regression in :mod:`._multinomial`),
 the measured ``solver="auto"`` rule (:mod:`._auto`), the solver registry (one row per solver,
 from which every front door dispatches: :mod:`._registry`), the front door (:mod:`._fit`), and the
 fused ADAGrad GLM step of the minibatch learners (:mod:`._fused`).  The minibatch framework
@@ -123,6 +124,12 @@ from ._losses import (
     losses_where,
     resolve_loss,
 )
+from ._multinomial import (
+    MULTINOMIAL_SOLVERS,
+    MultinomialResult,
+    fit_multinomial,
+    softmax_loss,
+)
 from ._problem import check_positive, check_sample_weight, check_X, verbose_logging
 from ._registry import (
     SolverSpec,
@@ -145,11 +152,13 @@ __all__ = [
     "LOSS_LABELS",
     "LOSS_PEERS",
     "MAX_NNZ",
+    "MULTINOMIAL_SOLVERS",
     "PEERS",
     "SMOOTH_LOSSES",
     "FusedWorkspace",
     "GLMResult",
     "GLMSolverOptions",
+    "MultinomialResult",
     "SolverSpec",
     "adagrad_glm_step",
     "alpha_from_peer",
@@ -164,6 +173,7 @@ __all__ = [
     "choose_solver",
     "fit_glm",
     "fit_glm_stream",
+    "fit_multinomial",
     "get_solver",
     "glm_adagrad_online_step",
     "glm_adagrad_step",
@@ -177,6 +187,7 @@ __all__ = [
     "pure_blocks",
     "register_solver",
     "resolve_loss",
+    "softmax_loss",
     "solver_names",
     "solvers",
     "unregister_solver",
