@@ -189,6 +189,12 @@ def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
     ValueError
         For a malformed CSC matrix, a non-finite dense value (naming its feature and example)
         or an empty matrix.
+
+    Notes
+    -----
+    A CSC matrix is checked in full on every call (:func:`roofline.gmat.check_csc` with
+    ``force=True``), even one validated before: the solvers' kernels trust its structure,
+    and a matrix edited in place since (``X.indices[i] = ...``) must fail here, not there.
     """
     if sp.issparse(X):
         if X.format != "csc":
@@ -196,7 +202,10 @@ def check_X(X, name="X", allow_no_examples=False, keep_dense=False):
                 f"{name} must be CSC of shape (n_features, n_examples) (one column = one "
                 f"example), got {X.format.upper()}; convert with {name}.tocsc()"
             )
-        gmat.check_csc(X, name)
+        # every call re-validates in full (O(nnz), less than one pass of any solver): the
+        # mark an earlier check left on X vouches only for the entries its fingerprint
+        # samples, and an in-place edit off the sample would reach the unchecked kernels
+        gmat.check_csc(X, name, force=True)
     else:
         if not isinstance(X, np.ndarray):
             raise TypeError(f"{name} must be a scipy.sparse CSC matrix or an ndarray")
