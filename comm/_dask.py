@@ -6,13 +6,19 @@ rank, each pinned to its own worker; the tasks exchange addresses through a
 sockets (the scheduler never carries the all-reduce traffic).  Roofline starts no cluster of
 its own: bring a ``distributed.Client`` (a ``LocalCluster``, ``dask-jobqueue``, Kubernetes ...).
 
+Warnings a rank raises in its worker (a ``ConvergenceWarning`` of a fit, say) are recorded
+there and re-emitted in the client, with their category and message, once per distinct
+warning whatever the number of ranks that raised it.
+
 ``dask.distributed`` is imported only when a function here is called.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import socket
+import warnings
 from urllib.parse import urlparse
 
 from ._base import CommError, PeerError
@@ -40,14 +46,41 @@ def _reachable_ip(towards: str) -> str:
         return s.getsockname()[0]
 
 
+def _portable(category):
+    """``category`` if it pickles by reference (the client can import it), else
+    ``RuntimeWarning``."""
+    try:
+        pickle.loads(pickle.dumps(category))
+    except Exception:  # noqa: BLE001 - any failure: a category the client may not know
+        return RuntimeWarning
+    return category
+
+
 def _rank_task(rank, size, coord, token, timeout, degrees, fn, args, kwargs, *part):
-    """One rank, run by a Dask worker: join the TCP job from this worker's host and run ``fn``."""
+    """One rank, run by a Dask worker: join the TCP job from this worker's host and run ``fn``;
+    ``(result, warnings)``, the warnings as ``(category, message)`` pairs, in order."""
     from distributed import get_worker
 
     host = _host_of(get_worker().address)
-    with tcp_communicator(rank, size, coord, token, degrees=degrees, timeout=timeout,
-                          host=host) as comm:
-        return fn(comm, *part, *args, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every one recorded; the client's filters decide
+        with tcp_communicator(rank, size, coord, token, degrees=degrees, timeout=timeout,
+                              host=host) as comm:
+            out = fn(comm, *part, *args, **kwargs)
+    seen = [(_portable(w.category), str(w.message)) for w in caught]
+    return out, seen
+
+
+def _reemit(results):
+    """The ranks' results of ``_rank_task``, their recorded warnings re-emitted here (once per
+    distinct category and message)."""
+    done = set()
+    for _, seen in results:
+        for category, message in seen:
+            if (category, message) not in done:
+                done.add((category, message))
+                warnings.warn(message, category, stacklevel=3)
+    return [out for out, _ in results]
 
 
 def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout=120.0,
@@ -139,7 +172,7 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
                                        f"rank {r} (worker {placement[r]}) failed: {what}"))
                 client.cancel(futures)
                 raise CommError("; ".join(e[2] for e in sorted(errors)))
-        return [f.result() for f in futures]
+        return _reemit([f.result() for f in futures])
     except TimeoutError as e:
         client.cancel(futures)
         raise CommError(f"the Dask job of {n} ranks did not finish within "

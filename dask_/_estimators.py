@@ -57,7 +57,13 @@ def partitions_by_worker(client, X, y, sample_weight=None):
     -------
     list of list of Future
         One list per worker holding data, each future a partition ``(X_block, y_block,
-        w_block or None)``, in partition order.
+        w_block or None)``, in partition order.  Empty partitions are left out (they hold no
+        examples: a worker holding only those is no rank).
+
+    Raises
+    ------
+    ValueError
+        ``X`` has no rows, or ``y`` (``sample_weight``) not as many as ``X``.
     """
     import dask
     from distributed import wait
@@ -75,8 +81,11 @@ def partitions_by_worker(client, X, y, sample_weight=None):
         ws = w.to_delayed().ravel()
     else:
         ws = [None] * len(xs)
-    parts = client.compute([dask.delayed(tuple)([a, b, c]) for a, b, c in zip(xs, ys, ws,
-                                                                               strict=True)])
+    rows = X.chunks[0]
+    if not sum(rows):
+        raise ValueError(f"X has no rows (shape {X.shape}): nothing to fit")
+    parts = client.compute([dask.delayed(tuple)([a, b, c])
+                            for a, b, c, m in zip(xs, ys, ws, rows, strict=True) if m])
     wait(parts)
     holders = client.who_has(parts)
     by_worker = {}

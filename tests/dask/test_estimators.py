@@ -128,3 +128,58 @@ def test_a_failing_rank_is_an_error_naming_it(client):
     Xd, yd = _spread(client, X, y)
     with pytest.raises(CommError, match=r"rank \d .*C must be"):
         DaskLogisticRegression(C=-1.0).fit(Xd, yd)
+
+
+def test_a_convergence_warning_on_the_workers_reaches_the_client(client):
+    """Issue 32, item 4a: a fit that stops on max_iter warns on every rank (in the workers'
+    processes); the client sees the warning once, same category and message."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _data()
+    Xd, yd = _spread(client, X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DaskLogisticRegression(C=0.5, tol=1e-12, max_iter=2, random_state=0).fit(Xd, yd)
+    ours = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    with warnings.catch_warnings(record=True) as local:
+        warnings.simplefilter("always")
+        _alone(LogisticRegression, C=0.5).set_params(tol=1e-12, max_iter=2).fit(X, y)
+    want = [w for w in local if issubclass(w.category, ConvergenceWarning)]
+    assert ours[0].category is want[0].category
+    assert str(ours[0].message).split()[:4] == str(want[0].message).split()[:4]
+
+
+def _with_empty(client, X, y, sizes):
+    """Dask arrays of the row partitions ``sizes`` (zeros: empty partitions)."""
+    Xd = da.from_array(X, chunks=(tuple(sizes), -1))
+    yd = da.from_array(y, chunks=(tuple(sizes),))
+    return client.persist(Xd), client.persist(yd)
+
+
+@pytest.mark.parametrize("sizes", [(300, 0, 300, 600), (0, 1200)])
+def test_empty_partitions_fit(client, sizes):
+    """Issue 32, item 4b: an empty partition (or a worker holding only empty ones) contributes
+    nothing: the model is the one of the data without it."""
+    X, y = _data()
+    Xd, yd = _with_empty(client, X, y, sizes)
+    clf = DaskLogisticRegression(C=0.5, **KW).fit(Xd, yd)
+    ref = _alone(LogisticRegression, C=0.5).fit(X, y)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(clf.intercept_, ref.intercept_, rtol=1e-3, atol=1e-4)
+
+
+def test_an_empty_dataframe_partition_fits(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    df = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]),
+                        npartitions=4)
+    ys = dd.from_pandas(pd.Series(y), npartitions=4)
+    keep = df.index.map_partitions(lambda i: i >= 300, meta=("k", bool))
+    df, ys = df[keep], ys[keep]  # the first partition (rows 0-299) is now empty
+    clf = DaskLogisticRegression(C=0.5, **KW).fit(df, ys)
+    ref = _alone(LogisticRegression, C=0.5).fit(X[300:], y[300:])
+    np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-3, atol=1e-4)
