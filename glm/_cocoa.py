@@ -124,9 +124,10 @@ class WorkerConfig:
         self.sigma_out, self.sigma_in = float(sigma_out), float(sigma_in)
         self.inner_rounds, self.local_epochs = int(inner_rounds), float(local_epochs)
 
-    def problem(self, X, y, primal, n_total=None):
+    def problem(self, X, y, primal, n_total=None, sample_weight=None):
         return GLMProblem(X, y, self.loss, self.l1, self.alpha, self.fit_intercept,
-                          self.intercept_scaling, primal=primal, n_total=n_total, serial=True)
+                          self.intercept_scaling, primal=primal, n_total=n_total, serial=True,
+                          sample_weight=sample_weight)
 
     def done(self, rank, it, P, gap, t_check):
         """Identical on every rank (same all-reduced inputs); rank 0 records the trace."""
@@ -206,7 +207,7 @@ def cocoa_rounds(ctx, comms, shared, local_solve, exact_check, cross_reduce=None
     return shared, it, conv
 
 
-def dual_worker(ctx, comms, X_k, y_k, seed):
+def dual_worker(ctx, comms, X_k, y_k, seed, sample_weight=None):
     """A CoCoA / hierarchical-CoCoA worker for the dual: owns examples ``X_k`` (CSC columns).
 
     Parameters
@@ -217,6 +218,10 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
     y_k : array (n_k,)
     seed : int
         This worker's permutation stream.
+    sample_weight : array (n_k,), optional
+        The examples' weights, scaled to mean one over every worker's examples (weighted
+        SDCA: :meth:`GLMProblem.weight_levels`); a local solve visits the examples of one
+        weight at a time, the weights in a random order.
 
     Returns
     -------
@@ -224,25 +229,63 @@ def dual_worker(ctx, comms, X_k, y_k, seed):
         ``a_k``: the dual variables of the worker's examples; ``v = [X a; icpt * sum(a)]``.
     """
     world = comms[0]
-    pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n)
+    pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n, sample_weight=sample_weight)
     rng = np.random.default_rng(seed)
     colsq = pb.dual_colsq()
-    a = np.zeros(pb.n_local)
+    a = np.zeros(pb.n_local)  # weighted: b = a / s, the kernel's variables
 
-    def local_solve(v_local, sigma, d_k):
-        cd.dual_epoch(X_k, y_k, a, v_local, ctx.local_coords(rng, pb.n_local),
-                           loss=pb.loss, lam_n=pb.lam_n, colsq=colsq, icpt=pb.icpt,
-                           sigma=sigma, d=d_k, parallel=False)  # a worker thread
+    def epoch(v_local, coords, sigma, d_k, c=1.0):
+        cd.dual_epoch(X_k, y_k, a, v_local, coords, loss=pb.loss, lam_n=pb.lam_n / c,
+                      colsq=colsq, icpt=pb.icpt, sigma=sigma, d=d_k,
+                      parallel=False)  # a worker thread
+
+    if pb.levels is None:
+        def local_solve(v_local, sigma, d_k):
+            epoch(v_local, ctx.local_coords(rng, pb.n_local), sigma, d_k)
+
+        def true_a():
+            return a
+    else:
+        level_of = np.full(pb.n_local, -1, np.int64)
+        for k, (_, idx, _) in enumerate(pb.levels):
+            level_of[idx] = k
+        n_levels = len(pb.levels)
+        if n_levels * (pb.d + 1) > 4 * (X_k.nnz + pb.n_local):
+            logger.warning(
+                "cocoa: %d distinct sample weights on a worker of %d examples: its local solve "
+                "rescales the shared vector (%d entries) once per weight, which costs more "
+                "than the steps; few distinct weights (or solver='newton' for a smooth loss) "
+                "run faster", n_levels, pb.n_local, pb.d + 1)
+
+        def local_solve(v_local, sigma, d_k):
+            coords = ctx.local_coords(rng, pb.n_local)
+            coords = coords[level_of[coords] >= 0]
+            lv = level_of[coords]
+            order = np.argsort(lv, kind="stable")  # each weight's examples in random order
+            coords, lv = coords[order], lv[order]
+            cuts = np.searchsorted(lv, np.arange(n_levels + 1))
+            for k in rng.permutation(n_levels):
+                if cuts[k + 1] == cuts[k]:
+                    continue
+                c = pb.levels[k][0]
+                v_local *= 1.0 / c  # the unweighted step against v / s with lam_n / s
+                d_k *= 1.0 / c
+                epoch(v_local, coords[cuts[k]:cuts[k + 1]], sigma, d_k, c)
+                v_local *= c
+                d_k *= c
+
+        def true_a():
+            return pb.sw * a
 
     def exact_check(v):
-        v = world.allreduce(pb.dual_point(a))  # exact, drops incremental drift
+        v = world.allreduce(pb.dual_point(true_a()))  # exact, drops incremental drift
         P, gap = pb.dual_certificate(world.allreduce(pb.dual_parts(a, v)), v)
         return v, P, gap
 
-    v = world.allreduce(pb.dual_point(a))
+    v = world.allreduce(pb.dual_point(true_a()))
     v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check,
                                _touched_reduce(comms[2], X_k, v.size))
-    return a, v, it, conv
+    return true_a(), v, it, conv
 
 
 def _touched_reduce(cross, X_k, size):
@@ -538,6 +581,14 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
 # across processes: every rank holds its own shard
 
 
+#: Why the primal solvers over ``comm=`` refuse non-uniform weights (their kernels' coordinate
+#: steps sum every example's loss unweighted); fit_glm raises it before any work.
+_PRIMAL_WEIGHTS = (
+    "non-uniform sample_weight over comm= is taken by the dual of cocoa / hcocoa (penalty='l2', "
+    "dual=True) and by solver='newton' (a smooth loss with penalty='l2'); the primal "
+    "coordinate descent (penalty='l1', dual=False, pure-block) takes none")
+
+
 class _TwoLevel:
     """The world of ``node`` (threads of this process) times ``cross`` (the processes): a
     worker's global rank and its all-reduce over every worker of every process (bit-identical
@@ -587,7 +638,7 @@ def _check_same_examples(comm, y):
 
 def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
                 threads, inner_rounds, local_epochs, blocks, max_iter, check_every, seed,
-                trace):
+                trace, sample_weight=None):
     """Run ``solver`` with this process as one rank of ``comm``, holding its own shard.
 
     Shards: examples (columns of ``X``, entries of ``y``) for the dual and ``pure-block``; for
@@ -595,6 +646,10 @@ def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, d
     ``y``), and the coefficients are those blocks concatenated in rank order.  Hierarchical
     CoCoA maps onto the real hierarchy: nodes are the ranks of ``comm``, the ``threads``
     workers inside a node are threads over an in-process group (Snap ML's layout).
+
+    ``sample_weight`` (this rank's weights, scaled to mean one over every rank's examples by
+    :func:`~roofline.glm._problem.comm_weights`) is taken by the dual only (weighted SDCA,
+    :func:`dual_worker`); the primal and ``pure-block`` refuse it.
 
     Returns
     -------
@@ -604,6 +659,8 @@ def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, d
     """
     P = comm.size
     d, n_local = X.shape
+    if sample_weight is not None and (solver == "pure-block" or not dual):
+        raise ValueError(_PRIMAL_WEIGHTS)
     if solver == "pure-block":
         n = int(comm.allreduce(np.array([n_local], dtype=np.int64))[0])
         blocks = _global_blocks(comm, X, blocks)
@@ -637,7 +694,8 @@ def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, d
         world = _TwoLevel(node.communicator(m), crosses[m]) if M > 1 else comm
         comms = (world, node.communicator(m), crosses[m])
         if dual:
-            return dual_worker(ctx, comms, X[:, parts[m]], y[parts[m]], seeds[m])
+            sw = None if sample_weight is None else sample_weight[parts[m]]
+            return dual_worker(ctx, comms, X[:, parts[m]], y[parts[m]], seeds[m], sw)
         return primal_worker(ctx, comms, X[parts[m]], y, seeds[m])
 
     out = run_in_threads(one, M, [node])

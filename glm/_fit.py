@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from roofline.comm import Communicator
 from roofline.gmat import Options, option
 from roofline.kernels import LOSS_TABLE
 
 from . import _losses, cd
-from ._auto import choose_solver, hot_mass_of_counts
-from ._cocoa import fit_distributed, fit_on_comm
+from ._auto import LBFGS_AUTO_SCALE, choose_solver, hot_mass_of_counts
+from ._cocoa import _PRIMAL_WEIGHTS, fit_distributed, fit_on_comm
 from ._direct import solve_ridge
 from ._newton import NEWTON_LOSSES, fit_newton
 from ._problem import (
@@ -31,6 +32,7 @@ from ._problem import (
     StallMonitor,
     Trace,
     check_X,
+    comm_weights,
     mean_one_weights,
     positive,
     verbose_logging,
@@ -333,7 +335,11 @@ def fit_glm(
         ``dual=False``.
     sample_weight : array, shape (n_examples,), optional
         Example weights (the weighted mean loss), for the solvers that take them (``newton``,
-        ``cholesky``); all-equal weights are the unweighted problem, which every solver takes.
+        ``cholesky``, and with ``comm`` the dual of ``cocoa`` / ``hcocoa``: weighted SDCA,
+        ``dual=None`` then meaning the dual); all-equal weights are the unweighted problem,
+        which every solver takes.  With ``comm``, each rank passes its examples' weights:
+        they are scaled to mean one by the sum and the count over every rank, and are
+        uniform only when equal on every rank (a rank's may all be zero).
     gtol : float, optional
         ``newton`` / ``cholesky``: also stop when the gradient's max-norm is below ``gtol``
         (the estimators' ``tol``).
@@ -364,12 +370,25 @@ def fit_glm(
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
-    if isinstance(sample_weight, np.ndarray) or sample_weight is not None:
+    if comm is not None:
+        check_solver(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
+                     comm=True)  # the scope, before the first collective
+        if not isinstance(comm, Communicator):
+            raise TypeError(f"comm must be a roofline.comm.Communicator, got "
+                            f"{type(comm).__name__}")
+        # the scaling and the uniformity over every rank (collective): weights that differ
+        # only between the ranks are not the unweighted problem, and a rank's may sum to zero
+        sample_weight = comm_weights(comm, sample_weight, np.shape(y)[0])
+    elif isinstance(sample_weight, np.ndarray) or sample_weight is not None:
         sw = mean_one_weights(sample_weight, np.shape(y)[0])
         if np.all(sw == sw[0]):
             sample_weight = None  # the unweighted problem
-    check_solver(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
-                 comm=comm is not None, weighted=sample_weight is not None)
+    weighted = sample_weight is not None
+    if weighted and comm is not None and settings["dual"] is None and penalty == "l2" \
+            and settings["solver"] in _DUAL_WEIGHTED:
+        settings["dual"] = True  # the dual takes the weights, the primal does not
+    _check_weighted(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
+                    comm=comm, weighted=weighted)
     alpha = positive(alpha, "alpha")
     opts = _check_options(settings)
     # dense X stays dense for the solvers with a dense path (newton, cholesky); the CD
@@ -394,9 +413,13 @@ def fit_glm(
                                        fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
                                        comm=comm, dual=opts.dual, sample_weight=sample_weight)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
-        check_solver(chosen, loss=loss, penalty=penalty, dual=opts.dual,
-                     comm=comm is not None, weighted=sample_weight is not None)
-        opts = GLMSolverOptions(**{**opts.to_dict(), "solver": chosen})
+        dual = opts.dual
+        if weighted and comm is not None and dual is None and chosen in _DUAL_WEIGHTED \
+                and penalty == "l2":
+            dual = True
+        _check_weighted(chosen, loss=loss, penalty=penalty, dual=dual, comm=comm,
+                        weighted=weighted)
+        opts = GLMSolverOptions(**{**opts.to_dict(), "solver": chosen, "dual": dual})
     res = get_solver(opts.solver).load()(
         X, y, loss=loss, alpha=alpha, penalty=penalty, fit_intercept=bool(fit_intercept),
         options=opts, sample_weight=sample_weight, coef_init=coef_init, callback=callback,
@@ -406,6 +429,22 @@ def fit_glm(
         res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
     return res
+
+
+#: The rows whose dual takes non-uniform sample weights over ``comm=`` (weighted SDCA in
+#: :func:`roofline.glm._cocoa.dual_worker`), beyond the registry's weighted rows.
+_DUAL_WEIGHTED = ("cocoa", "hcocoa")
+
+
+def _check_weighted(solver, *, loss, penalty, dual, comm, weighted):
+    """:func:`check_solver`, where the dual of ``cocoa`` / ``hcocoa`` over ``comm=`` also takes
+    non-uniform weights (its primal, with ``pure-block``, refuses them with its own message)."""
+    if weighted and comm is not None and solver in _DUAL_WEIGHTED + ("pure-block",):
+        if solver == "pure-block" or penalty == "l1" or dual is False:
+            raise ValueError(_PRIMAL_WEIGHTS)
+        weighted = False
+    check_solver(solver, loss=loss, penalty=penalty, dual=dual, comm=comm is not None,
+                 weighted=weighted)
 
 
 def _fit_glm_losses():
@@ -511,11 +550,14 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
             and not (fit_intercept and _resolve_dual(opts.dual, loss_code, l1, fit_intercept,
                                                      opts.solver))):
         monitor = StallMonitor(opts.tol)
+    if comm is not None:
+        _check_scale_on_comm(comm, X, opts.solver, opts.solver == "pure-block" or _resolve_dual(
+            opts.dual, loss_code, l1, fit_intercept, opts.solver))
     with verbose_logging(verbose):
         res = _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
                    comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm,
-                   monitor=monitor)
+                   monitor=monitor, sample_weight=sample_weight if comm is not None else None)
     if monitor is not None and monitor.fired_at is not None:
         res = _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts,
                                 verbose, callback)
@@ -527,6 +569,42 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
                            float(res.objective[-1]) if res.objective.size else float("nan"),
                            stacklevel=4)  # fit_glm's caller
     return res
+
+
+def _check_scale_on_comm(comm, X, solver, by_examples):
+    """Refuse, on every rank alike, a feature whose largest ``|value|`` exceeds
+    :data:`~roofline.glm.LBFGS_AUTO_SCALE` in a coordinate-descent fit over ``comm``.
+
+    Such a feature (``1e30`` times a unit-scale one) is all but free of the penalty: the
+    problem has a direction the regularisation does not bound, which dual coordinate descent
+    cannot follow and where the duality gap means nothing, so CoCoA+ returned an all-zero
+    model (chance accuracy, where the one-process L-BFGS fit reached 0.74).  Rescaling the feature
+    would change the problem (the penalty is not scale-invariant), so the fit stops with a
+    message naming the feature.  The distributed Newton solver (a smooth loss with the L2
+    penalty, ``solver="auto"``'s choice there) copes, as L-BFGS does in one process.
+
+    ``by_examples``: the ranks hold examples (the same features); else the ``r``-th block of
+    features (the primal), numbered in rank order.  One ``allgather`` of three numbers.
+    """
+    nnz = int(X.indptr[-1])
+    data = np.abs(X.data[:nnz])
+    p = int(np.argmax(data)) if nnz else -1
+    big = float(data[p]) if nnz else 0.0
+    mine = (big, int(X.indices[p]) if nnz else -1, X.shape[0])
+    every = comm.allgather(mine)
+    r = max(range(len(every)), key=lambda k: every[k][0])
+    big, feat = every[r][0], every[r][1]
+    if not big > LBFGS_AUTO_SCALE:
+        return
+    if not by_examples:
+        feat += sum(e[2] for e in every[:r])
+    raise ValueError(
+        f"X's feature {feat} has a value of {big:.3g} (above 2^20 = {LBFGS_AUTO_SCALE:.0f}): "
+        f"{solver} over comm= cannot fit it (the penalty barely acts on such a feature, so "
+        "coordinate descent does not converge and its duality gap means nothing; it would "
+        "return a wrong model). Rescale the feature (e.g. divide it by its largest |value|, "
+        "as scikit-learn's MaxAbsScaler does: the penalty then acts on it as on the others), "
+        "or, for a smooth loss with penalty='l2', use solver='newton', which copes")
 
 
 def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verbose, callback):
@@ -555,8 +633,9 @@ def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verb
 
 
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
-         blocks, comm_stats, coef_init, callback, comm=None, monitor=None):
-    """Run the solver of ``opts`` on validated inputs; :class:`GLMResult` without ``time``."""
+         blocks, comm_stats, coef_init, callback, comm=None, monitor=None, sample_weight=None):
+    """Run the solver of ``opts`` on validated inputs; :class:`GLMResult` without ``time``.
+    ``sample_weight``: over ``comm`` only, scaled to mean one over every rank."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
     rng = np.random.default_rng(random_state)
@@ -564,7 +643,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
     trace.monitor = monitor
     if comm is not None:
         w, b, a, it, conv, info = _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept,
-                                               use_dual, solver, opts, rng, trace, blocks)
+                                               use_dual, solver, opts, rng, trace, blocks,
+                                               sample_weight)
         if comm_stats is not None:
             comm_stats.update(info["comm"])
     elif solver in ("cocoa", "hcocoa", "pure-block"):
@@ -648,7 +728,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
 
 
 def _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, use_dual, solver, opts, rng,
-                 trace, blocks):
+                 trace, blocks, sample_weight=None):
     """:func:`fit_on_comm` with the options checked against the communicator; every rank
     leaves with rank 0's trace."""
     P = comm.size
@@ -666,7 +746,7 @@ def _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, use_dual, solv
                       use_dual, solver, threads=K // P, inner_rounds=opts.inner_rounds,
                       local_epochs=opts.local_epochs, blocks=blocks, max_iter=opts.max_iter,
                       check_every=1 if opts.check_every == "auto" else opts.check_every,
-                      seed=seed, trace=trace)
+                      seed=seed, trace=trace, sample_weight=sample_weight)
     P_, G, T, check = comm.broadcast((trace.P, trace.G, trace.T, trace.check))
     trace.P, trace.G, trace.T, trace.check = list(P_), list(G), list(T), check
     return out

@@ -48,6 +48,7 @@ from ._problem import (
     GLMProblem,
     GLMResult,
     Trace,
+    check_on_every_rank,
     check_X,
     mean_one_weights,
     positive,
@@ -634,18 +635,7 @@ def _agree(comm, values, what):
 def _local_checks(comm, fn):
     """Run this rank's input checks ``fn()``; every rank raises if one rank's failed (one
     all-reduce), so that no rank waits for a peer that gave up."""
-    err = None
-    try:
-        out = fn()
-    except (ValueError, TypeError) as e:
-        err, out = e, None
-    bad = comm.allreduce(np.array([comm.rank + 1 if err else 0], dtype=np.int64), op="max")
-    if err is not None:
-        raise type(err)(f"rank {comm.rank}: {err}") from err
-    if bad[0]:
-        raise ValueError(f"fit_newton(comm=): the input of rank {int(bad[0]) - 1} failed "
-                         "its checks (its error names the argument)")
-    return out
+    return check_on_every_rank(comm, fn, "fit_newton(comm=)")
 
 
 def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, tol=1e-6,

@@ -74,7 +74,9 @@ __all__ = [
     "Trace",
     "check_X",
     "check_positive",
+    "check_on_every_rank",
     "check_sample_weight",
+    "comm_weights",
     "mean_one_weights",
     "positive",
     "progress_bar",
@@ -272,6 +274,100 @@ def check_sample_weight(sample_weight, n, *, positive_sum=True):
     return sw
 
 
+def check_on_every_rank(comm, fn, caller):
+    """Run this rank's input checks ``fn()``; every rank raises if one rank's failed (one
+    all-reduce), so that no rank waits in a collective for a peer that gave up.
+
+    Parameters
+    ----------
+    comm : roofline.comm.Communicator
+        Every rank calls this (collective).
+    fn : callable
+        ``fn() -> value``: the checks, raising ``ValueError`` or ``TypeError``.
+    caller : str
+        Named in the error of the ranks whose own checks passed (``"fit_glm(comm=)"``).
+
+    Returns
+    -------
+    object
+        ``fn()``'s value.
+
+    Raises
+    ------
+    ValueError, TypeError
+        This rank's error prefixed with its rank, or a ``ValueError`` naming the first rank
+        whose checks failed.
+    """
+    err = None
+    try:
+        out = fn()
+    except (ValueError, TypeError) as e:
+        err, out = e, None
+    bad = comm.allreduce(np.array([comm.rank + 1 if err else 0], dtype=np.int64), op="max")
+    if err is not None:
+        raise type(err)(f"rank {comm.rank}: {err}") from err
+    if bad[0]:
+        raise ValueError(f"{caller}: the input of rank {int(bad[0]) - 1} failed its checks "
+                         "(its error names the argument)")
+    return out
+
+
+def comm_weights(comm, sample_weight, n_local):
+    """This rank's example weights scaled to mean one over *every* rank's examples, or
+    ``None`` where the weights are the same everywhere (the unweighted problem).
+
+    The collective twin of :func:`mean_one_weights`: the sum and the count are global, so that
+    weights that are uniform within each rank but differ between the ranks keep their meaning
+    (what repeating the rows would mean), and a rank whose weights are all zero is valid input
+    while the global sum is positive.  A rank without weights (``None``) weighs its examples 1
+    when another rank has weights.
+
+    Parameters
+    ----------
+    comm : roofline.comm.Communicator
+        Every rank calls this (collective; two all-reduces).
+    sample_weight : array-like, shape (n_local,), or None
+        This rank's weights.
+    n_local : int
+        This rank's number of examples.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_local,), or None
+        ``s_i * n / sum_j s_j`` (``n`` and the sum over every rank), the same decision
+        (``None`` or not) on every rank.
+
+    Raises
+    ------
+    ValueError
+        On every rank: a rank's weights fail :func:`check_sample_weight` (without the
+        positive sum), or the weights sum to zero over every rank.
+    """
+    sw = None
+    if sample_weight is not None:
+        sw = check_on_every_rank(comm, lambda: check_sample_weight(
+            sample_weight, n_local, positive_sum=False), "fit_glm(comm=)")
+    else:
+        check_on_every_rank(comm, lambda: None, "fit_glm(comm=)")
+    has = sw is not None
+    lo = float(sw.min()) if has and sw.size else np.inf
+    hi = float(sw.max()) if has and sw.size else -np.inf
+    if not has and n_local:  # ones, where another rank has weights
+        lo = hi = 1.0
+    tot = comm.allreduce(np.array([float(n_local), float(sw.sum()) if has else float(n_local),
+                                   float(has)]))
+    ext = comm.allreduce(np.array([hi, -lo]), op="max")
+    if not tot[2]:
+        return None  # no rank has weights
+    if not tot[1] > 0:
+        raise ValueError("sample_weight sums to zero over every rank: at least one sample "
+                         "needs a positive weight")
+    if ext[0] == -ext[1]:
+        return None  # the same weight everywhere: the unweighted problem
+    local = sw if has else np.ones(n_local)
+    return local * (tot[0] / tot[1])
+
+
 def check_positive(v, name, integer=False):
     """A positive finite number (or a positive integer) argument, validated.
 
@@ -318,8 +414,12 @@ class GLMProblem:
     """
 
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
-                 primal=True, n_total=None, serial=False):
+                 primal=True, n_total=None, serial=False, sample_weight=None):
         self.X = X
+        #: the dual's example weights (mean one over every example), or None: see
+        #: :meth:`weight_levels`
+        self.sw = None if sample_weight is None else np.asarray(sample_weight, np.float64)
+        self.levels = None if self.sw is None else self.weight_levels(self.sw, y)
         # a worker thread must not launch numba parallel kernels (see cd.matvec)
         self._parallel = not serial
         self.y = y
@@ -339,6 +439,29 @@ class GLMProblem:
         if primal:
             self.Xt = cd.feature_major(X)
             self.colsq_primal = cd.col_sqnorms(self.Xt, parallel=self._parallel)
+
+    @staticmethod
+    def weight_levels(sw, y):
+        """The examples grouped by their weight: ``[(s, idx, y[idx]), ...]`` over the distinct
+        positive weights ``s`` (zero-weight examples are in no group: their dual variables
+        stay 0 and they add nothing to any sum).
+
+        The weighted dual (weighted SDCA): example ``i``'s loss is ``s_i l_i``, its dual
+        variable ``a_i = s_i b_i`` with ``b_i`` in the unweighted loss's dual domain (the
+        hinge's box ``[0, s_i]``), its conjugate term ``s_i (-l_i^*(-b_i))``.  A coordinate step
+        in ``b_i`` is the unweighted step with the margin ``x_i^T v / lam_n`` and the curvature
+        ``s_i ||x_i||^2 / lam_n``, which moves ``v`` by ``s_i`` times the step: the unweighted
+        kernel against ``v / s`` with ``lam_n / s``, for every example of one weight at once.
+        """
+        pos = np.flatnonzero(sw > 0)
+        vals, inv = np.unique(sw[pos], return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        cuts = np.searchsorted(inv[order], np.arange(vals.size + 1))
+        out = []
+        for k, c in enumerate(vals):
+            idx = pos[order[cuts[k]:cuts[k + 1]]].astype(np.int64)
+            out.append((float(c), idx, np.ascontiguousarray(y[idx])))
+        return out
 
     # -- basic maps --------------------------------------------------------------------------
     def margins(self, w, b, out=None):
@@ -421,13 +544,22 @@ class GLMProblem:
         return w, b
 
     def dual_parts(self, a, v):
-        """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples."""
+        """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples.
+
+        With sample weights (:meth:`weight_levels`), ``a`` holds the per-unit-weight dual
+        variables ``b = a / s`` and the sums are ``[sum s loss(z), sum s (-loss*(-b))]``."""
         # z = X^T (v / lam_n) + b without the d-vector w (a fresh array of 2^22 features costs
         # more in page faults than the product itself)
         z = self.margins(v[: self.d], 0.0)
         z *= 1.0 / self.lam_n
         if self.icpt:
             z += self.icpt * v[self.d] / self.lam_n
+        if self.levels is not None:
+            L = C = 0.0
+            for c, idx, y in self.levels:
+                L += c * cd.loss_sum(z[idx], y, self.loss)
+                C += c * cd.conj_sum(a[idx], y, self.loss)
+            return np.array([L, C])
         return np.array([cd.loss_sum(z, self.y, self.loss),
                          cd.conj_sum(a, self.y, self.loss)])
 

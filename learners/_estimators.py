@@ -87,10 +87,16 @@ def to_column_layout(X, dtype):
     return X.T
 
 
-def _nonuniform(sw):
+def _nonuniform(sw, comm=None):
     """``sw`` when the sample weights differ, ``None`` when they are all equal (the
-    unweighted problem: the solvers' ``lambda`` already carries their sum)."""
-    return None if np.all(sw == sw[0]) else sw
+    unweighted problem: the solvers' ``lambda`` already carries their sum).  With ``comm``,
+    over every rank's weights (collective: the same answer on every rank; weights uniform
+    within each rank but differing between the ranks are not uniform)."""
+    if comm is None:
+        return None if np.all(sw == sw[0]) else sw
+    hi, lo = (float(sw.max()), float(sw.min())) if sw.size else (-np.inf, np.inf)
+    ext = comm.allreduce(np.array([hi, -lo]), op="max")
+    return None if ext[0] == -ext[1] else sw
 
 
 def _check_number(name, value, *, low, low_open):
@@ -122,11 +128,35 @@ def _check_random_state(random_state):
                      f"got {random_state!r} ({type(random_state).__name__})")
 
 
-def _check_sample_weights(sample_weight, X):
+def _check_sample_weights(sample_weight, X, comm=None):
     """Validated float64 sample weights (scikit-learn's shape check, then the one check of
-    :func:`roofline.glm.check_sample_weight`)."""
-    sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
-    return glm.check_sample_weight(sw, sw.shape[0])
+    :func:`roofline.glm.check_sample_weight`).
+
+    With ``comm`` (collective) a rank's weights may sum to zero (the sum over every rank is
+    checked by :meth:`_GLMEstimator._total_weight`), and every rank raises when one rank's
+    weights fail, so that no rank waits for a peer that gave up."""
+    if comm is None:
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        return glm.check_sample_weight(sw, sw.shape[0])
+    err = sw = None
+    try:
+        n = X.shape[0]
+        if sample_weight is None or np.ndim(sample_weight) == 0:  # scikit-learn's forms
+            sw = np.full(n, 1.0 if sample_weight is None else float(sample_weight))
+        else:  # (scikit-learn's own check refuses weights that sum to zero)
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.ndim != 1:
+                raise ValueError(f"sample_weight must be 1-D, got shape {sw.shape}")
+        sw = glm.check_sample_weight(sw, n, positive_sum=False)
+    except (ValueError, TypeError) as e:
+        err = e
+    bad = comm.allreduce(np.array([comm.rank + 1 if err else 0], dtype=np.int64), op="max")
+    if err is not None:
+        raise type(err)(f"rank {comm.rank}: {err}") from err
+    if bad[0]:
+        raise ValueError(f"the sample_weight of rank {int(bad[0]) - 1} failed its checks "
+                         "(its error names the problem)")
+    return sw
 
 
 class _GLMEstimator(BaseEstimator):
@@ -143,7 +173,11 @@ class _GLMEstimator(BaseEstimator):
         comm = getattr(self, "comm", None)
         if comm is None:
             return float(sw.sum())
-        return float(comm.allreduce(np.array([sw.sum()], dtype=np.float64))[0])
+        total = float(comm.allreduce(np.array([sw.sum()], dtype=np.float64))[0])
+        if not total > 0:
+            raise ValueError("sample_weight sums to zero over every rank: at least one sample "
+                             "needs a positive weight")
+        return total
 
     def _validate_X(self, X, reset):
         return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
@@ -220,8 +254,13 @@ class _GLMEstimator(BaseEstimator):
         :func:`~roofline.glm.check_solver`) and the regularisation, then ``fit_one(y_row)``
         (a result with ``coef``, ``intercept``, ``n_iter``) for each output row of ``Y``; the
         stacked ``(coef, intercept, n_iter, None)``."""
+        weighted = _nonuniform(sw, self.comm) is not None
+        # over comm, fit_glm's rows check the weights themselves, on every rank alike (the
+        # dual of cocoa / hcocoa takes them there)
         check_solver(spec.name, loss=glm.resolve_loss(self._loss), comm=self.comm is not None,
-                     weighted=_nonuniform(sw) is not None, runner=RUNNERS)
+                     weighted=weighted and not (self.comm is not None
+                                                and spec.runner == "fit_glm"),
+                     runner=RUNNERS)
         if lam <= 0:
             raise ValueError(f"solver={spec.name!r} needs a positive regularisation")
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
@@ -240,7 +279,8 @@ class _GLMEstimator(BaseEstimator):
             n_jobs=self.n_jobs, tol=self.tol, max_iter=self.max_iter,
             fit_intercept=self.fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
-            comm=self.comm, dual=dual, sample_weight=_nonuniform(sw), gtol=self.tol))
+            comm=self.comm, dual=dual,
+            sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol))
 
     def _fit_row(self, Xc, Y, sw, lam, spec):
         """A row the estimators run themselves (``runner="estimator"``: ``vw-hybrid``,
@@ -347,7 +387,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         if self.comm is not None:  # every rank's classes
             self.classes_ = np.unique(np.concatenate(self.comm.allgather(self.classes_)))
         Y = self._encode(y, self.classes_)
-        sw = _check_sample_weights(sample_weight, X)
+        sw = _check_sample_weights(sample_weight, X, self.comm)
         Xc = to_column_layout(X, X.dtype)
         lam = self._lambda(self._total_weight(sw))
         coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
@@ -376,7 +416,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         if not np.isin(y, self.classes_).all():
             raise ValueError("y contains labels that are not in classes")
         Y = self._encode(y, self.classes_)
-        sw = _check_sample_weights(sample_weight, X)
+        sw = _check_sample_weights(sample_weight, X, self.comm)
         Xc = to_column_layout(X, X.dtype)
         warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
                                    "opt": self._opt_state}
@@ -515,7 +555,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
     def _prepare(self, X, y, sample_weight, reset=True):
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
                              multi_output=True, y_numeric=True, reset=reset)
-        sw = _check_sample_weights(sample_weight, X)
+        sw = _check_sample_weights(sample_weight, X, getattr(self, "comm", None))
         y = np.asarray(y, dtype=np.float64)
         Y = y if y.ndim == 1 else np.asfortranarray(y.T)
         return to_column_layout(X, X.dtype), y, Y, sw

@@ -133,3 +133,86 @@ def test_cd_solver_path_reaches_the_lbfgs_optimum(est):
     ref_coef = ref.coef_.copy()
     cd = est.set_params(solver="scd", tol=1e-9, max_iter=5000, random_state=0).fit(X, y)
     np.testing.assert_allclose(cd.coef_, ref_coef, rtol=1e-3, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 32, items 1 and 2: sample weights over comm= (each rank fits on its own rows)
+
+
+def _comm_data(seed=3, n=240):
+    X, y = make_classification(n, 6, n_informative=4, random_state=seed)
+    return X, y
+
+
+def _comm_weights(n, K, kind):
+    """``uniform``: rank r's rows all weigh r + 1; ``zero-rank``: the last rank's all 0."""
+    sw = np.empty(n)
+    for r, idx in enumerate(np.array_split(np.arange(n), K)):
+        sw[idx] = (0.0 if r == K - 1 else 1.0) if kind == "zero-rank" else r + 1.0
+    return sw
+
+
+def _comm_fit(comm, make, kind):
+    X, y = _comm_data()
+    sw = _comm_weights(len(y), comm.size, kind)
+    mine = np.array_split(np.arange(len(y)), comm.size)[comm.rank]
+    est = make(comm).fit(X[mine], y[mine], sample_weight=sw[mine])
+    return np.ravel(est.coef_), float(np.ravel(est.intercept_)[0]), est.solver_
+
+
+@pytest.mark.parametrize("kind", ["uniform", "zero-rank"])
+def test_logistic_regression_over_comm_takes_the_weights(kind):
+    """auto -> distributed Newton: the one-process weighted fit (or, with a rank weighing
+    nothing, the fit of the other rank's rows)."""
+    from roofline.comm import run
+
+    X, y = _comm_data()
+    sw = _comm_weights(len(y), 2, kind)
+    ref = LogisticRegression(C=0.5, tol=1e-10).fit(X, y, sample_weight=sw)
+    out = run(_comm_fit, 2, backend="threads", timeout=120,
+              args=(lambda c: LogisticRegression(C=0.5, tol=1e-10, comm=c), kind))
+    for coef, icpt, solver in out:
+        assert solver == "newton"
+        np.testing.assert_allclose(coef, ref.coef_.ravel(), rtol=1e-6, atol=1e-7)
+        assert abs(icpt - ref.intercept_[0]) <= 1e-6
+
+
+@pytest.mark.parametrize("kind", ["uniform", "zero-rank"])
+def test_linear_svc_over_comm_takes_the_weights(kind):
+    """auto -> CoCoA+'s dual (the hinge): the optimum of the rows repeated as often as their
+    (integer) weights, fitted on one rank."""
+    from roofline.comm import run
+
+    X, y = _comm_data()
+    sw = _comm_weights(len(y), 2, kind)
+    rep = np.repeat(np.arange(len(y)), sw.astype(int))
+
+    def make(c):
+        return LinearSVC(C=0.05, loss="hinge", tol=1e-9, max_iter=5000, random_state=0,
+                         comm=c)
+
+    def one(c):
+        est = make(c).fit(X[rep], y[rep])
+        return est.coef_.ravel(), float(est.intercept_[0])
+
+    (ref,) = run(one, 1, backend="threads", timeout=120)
+    out = run(_comm_fit, 2, backend="threads", timeout=120, args=(make, kind))
+    for coef, icpt, solver in out:
+        assert solver == "cocoa"
+        np.testing.assert_allclose(coef, ref[0], atol=1e-4)
+        assert abs(icpt - ref[1]) <= 1e-4
+
+
+def test_weights_summing_to_zero_over_every_rank_fail_on_every_rank():
+    from roofline.comm import run
+
+    def work(c):
+        X, y = _comm_data()
+        mine = np.array_split(np.arange(len(y)), c.size)[c.rank]
+        try:
+            LogisticRegression(comm=c).fit(X[mine], y[mine], sample_weight=np.zeros(mine.size))
+        except ValueError as e:
+            return str(e)
+
+    for msg in run(work, 2, backend="threads", timeout=60):
+        assert msg is not None and "sums to zero over every rank" in msg
