@@ -151,6 +151,16 @@ class TrainResult:
     stopped_early: bool = False
     best_heldout_loss: float = math.nan
 
+    def __repr__(self) -> str:
+        # the trace can hold thousands of rows: its length, not its rows
+        last = self.trace[-1] if self.trace else {}
+        loss = last.get("train_loss", math.nan)
+        return (f"TrainResult(n_passes={self.n_passes}, n_steps={self.n_steps}, "
+                f"n_examples={self.n_examples}, seconds={self.seconds:.3g}, "
+                f"examples_per_s={self.examples_per_s:.3g}, last_train_loss={loss:.6g}, "
+                f"best_heldout_loss={self.best_heldout_loss:.6g}, "
+                f"stopped_early={self.stopped_early}, trace=[{len(self.trace)} rows])")
+
     def plot(self, axes=None, *, path=None):
         """Plot the train and held-out loss and the throughput against examples trained on.
 

@@ -475,3 +475,17 @@ def test_online_adagrad_runs_on_the_cpu_only(device):
     else:
         learner.train()
         assert learner.model.device == "cpu" and np.abs(learner.model.coef).max() > 0
+
+
+def test_train_result_repr_is_short():
+    """The repr summarises the run; the trace appears as its length, not its rows."""
+    from roofline.learners import TrainResult
+
+    rows = [{"train_loss": 0.5 - i * 1e-4} for i in range(5000)]
+    res = TrainResult(trace=rows, n_passes=3, n_steps=900, n_examples=30000, seconds=1.5,
+                      examples_per_s=20000.0)
+    text = repr(res)
+    assert len(text) < 300
+    assert "trace=[5000 rows]" in text and "n_passes=3" in text
+    assert "last_train_loss=0.0001" in text  # the last row's
+    assert "best_heldout_loss=nan" in repr(TrainResult())
