@@ -23,7 +23,7 @@ from roofline.kernels import LOSS_TABLE
 
 from . import _losses, cd
 from ._auto import LBFGS_AUTO_SCALE, choose_solver, hot_mass_of_counts
-from ._cocoa import _PRIMAL_WEIGHTS, fit_distributed, fit_on_comm
+from ._cocoa import fit_distributed, fit_on_comm
 from ._direct import solve_ridge
 from ._newton import NEWTON_LOSSES, fit_newton
 from ._problem import (
@@ -385,7 +385,7 @@ def fit_glm(
             sample_weight = None  # the unweighted problem
     weighted = sample_weight is not None
     if weighted and comm is not None and settings["dual"] is None and penalty == "l2" \
-            and settings["solver"] in _DUAL_WEIGHTED:
+            and _dual_weighted(settings["solver"]):
         settings["dual"] = True  # the dual takes the weights, the primal does not
     _check_weighted(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
                     comm=comm, weighted=weighted)
@@ -414,7 +414,7 @@ def fit_glm(
                                        comm=comm, dual=opts.dual, sample_weight=sample_weight)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
         dual = opts.dual
-        if weighted and comm is not None and dual is None and chosen in _DUAL_WEIGHTED \
+        if weighted and comm is not None and dual is None and _dual_weighted(chosen) \
                 and penalty == "l2":
             dual = True
         _check_weighted(chosen, loss=loss, penalty=penalty, dual=dual, comm=comm,
@@ -431,18 +431,14 @@ def fit_glm(
     return res
 
 
-#: The rows whose dual takes non-uniform sample weights over ``comm=`` (weighted SDCA in
-#: :func:`roofline.glm._cocoa.dual_worker`), beyond the registry's weighted rows.
-_DUAL_WEIGHTED = ("cocoa", "hcocoa")
+def _dual_weighted(solver):
+    """Whether ``solver``'s dual takes non-uniform weights over ``comm=`` (its registry row)."""
+    return solver != AUTO and get_solver(solver).comm_dual_weights
 
 
 def _check_weighted(solver, *, loss, penalty, dual, comm, weighted):
-    """:func:`check_solver`, where the dual of ``cocoa`` / ``hcocoa`` over ``comm=`` also takes
-    non-uniform weights (its primal, with ``pure-block``, refuses them with its own message)."""
-    if weighted and comm is not None and solver in _DUAL_WEIGHTED + ("pure-block",):
-        if solver == "pure-block" or penalty == "l1" or dual is False:
-            raise ValueError(_PRIMAL_WEIGHTS)
-        weighted = False
+    """:func:`check_solver` with the weights' rule (a row whose dual takes them over
+    ``comm=``: ``comm_dual_weights``)."""
     check_solver(solver, loss=loss, penalty=penalty, dual=dual, comm=comm is not None,
                  weighted=weighted)
 

@@ -85,6 +85,9 @@ class SolverSpec:
         Whether it runs over a communicator (``comm=``: one rank per process).
     sample_weight : bool
         Whether it takes non-uniform sample weights.
+    comm_dual_weights : bool
+        Whether its dual takes non-uniform sample weights over ``comm=`` (weighted SDCA on
+        each rank; penalty L2, ``dual`` True or None), though it takes none otherwise.
     intercept : str
         How it treats the intercept, for the docs.
     devices : tuple of str
@@ -107,6 +110,7 @@ class SolverSpec:
     formulations: tuple = ("primal",)
     comm: bool = False
     sample_weight: bool = False
+    comm_dual_weights: bool = False
     intercept: str = "unregularised"
     devices: tuple = ("cpu",)
     runner: str = "fit_glm"
@@ -355,6 +359,17 @@ def check_solver(name, *, loss=None, penalty="l2", dual=None, comm=False, weight
         raise ValueError(f"solver={name!r} solves the primal only (dual=True is not supported)")
     if dual is False and "primal" not in spec.formulations:
         raise ValueError(f"solver={name!r} solves the dual only (dual=False is not supported)")
+    if weighted and not spec.sample_weight and spec.comm_dual_weights and comm:
+        if penalty != "l2" or dual is False:
+            dual_ok = [n for n, s in _SOLVERS.items() if s.comm_dual_weights]
+            ok = solver_names(sample_weight=True, comm=True, auto=False, runner=runner)
+            raise ValueError(
+                f"non-uniform sample_weight over comm= is taken by the dual of "
+                f"{' / '.join(dual_ok)} (penalty='l2', dual=True) and by the rows that take "
+                f"weights ({_or(ok)}); "
+                f"solver={name!r} with penalty={penalty!r}, dual={dual!r} is its primal, "
+                f"which takes none")
+        return spec
     if weighted and not spec.sample_weight:
         ok = solver_names(sample_weight=True, auto=False, runner=runner)
         raise ValueError(f"solver={name!r} does not support non-uniform sample_weight; use "
@@ -378,11 +393,11 @@ register_solver(SolverSpec(
             "adaptive damping"))
 register_solver(SolverSpec(
     "cocoa", _CD, CD_LOSSES, ("l2", "l1"), ("primal", "dual"), comm=True,
-    intercept=_CD_INTERCEPT,
+    comm_dual_weights=True, intercept=_CD_INTERCEPT,
     summary="CoCoA+ over n_workers workers (threads, or the ranks of comm=)"))
 register_solver(SolverSpec(
     "hcocoa", _CD, CD_LOSSES, ("l2", "l1"), ("primal", "dual"), comm=True,
-    intercept=_CD_INTERCEPT,
+    comm_dual_weights=True, intercept=_CD_INTERCEPT,
     summary="hierarchical CoCoA: n_nodes nodes of n_workers / n_nodes workers"))
 register_solver(SolverSpec(
     "pure-block", _CD, losses_where(smooth=True, cd=True), ("l2", "l1"),

@@ -387,14 +387,17 @@ def _train_cd(parts, resolved, config, out, args=None) -> int:
     model = GLM(mopts)
     model.set_parameters(res.coef.reshape(1, -1), np.array([res.intercept]))
     save_checkpoint(os.path.join(out, "model.npz"), model,
-                    extra={"final": True, "solver": opts.solver, "n_iter": res.n_iter,
+                    extra={"final": True, "solver": res.solver, "n_iter": res.n_iter,
                            "converged": res.converged})
     trace = [{"check": i, "objective": float(P), "gap": float(G), "seconds": float(T)}
              for i, (P, G, T) in enumerate(zip(res.objective, res.gap_history, res.times,
                                                    strict=True))]
     with open(os.path.join(out, "trace.json"), "w") as f:
         json.dump(trace, f, indent=1)
-    print(f"{opts.solver}: {res.n_iter} iterations in {res.time:.2f} s, objective "
+    chosen = res.solver
+    if opts.solver != res.solver:  # "auto": say what ran, and why
+        chosen = f"{res.solver} (auto: {res.info.get('auto_reason', 'chosen from the data')})"
+    print(f"{chosen}: {res.n_iter} iterations in {res.time:.2f} s, objective "
           f"{res.objective[-1]:.8g}, relative duality gap {res.relative_gap:.3e}"
           + ("" if res.converged else f" (did not reach tol={opts.tol:g})"))
     if held is not None:
@@ -408,7 +411,7 @@ def _train_cd(parts, resolved, config, out, args=None) -> int:
     if png is not None:
         from ._plot import plot_cd_trace
 
-        ax = plot_cd_trace(trace, path=png, title=f"{opts.solver}")
+        ax = plot_cd_trace(trace, path=png, title=f"{res.solver}")
         _close(ax.figure)
         wrote += f"; plot: {png}"
     print(f"wrote {out}/{wrote}")

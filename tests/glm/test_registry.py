@@ -40,6 +40,7 @@ ALLOWED = {
     "glm/_scd.py": {"scd"},
     "glm/_newton.py": {"newton"},
     "glm/_direct.py": {"cholesky"},
+    "glm/_multinomial.py": {"newton", "lbfgs"},  # its own two solvers, implemented there
     # pending: _problem.SOLVERS (unused since the registry) and GLMResult.solver's default,
     # in the distributed-Newton engineer's file
     "glm/_problem.py": {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"},
@@ -228,3 +229,19 @@ def test_fit_glm_takes_weights_where_the_row_does():
     np.testing.assert_array_equal(u.coef, v.coef)
     with pytest.raises(ValueError, match="solver='scd' does not support non-uniform"):
         fit_glm(A.T, y, loss="squared", alpha=1e-2, solver="scd", sample_weight=sw)
+
+
+def test_comm_dual_weights_row_field():
+    """``comm_dual_weights``: a row whose dual takes non-uniform weights over ``comm=`` only
+    (CoCoA's weighted SDCA), refused in its primal and without a communicator."""
+    assert {s.name for s in solvers() if s.comm_dual_weights} == {"cocoa", "hcocoa"}
+    assert check_solver("cocoa", loss="logistic", comm=True, weighted=True).name == "cocoa"
+    assert check_solver("hcocoa", loss="hinge", dual=True, comm=True, weighted=True)
+    with pytest.raises(ValueError, match="is its primal, which takes none"):
+        check_solver("cocoa", loss="logistic", penalty="l1", comm=True, weighted=True)
+    with pytest.raises(ValueError, match="is its primal, which takes none"):
+        check_solver("cocoa", loss="logistic", dual=False, comm=True, weighted=True)
+    with pytest.raises(ValueError, match="does not support non-uniform sample_weight"):
+        check_solver("cocoa", loss="logistic", weighted=True)
+    with pytest.raises(ValueError, match="does not support non-uniform sample_weight"):
+        check_solver("pure-block", loss="logistic", comm=True, weighted=True)

@@ -70,3 +70,17 @@ def test_solver_table_excludes_the_minibatch_tables(tmp_path):
     cfg = _write(tmp_path, CD_CONFIG.replace('loss = "logistic"', 'loss = "squared_hinge"'))
     with pytest.raises(ValueError, match="squared_hinge.*no coordinate-descent solver"):
         build_from_config(cfg)
+
+
+def test_auto_says_which_solver_ran(tmp_path, capsys):
+    """``solver = "auto"``: the printed line and the checkpoint name the solver that ran and
+    the rule's reason, not "auto"."""
+    cfg = _write(tmp_path, CD_CONFIG.replace('solver = "cocoa"', 'solver = "auto"')
+                 .replace("n_workers = 3", "n_workers = 1"))
+    out = tmp_path / "run"
+    assert main(["train", cfg, "-o", str(out)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "iterations in" in ln)
+    ran = line.split(" ")[0]
+    assert ran != "auto" and "(auto: " in line
+    ck = load_checkpoint(out / "model.npz")
+    assert ck.meta["extra"]["solver"] == ran
