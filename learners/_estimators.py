@@ -368,6 +368,10 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         _check_number("C", self.C, low=0.0, low_open=True)
         return glm.alpha_from_peer("C", self.C, total_weight)
 
+    def _is_multinomial(self, n_classes):
+        """Whether this fit is a multinomial one (only :class:`LogisticRegression`)."""
+        return False
+
     def _encode(self, y, classes):
         if len(classes) < 2:
             raise ValueError(
@@ -386,11 +390,16 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         self.classes_ = np.unique(y)
         if self.comm is not None:  # every rank's classes
             self.classes_ = np.unique(np.concatenate(self.comm.allgather(self.classes_)))
-        Y = self._encode(y, self.classes_)
+        multinomial = self._multinomial = self._is_multinomial(len(self.classes_))
+        Y = None if multinomial else self._encode(y, self.classes_)
         sw = _check_sample_weights(sample_weight, X, self.comm)
         Xc = to_column_layout(X, X.dtype)
         lam = self._lambda(self._total_weight(sw))
-        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
+        if multinomial:
+            coef, b, n_iter, state = self._fit_multinomial(
+                Xc, np.searchsorted(self.classes_, y), sw, lam)
+        else:
+            coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
         self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
         self.n_iter_ = np.array([n_iter])
         self._opt_state = state
@@ -416,6 +425,7 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         if not np.isin(y, self.classes_).all():
             raise ValueError("y contains labels that are not in classes")
         Y = self._encode(y, self.classes_)
+        self._multinomial = False  # the minibatch solvers fit one-vs-rest
         sw = _check_sample_weights(sample_weight, X, self.comm)
         Xc = to_column_layout(X, X.dtype)
         warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
@@ -442,7 +452,10 @@ class LogisticRegression(_Classifier):
     __doc__ = """L2-regularised logistic regression (scikit-learn's objective and ``C``).
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` (``lambda = 1 / (C sum s)``
-    in the learners' scaling); multi-class is one-vs-rest.
+    in the learners' scaling).  With more than two classes the fit is multinomial (the softmax
+    loss ``C sum_i s_i (logsumexp(eta_i) - eta_i[y_i]) + ||W||^2 / 2``, scikit-learn's
+    default, by :func:`roofline.glm.fit_multinomial`) when ``solver`` is ``"auto"``,
+    ``"newton"`` or ``"lbfgs"`` and there is no ``comm``; otherwise one-vs-rest.
 
     Parameters
     ----------
@@ -451,6 +464,13 @@ class LogisticRegression(_Classifier):
     """ + _common_doc() + """
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
+    multi_class : {"auto", "multinomial", "ovr"}, default="auto"
+        More than two classes: ``"auto"`` fits the multinomial model where the solver allows
+        (see above) and one-vs-rest otherwise; ``"multinomial"`` requires it (an error with
+        another solver or with ``comm``); ``"ovr"``: one binary problem per class.  For
+        ``"multinomial"`` fits, ``solver="auto"`` and ``"newton"`` run trust-region Newton-CG
+        and ``"lbfgs"`` L-BFGS, and ``tol`` bounds the gradient's max-norm relative to its
+        value at zero.
 
     Attributes
     ----------
@@ -464,7 +484,7 @@ class LogisticRegression(_Classifier):
 
     def __init__(self, C=1.0, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64", comm=None):
+                 dtype="float64", comm=None, multi_class="auto"):
         self.C = C
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -477,9 +497,37 @@ class LogisticRegression(_Classifier):
         self.verbose = verbose
         self.dtype = dtype
         self.comm = comm
+        self.multi_class = multi_class
+
+    _MULTINOMIAL_SOLVERS = ("auto", *glm.MULTINOMIAL_SOLVERS)
+
+    def _is_multinomial(self, n_classes):
+        if self.multi_class not in ("auto", "multinomial", "ovr"):
+            raise ValueError(f"multi_class must be 'auto', 'multinomial' or 'ovr', got "
+                             f"{self.multi_class!r}")
+        possible = self.solver in self._MULTINOMIAL_SOLVERS and self.comm is None
+        if self.multi_class == "multinomial" and not possible:
+            raise ValueError(f"multi_class='multinomial' needs solver in "
+                             f"{list(self._MULTINOMIAL_SOLVERS)} and no comm, got "
+                             f"solver={self.solver!r}"
+                             + ("" if self.comm is None else " with comm"))
+        return n_classes > 2 and self.multi_class != "ovr" and possible
+
+    def _fit_multinomial(self, Xc, y_idx, sw, lam):
+        """The multinomial fit (:func:`roofline.glm.fit_multinomial`)."""
+        solver = "lbfgs" if self.solver == "lbfgs" else "newton"
+        self.solver_ = solver
+        with glm.verbose_logging(self.verbose):
+            res = glm.fit_multinomial(
+                Xc, y_idx, alpha=lam, n_classes=len(self.classes_),
+                sample_weight=None if np.all(sw == sw[0]) else sw,
+                fit_intercept=self.fit_intercept, solver=solver, tol=self.tol,
+                max_iter=self.max_iter, verbose=self.verbose)
+        return res.coef, res.intercept, res.n_iter, None
 
     def predict_proba(self, X):
-        """Class probabilities (one-vs-rest sigmoids, normalised for more than two classes).
+        """Class probabilities (the softmax of the decision values for a multinomial fit;
+        one-vs-rest sigmoids, normalised, otherwise).
 
         Parameters
         ----------
@@ -491,6 +539,8 @@ class LogisticRegression(_Classifier):
             Columns in the order of ``classes_``.
         """
         d = self._decision(X)
+        if getattr(self, "_multinomial", False):
+            return glm.softmax_loss(d.T, np.zeros(d.shape[0], dtype=np.intp))[1].T
         p = 1.0 / (1.0 + np.exp(-d.astype(np.float64)))
         if p.shape[1] == 1:
             return np.hstack([1 - p, p])

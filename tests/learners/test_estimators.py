@@ -67,14 +67,42 @@ def test_logistic_regression_matches_sklearn(sparse):
     np.testing.assert_allclose(ours.predict_proba(Xin), sk.predict_proba(X), atol=1e-6)
 
 
-def test_multiclass_is_one_vs_rest():
+def test_multiclass_ovr_is_one_vs_rest():
     X, y = make_classification(300, 10, n_informative=6, n_classes=3, random_state=1)
-    ours = LogisticRegression(C=2.0, tol=1e-10, max_iter=1000).fit(X, y)
+    ours = LogisticRegression(C=2.0, tol=1e-10, max_iter=1000, multi_class="ovr").fit(X, y)
     sk = OneVsRestClassifier(sklm.LogisticRegression(C=2.0, tol=1e-12, max_iter=10_000)).fit(X, y)
     coef = np.vstack([e.coef_ for e in sk.estimators_])
     np.testing.assert_allclose(ours.coef_, coef, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(X), atol=1e-5)
     assert (ours.predict(X) == sk.predict(X)).mean() > 0.99
+
+
+@pytest.mark.parametrize("solver", ["auto", "lbfgs"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_multiclass_is_multinomial_as_sklearn(solver, sparse):
+    """More than two classes: scikit-learn's multinomial model by default (weights, sparse)."""
+    X, y = make_classification(400, 12, n_informative=8, n_classes=4, random_state=3)
+    sw = np.random.default_rng(1).uniform(0.2, 3, 400)
+    Xin = sp.csr_matrix(X) if sparse else X
+    ours = LogisticRegression(C=0.7, tol=1e-9, max_iter=1000, solver=solver)
+    ours.fit(Xin, y, sample_weight=sw)
+    sk = sklm.LogisticRegression(C=0.7, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=sw)
+    assert ours.solver_ == ("lbfgs" if solver == "lbfgs" else "newton")
+    assert ours.coef_.shape == (4, 12) and ours.intercept_.shape == (4,)
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ours.predict_proba(Xin), sk.predict_proba(X), atol=1e-5)
+    np.testing.assert_array_equal(ours.predict(Xin), sk.predict(X))
+    np.testing.assert_allclose(ours.predict_proba(Xin).sum(axis=1), 1.0)
+
+
+def test_multinomial_needs_a_solver_that_has_it():
+    X, y = make_classification(100, 5, n_informative=3, n_classes=3, random_state=0)
+    with pytest.raises(ValueError, match="multi_class='multinomial' needs solver in"):
+        LogisticRegression(solver="scd", multi_class="multinomial").fit(X, y)
+    with pytest.raises(ValueError, match="multi_class must be"):
+        LogisticRegression(multi_class="softmax").fit(X, y)
+    ovr = LogisticRegression(solver="scd").fit(X, y)  # auto: one-vs-rest where it cannot
+    assert ovr.coef_.shape == (3, 5) and not ovr._multinomial
 
 
 @pytest.mark.parametrize("multi", [False, True])
