@@ -239,6 +239,9 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
         Log progress (on the workers) to stderr.
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
+    multi_class : {"auto", "ovr"}, default="auto"
+        As :class:`roofline.learners.LogisticRegression`'s; over Dask (``comm=``) more than
+        two classes are fitted one-vs-rest (``"multinomial"`` is refused).
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -258,7 +261,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
 
     def __init__(self, C=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64", client=None):
+                 dtype="float64", multi_class="auto", client=None):
         self.C = C
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -270,6 +273,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
+        self.multi_class = multi_class
         self.client = client
 
 
