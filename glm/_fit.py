@@ -634,6 +634,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
     ``sample_weight``: over ``comm`` only, scaled to mean one over every rank."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
+    if comm is not None and random_state is None:
+        random_state = _agreed_seed(comm, X, y)
     rng = np.random.default_rng(random_state)
     trace = Trace(opts.tol, verbose)
     trace.monitor = monitor
@@ -721,6 +723,20 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         dual=use_dual,
         info=info,
     )
+
+
+def _agreed_seed(comm, X, y):
+    """``random_state=None`` over ``comm=``: one seed for the whole job, the same on every
+    process, replicas included (a replica holds its rank's data, so a hash of the ranks'
+    summed data statistics is the same wherever it is computed; a seed drawn by each process
+    would let the replicas of a rank diverge)."""
+    import hashlib
+
+    data = X.data if sp.issparse(X) else X
+    local = np.array([X.shape[1], data.size, float(np.abs(data).sum()),
+                      float(np.abs(np.asarray(y, dtype=np.float64)).sum())], dtype=np.float64)
+    stats = np.asarray(comm.allreduce(local), dtype=np.float64)
+    return int.from_bytes(hashlib.sha256(stats.tobytes()).digest()[:8], "little") >> 2
 
 
 def _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, use_dual, solver, opts, rng,
