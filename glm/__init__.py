@@ -130,7 +130,13 @@ from ._multinomial import (
     fit_multinomial,
     softmax_loss,
 )
-from ._problem import check_positive, check_sample_weight, check_X, verbose_logging
+from ._problem import (
+    check_on_every_rank,
+    check_positive,
+    check_sample_weight,
+    check_X,
+    verbose_logging,
+)
 from ._registry import (
     SolverSpec,
     check_solver,
@@ -166,6 +172,7 @@ __all__ = [
     "cd",
     "check_X",
     "check_labels",
+    "check_on_every_rank",
     "check_positive",
     "check_pure_blocks",
     "check_sample_weight",

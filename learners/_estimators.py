@@ -138,8 +138,7 @@ def _check_sample_weights(sample_weight, X, comm=None):
     if comm is None:
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         return glm.check_sample_weight(sw, sw.shape[0])
-    err = sw = None
-    try:
+    def check():
         n = X.shape[0]
         if sample_weight is None or np.ndim(sample_weight) == 0:  # scikit-learn's forms
             sw = np.full(n, 1.0 if sample_weight is None else float(sample_weight))
@@ -147,16 +146,9 @@ def _check_sample_weights(sample_weight, X, comm=None):
             sw = np.asarray(sample_weight, dtype=np.float64)
             if sw.ndim != 1:
                 raise ValueError(f"sample_weight must be 1-D, got shape {sw.shape}")
-        sw = glm.check_sample_weight(sw, n, positive_sum=False)
-    except (ValueError, TypeError) as e:
-        err = e
-    bad = comm.allreduce(np.array([comm.rank + 1 if err else 0], dtype=np.int64), op="max")
-    if err is not None:
-        raise type(err)(f"rank {comm.rank}: {err}") from err
-    if bad[0]:
-        raise ValueError(f"the sample_weight of rank {int(bad[0]) - 1} failed its checks "
-                         "(its error names the problem)")
-    return sw
+        return glm.check_sample_weight(sw, n, positive_sum=False)
+
+    return glm.check_on_every_rank(comm, check, "sample_weight")
 
 
 class _GLMEstimator(BaseEstimator):
