@@ -20,7 +20,10 @@ product ``H v`` is one of each::
     U = V X + v_b,   T_j = s_j / S (p_j * U_j - p_j (p_j . U_j)),   H v = (T X^T + alpha V, T 1)
 
 Stopping: the relative gradient norm, ``||grad F||_inf <= tol * ||grad F(0)||_inf`` (the same
-criterion for both solvers; :attr:`MultinomialResult.grad_ratio`).
+criterion for both solvers; :attr:`MultinomialResult.grad_ratio`).  Features with values beyond
+``2^20`` are solved in coefficients rescaled by powers of two (``W = V s``, the penalty
+weighted by ``s^2``: the same problem and optimum), so that one huge feature does not dominate
+the gradient and its test.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
 
+from ._auto import LBFGS_AUTO_SCALE
 from ._problem import check_positive, check_sample_weight, check_X
 
 __all__ = ["MULTINOMIAL_SOLVERS", "MultinomialResult", "fit_multinomial", "softmax_loss"]
@@ -133,8 +137,10 @@ def softmax_loss(Z, y):
 class _Softmax:
     """The objective, its gradient and Hessian-vector products over validated data."""
 
-    def __init__(self, X, y, K, s, alpha, fit_intercept):
+    def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None):
         self.X, self.y, self.K, self.alpha = X, y, K, alpha
+        # the penalty's weight per feature (the squares of the features' scales: 1 unscaled)
+        self.pen = np.ones(X.shape[0]) if pen is None else pen
         self.fit_intercept = fit_intercept
         self.d, self.n = X.shape
         self.sparse = sp.issparse(X)
@@ -178,12 +184,12 @@ class _Softmax:
     def fun_grad(self, theta):
         W, b = self.split(theta)
         loss, P = softmax_loss(self._times_X(W, b), self.y)
-        f = float(self.c @ loss) + 0.5 * self.alpha * float(np.vdot(W, W))
+        f = float(self.c @ loss) + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
         T = P.copy()
         T[self.y, self.cols] -= 1.0
         T *= self.c
         self.at, self.P = theta.copy(), P
-        return f, self._pack(self._times_Xt(T) + self.alpha * W, T.sum(axis=1))
+        return f, self._pack(self._times_Xt(T) + self.alpha * W * self.pen, T.sum(axis=1))
 
     def hessp(self, theta, v):
         if self.at is None or not np.array_equal(theta, self.at):
@@ -195,7 +201,27 @@ class _Softmax:
         T = P * U
         T -= P * T.sum(axis=0)
         T *= self.c
-        return self._pack(self._times_Xt(T) + self.alpha * V, T.sum(axis=1))
+        return self._pack(self._times_Xt(T) + self.alpha * V * self.pen, T.sum(axis=1))
+
+
+def _rescaled(X):
+    """``(S X, s)``: the features whose values exceed :data:`LBFGS_AUTO_SCALE` scaled by powers
+    of two to at most 1 in magnitude (exact), ``s`` their scales (1 elsewhere); ``(X, None)``
+    when none does.  The solvers then work on ``V = W / s`` with the penalty weighted by
+    ``s^2``, the same problem, whose gradient is not dominated by one feature's scale."""
+    big = np.abs(X).max(axis=1)
+    big = np.asarray(big.toarray() if sp.issparse(big) else big, dtype=np.float64).ravel()
+    if not (big > LBFGS_AUTO_SCALE).any():
+        return X, None
+    s = np.ones(X.shape[0])
+    over = big > LBFGS_AUTO_SCALE
+    s[over] = np.exp2(-np.ceil(np.log2(big[over])))
+    if sp.issparse(X):
+        X = sp.csc_matrix(sp.diags(s) @ X)
+        X.sort_indices()
+    else:
+        X = X * s[:, None]
+    return X, s
 
 
 def _class_indices(y, n, n_classes):
@@ -293,7 +319,9 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     d, n = X.shape
     y, K = _class_indices(y, n, n_classes)
     s = np.ones(n) if sample_weight is None else check_sample_weight(sample_weight, n)
-    prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept))
+    X, scale = _rescaled(X)
+    prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
+                    None if scale is None else scale * scale)
 
     theta0 = np.zeros(K * d + (K if fit_intercept else 0))
     _, g0 = prob.fun_grad(theta0)
@@ -302,7 +330,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         coef_init = np.asarray(coef_init, dtype=np.float64)
         if coef_init.shape != (K, d):
             raise ValueError(f"coef_init has shape {coef_init.shape}, expected {(K, d)}")
-        theta0[:K * d] = coef_init.ravel()
+        theta0[:K * d] = (coef_init if scale is None else coef_init / scale).ravel()
     if intercept_init is not None and fit_intercept:
         intercept_init = np.asarray(intercept_init, dtype=np.float64).ravel()
         if intercept_init.shape != (K,):
@@ -333,7 +361,8 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     converged = ratio <= tol * (1 + 1e-9)
     W, b = prob.split(theta)
     result = MultinomialResult(
-        coef=np.array(W), intercept=np.zeros(K) if b is None else np.array(b),
+        coef=np.array(W) if scale is None else W * scale,
+        intercept=np.zeros(K) if b is None else np.array(b),
         n_iter=max(int(nit), 1), objective=f, grad_ratio=ratio, converged=converged,
         time=time.perf_counter() - t0, solver=solver, alpha=alpha,
         info={"message": message, "hessp": prob.n_hessp, "n_classes": K})

@@ -507,7 +507,9 @@ class LogisticRegression(_Classifier):
 
     def _fit_multinomial(self, Xc, y_idx, sw, lam):
         """The multinomial fit (:func:`roofline.glm.fit_multinomial`)."""
-        solver = "lbfgs" if self.solver == "lbfgs" else "newton"
+        # "auto": fit_multinomial's default, the first of its solvers
+        solver = self.solver if self.solver in glm.MULTINOMIAL_SOLVERS else \
+            glm.MULTINOMIAL_SOLVERS[0]
         self.solver_ = solver
         with glm.verbose_logging(self.verbose):
             res = glm.fit_multinomial(

@@ -145,3 +145,26 @@ def test_softmax_loss_is_stable():
     assert np.all(np.isfinite(loss)) and np.all(np.isfinite(P))
     np.testing.assert_allclose(loss, [1000.0, 1000.0])
     np.testing.assert_allclose(P.sum(axis=0), 1.0)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_feature_scaled_by_1e30(sparse):
+    """A feature of 1e30 is solved in power-of-two rescaled coefficients (the same problem):
+    the model is scikit-learn's with that feature scaled by 1e4 only (its penalty as good as
+    nil there as at 1e30), not a near-zero one stopped by a gradient the feature dominates."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((600, 4))
+    y = (X @ rng.standard_normal((4, 3)) + 0.3 * rng.standard_normal((600, 3))).argmax(1)
+    Xs = X.copy()
+    Xs[:, 2] *= 1e30
+    Xt = sp.csc_matrix(Xs.T) if sparse else np.ascontiguousarray(Xs.T)
+    res = glm.fit_multinomial(Xt, y, alpha=1.0 / 600, tol=1e-8)
+    assert res.converged
+    Xr = X.copy()
+    Xr[:, 2] *= 1e4
+    sk = LogisticRegression(tol=1e-12, max_iter=5000).fit(Xr, y)
+    ref = sk.coef_.copy()
+    ref[:, 2] *= 1e4
+    got = res.coef.copy()
+    got[:, 2] *= 1e30
+    np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)

@@ -92,7 +92,7 @@ def test_one_vs_rest_with_a_feature_scaled_by_1e30_matches_sklearn(sparse):
     Xs[:, 2] *= 1e30
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        m = LogisticRegression(tol=1e-8, max_iter=1000).fit(
+        m = LogisticRegression(tol=1e-8, max_iter=1000, multi_class="ovr").fit(
             sp.csr_matrix(Xs) if sparse else Xs, y)
     # reference: scikit-learn's one-vs-rest with feature 2 scaled by 1e4 only (its penalty
     # 1e-8 times smaller: as good as unpenalised, as it is at 1e30)
