@@ -384,11 +384,8 @@ def fit_glm(
         if np.all(sw == sw[0]):
             sample_weight = None  # the unweighted problem
     weighted = sample_weight is not None
-    if weighted and comm is not None and settings["dual"] is None and penalty == "l2" \
-            and _dual_weighted(settings["solver"]):
-        settings["dual"] = True  # the dual takes the weights, the primal does not
-    _check_weighted(settings["solver"], loss=loss, penalty=penalty, dual=settings["dual"],
-                    comm=comm, weighted=weighted)
+    settings["dual"] = _checked_dual(settings["solver"], loss=loss, penalty=penalty,
+                                     dual=settings["dual"], comm=comm, weighted=weighted)
     alpha = positive(alpha, "alpha")
     opts = _check_options(settings)
     # dense X stays dense for the solvers with a dense path (newton, cholesky); the CD
@@ -413,12 +410,8 @@ def fit_glm(
                                        fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
                                        comm=comm, dual=opts.dual, sample_weight=sample_weight)
         logger.info("solver='auto' runs %r: %s", chosen, reason)
-        dual = opts.dual
-        if weighted and comm is not None and dual is None and _dual_weighted(chosen) \
-                and penalty == "l2":
-            dual = True
-        _check_weighted(chosen, loss=loss, penalty=penalty, dual=dual, comm=comm,
-                        weighted=weighted)
+        dual = _checked_dual(chosen, loss=loss, penalty=penalty, dual=opts.dual, comm=comm,
+                             weighted=weighted)
         opts = GLMSolverOptions(**{**opts.to_dict(), "solver": chosen, "dual": dual})
     res = get_solver(opts.solver).load()(
         X, y, loss=loss, alpha=alpha, penalty=penalty, fit_intercept=bool(fit_intercept),
@@ -431,16 +424,15 @@ def fit_glm(
     return res
 
 
-def _dual_weighted(solver):
-    """Whether ``solver``'s dual takes non-uniform weights over ``comm=`` (its registry row)."""
-    return solver != AUTO and get_solver(solver).comm_dual_weights
-
-
-def _check_weighted(solver, *, loss, penalty, dual, comm, weighted):
-    """:func:`check_solver` with the weights' rule (a row whose dual takes them over
-    ``comm=``: ``comm_dual_weights``)."""
+def _checked_dual(solver, *, loss, penalty, dual, comm, weighted):
+    """``dual`` after :func:`check_solver`: True (instead of None) for non-uniform weights over
+    ``comm=`` with a row whose dual alone takes them (``comm_dual_weights``) and L2."""
+    if (weighted and comm is not None and dual is None and penalty == "l2" and solver != AUTO
+            and get_solver(solver).comm_dual_weights):
+        dual = True  # the dual takes the weights, the primal does not
     check_solver(solver, loss=loss, penalty=penalty, dual=dual, comm=comm is not None,
                  weighted=weighted)
+    return dual
 
 
 def _fit_glm_losses():

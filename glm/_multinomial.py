@@ -147,8 +147,9 @@ class _Softmax:
         self.dt = X.dtype
         self.cols = np.arange(self.n)
         self.c = s / s.sum()  # the examples' weights in the mean loss
-        self.at = None  # the point whose probabilities P holds
+        self.at = None  # the last point evaluated: its probabilities P, objective and gradient
         self.P = None
+        self.last = None
         self.n_hessp = 0
 
     def split(self, theta):
@@ -182,14 +183,20 @@ class _Softmax:
         return GW.ravel()
 
     def fun_grad(self, theta):
+        # the solvers' first call is at the starting point, their last at the solution: both
+        # evaluated here already (the initial gradient, the final one) are not recomputed
+        if self.at is not None and np.array_equal(theta, self.at):
+            f, g = self.last
+            return f, g.copy()
         W, b = self.split(theta)
         loss, P = softmax_loss(self._times_X(W, b), self.y)
         f = float(self.c @ loss) + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
         T = P.copy()
         T[self.y, self.cols] -= 1.0
         T *= self.c
-        self.at, self.P = theta.copy(), P
-        return f, self._pack(self._times_Xt(T) + self.alpha * W * self.pen, T.sum(axis=1))
+        g = self._pack(self._times_Xt(T) + self.alpha * W * self.pen, T.sum(axis=1))
+        self.at, self.P, self.last = theta.copy(), P, (f, g)
+        return f, g.copy()
 
     def hessp(self, theta, v):
         if self.at is None or not np.array_equal(theta, self.at):

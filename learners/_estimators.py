@@ -514,7 +514,7 @@ class LogisticRegression(_Classifier):
         with glm.verbose_logging(self.verbose):
             res = glm.fit_multinomial(
                 Xc, y_idx, alpha=lam, n_classes=len(self.classes_),
-                sample_weight=None if np.all(sw == sw[0]) else sw,
+                sample_weight=_nonuniform(sw),
                 fit_intercept=self.fit_intercept, solver=solver, tol=self.tol,
                 max_iter=self.max_iter, verbose=self.verbose)
         return res.coef, res.intercept, res.n_iter, None
