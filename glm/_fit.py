@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from roofline.comm import Communicator
 from roofline.gmat import Options, option
-from roofline.kernels import LOSS_TABLE
+from roofline.kernels import LOSS_TABLE, limit_blas_threads
 
 from . import _losses, cd
 from ._auto import LBFGS_AUTO_SCALE, choose_solver, hot_mass_of_counts
@@ -632,9 +632,12 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
     trace = Trace(opts.tol, verbose)
     trace.monitor = monitor
     if comm is not None:
-        w, b, a, it, conv, info = _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept,
-                                               use_dual, solver, opts, rng, trace, blocks,
-                                               sample_weight)
+        # one BLAS thread per rank (every rank's OpenBLAS pool spinning on shared cores costs
+        # several times the fit: kernels/_threads.py)
+        with limit_blas_threads(1):
+            w, b, a, it, conv, info = _fit_on_comm(comm, X, y, loss_code, l1, alpha,
+                                                   fit_intercept, use_dual, solver, opts, rng,
+                                                   trace, blocks, sample_weight)
         if comm_stats is not None:
             comm_stats.update(info["comm"])
     elif solver in ("cocoa", "hcocoa", "pure-block"):

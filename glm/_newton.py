@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline.comm import Communicator
+from roofline.kernels import limit_blas_threads
 
 from . import _losses
 from . import newton as gnewton
@@ -685,16 +686,29 @@ def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, t
         inside collectives), ``comm_s``, ``collectives`` and ``bytes_sent`` (this rank's,
         from ``comm.stats``), for a cluster cost model.
     """
-    t0 = time.perf_counter()
     if not isinstance(comm, Communicator):
         raise TypeError(f"comm must be a roofline.comm.Communicator, got {type(comm).__name__}")
+    threads = 1 if comm.shares_process else n_jobs
+    # a rank's BLAS calls (the CG's vector algebra, dense products) on its own threads only:
+    # OpenBLAS pools of every rank spinning on the same cores cost 4x (kernels/_threads.py)
+    with limit_blas_threads(threads):
+        return _fit_newton_comm(
+            comm, X, y, loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
+            max_iter=max_iter, coef_init=coef_init, intercept_init=intercept_init,
+            verbose=verbose, threads=threads, sample_weight=sample_weight, gtol=gtol,
+            eps_cg=eps_cg)
+
+
+def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, coef_init,
+                     intercept_init, verbose, threads, sample_weight, gtol, eps_cg):
+    """:func:`fit_newton_comm` with ``threads`` threads per rank (BLAS limited by the caller)."""
+    t0 = time.perf_counter()
     name = _losses.resolve_loss(loss, allowed=NEWTON_LOSSES)
     code = _losses.LOSS_CODES[name]
     alpha = positive(alpha, "alpha")
     tol = positive(tol, "tol")
     max_iter = positive(max_iter, "max_iter", integer=True)
     gtol = None if gtol is None else positive(gtol, "gtol")
-    threads = 1 if comm.shares_process else n_jobs
     stats0 = dict(comm.stats) if isinstance(getattr(comm, "stats", None), dict) else {}
 
     def local():

@@ -132,7 +132,7 @@ from ._newton import (
 from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
 from ._svmlight import find_line_starts, svmlight_parse
-from ._threads import parallel_njit, quiet_openmp
+from ._threads import limit_blas_threads, parallel_njit, quiet_openmp
 
 __all__ = [
     "AST_BLOCK_SHIFT",
@@ -216,6 +216,7 @@ __all__ = [
     "gpu_seg_len",
     "gpu_stream",
     "lanes",
+    "limit_blas_threads",
     "limit_threads",
     "log_bucket_thresholds",
     "murmur3_32",

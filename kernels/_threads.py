@@ -10,16 +10,24 @@ starts its OpenMP pool) sets ``OMP_WAIT_POLICY=PASSIVE`` in this process's envir
 the user has set it: idle workers then sleep (waking one costs microseconds; the parallel
 kernels run only on work of 2^17 values and more).  A user's own setting, ``ACTIVE``
 included, wins; an OpenMP runtime already started keeps its policy.
+
+OpenBLAS's threads spin the same way after each call, and a distributed fit runs one process
+per rank: two ranks on a 2-core VM, each calling a two-thread ``ddot`` on 50,000 values in
+every conjugate-gradient step, took 2.7 s for a Newton fit that takes 0.58 s with one BLAS
+thread per rank.  :func:`limit_blas_threads` caps the BLAS pools (threadpoolctl) for the span
+of such a fit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 
 from numba import njit
 
-__all__ = ["parallel_njit", "quiet_openmp"]
+__all__ = ["limit_blas_threads", "parallel_njit", "quiet_openmp"]
 
 _quieted = False
 
@@ -66,3 +74,36 @@ def parallel_njit(**flags):
         return _ParallelKernel(njit(parallel=True, **flags)(fn))
 
     return decorate
+
+
+_blas_lock = threading.Lock()
+_blas_state = {"depth": 0, "limiter": None}
+
+
+@contextlib.contextmanager
+def limit_blas_threads(n: int | None):
+    """Run the BLAS calls (numpy's and scipy's OpenBLAS / MKL) inside the block on at most
+    ``n`` threads.
+
+    The BLAS pools are process-wide: nested or concurrent blocks (the ranks of an in-process
+    communicator are threads of one process) share the first block's limit, and the original
+    settings come back when the last block ends.  ``None`` changes nothing.
+    """
+    if n is None:
+        yield
+        return
+    from threadpoolctl import ThreadpoolController
+
+    with _blas_lock:
+        if _blas_state["depth"] == 0:
+            _blas_state["limiter"] = ThreadpoolController().limit(
+                limits=max(1, int(n)), user_api="blas")
+        _blas_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["depth"] -= 1
+            if _blas_state["depth"] == 0:
+                _blas_state["limiter"].restore_original_limits()
+                _blas_state["limiter"] = None
