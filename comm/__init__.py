@@ -22,6 +22,11 @@ backend from a registry (:func:`backends`, :func:`get_backend`, :func:`register_
 one row per backend says how to run it, how to recognise it in the environment and what it
 needs installed.
 
+A cluster cost model (:class:`ClusterModel`, :class:`Network`, :func:`kylix_steps`) predicts
+a collective's time on a stated network from Kylix's layer degrees and message sizes, and a
+solver's time per iteration at any number of ranks; :func:`model_degrees` (and
+``kylix_degrees(..., model=)``) picks the degrees it predicts fastest.
+
 Example::
 
     from roofline.comm import KylixCommunicator, QueueGroup, run_in_threads
@@ -55,14 +60,17 @@ from ._inprocess import InProcessCommunicator, InProcessGroup
 from ._kylix import KylixCommunicator, KylixPlan, kylix_degrees
 from ._launch import Coordinator, launch
 from ._mpi_comm import MPICommunicator
+from ._netmodel import ClusterModel, ComputeScaling, Network, Step, kylix_steps, model_degrees
 from ._registry import backends, get_backend, register_backend
 from ._replicate import ReplicatedTransport
 from ._threads import QueueGroup, QueueTransport, run_in_threads
 
 __all__ = [
+    "ClusterModel",
     "CommError",
     "CommTimeoutError",
     "Communicator",
+    "ComputeScaling",
     "Coordinator",
     "DiskCluster",
     "DiskTransport",
@@ -73,17 +81,21 @@ __all__ = [
     "MPICommunicator",
     "MessageError",
     "MismatchError",
+    "Network",
     "PeerError",
     "QueueGroup",
     "QueueTransport",
     "ReplicatedTransport",
     "SparsePlan",
+    "Step",
     "Transport",
     "backends",
     "from_environment",
     "get_backend",
     "kylix_degrees",
+    "kylix_steps",
     "launch",
+    "model_degrees",
     "register_backend",
     "run",
     "run_in_threads",

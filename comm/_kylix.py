@@ -57,6 +57,7 @@ from ._base import (
     as_host,
     check_reducible,
 )
+from ._netmodel import model_degrees
 
 __all__ = ["KylixCommunicator", "KylixPlan", "kylix_degrees"]
 
@@ -83,7 +84,7 @@ def _factors(n):
 
 
 def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
-                  min_packet: int = MIN_PACKET) -> tuple[int, ...]:
+                  min_packet: int = MIN_PACKET, model=None) -> tuple[int, ...]:
     """Layer degrees for ``n_nodes`` nodes: decreasing, product ``n_nodes``.
 
     BIDMat's rule (``Groups.getGroupSizes``): as few layers as keep every message above the
@@ -104,6 +105,11 @@ def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
         Bytes per entry on the wire.
     min_packet : int
         The smallest efficient message (bytes).
+    model : ClusterModel, optional
+        A cluster cost model (:class:`~roofline.comm.ClusterModel`): instead of the packet
+        rule, the degrees whose reduce of ``nnz`` entries per node (1 without ``nnz``; the
+        nodes' index sets taken as equal, the dense case) of ``itemsize`` bytes it predicts
+        fastest on its network (:func:`~roofline.comm.model_degrees`).
 
     Returns
     -------
@@ -115,6 +121,9 @@ def kylix_degrees(n_nodes: int, *, nnz: int | None = None, itemsize: int = 12,
         raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
     if n_nodes == 1:
         return ()
+    if model is not None:
+        return model_degrees(n_nodes, 1 if nnz is None else int(nnz), model,
+                             itemsize=int(itemsize))
     primes = sorted(_factors(n_nodes), reverse=True)
     if nnz is None or int(nnz) * int(itemsize) < 2 * int(min_packet):
         # no size, or messages below the packet size whatever the split: latency dominates,
