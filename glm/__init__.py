@@ -130,11 +130,13 @@ from ._multinomial import (
     fit_multinomial,
     softmax_loss,
 )
+from ._newton import duality_gap
 from ._problem import (
     check_on_every_rank,
     check_positive,
     check_sample_weight,
     check_X,
+    primal_certificate,
     verbose_logging,
 )
 from ._registry import (
@@ -178,6 +180,7 @@ __all__ = [
     "check_sample_weight",
     "check_solver",
     "choose_solver",
+    "duality_gap",
     "fit_glm",
     "fit_glm_stream",
     "fit_multinomial",
@@ -191,6 +194,7 @@ __all__ = [
     "loss_to_peer",
     "losses_where",
     "newton",
+    "primal_certificate",
     "pure_blocks",
     "register_solver",
     "resolve_loss",

@@ -51,6 +51,7 @@ from ._problem import (
     Trace,
     check_on_every_rank,
     check_X,
+    comm_weights,
     mean_one_weights,
     positive,
     progress_bar,
@@ -60,6 +61,7 @@ from ._problem import (
 
 __all__ = [
     "NEWTON_LOSSES",
+    "duality_gap",
     "fit_newton",
     "fit_newton_comm",
     "newton_primal",
@@ -819,6 +821,81 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
         reason = "stalled at the rounding floor" if stalled else f"reached max_iter={it}"
         warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
     return res
+
+
+def duality_gap(X, y, coef, intercept=0.0, *, loss="logistic", alpha, fit_intercept=True,
+                sample_weight=None, comm=None):
+    """The objective and the certified duality gap of a model, over every rank's examples.
+
+    The certificate the solvers stop on (:func:`roofline.glm.primal_certificate`): ``P - P*
+    <= gap``, so ``gap / |P|`` bounds the relative suboptimality of any model, whoever
+    trained it (a peer's, an early-stopped one).  One pass over the data; with ``comm``, one
+    all-reduce of a ``n_features + 4`` vector.
+
+    Parameters
+    ----------
+    X : CSC matrix or ndarray, shape (n_features, n_examples)
+        The examples as columns (with ``comm``: this rank's).
+    y : array, shape (n_examples,)
+        Targets in the loss's label form.
+    coef : array, shape (n_features,)
+    intercept : float, default=0.0
+        Must be 0 without ``fit_intercept``.
+    loss : str, default="logistic"
+        A smooth loss (:data:`roofline.glm.SMOOTH_LOSSES`).
+    alpha : float
+        The L2 strength of :func:`~roofline.glm.fit_glm`'s objective.
+    fit_intercept : bool, default=True
+        Whether the problem has an unregularised intercept (the gap then includes the gain
+        still available by moving it).
+    sample_weight : array, shape (n_examples,), optional
+        Example weights (scaled to mean one over every rank, as the solvers do).
+    comm : roofline.comm.Communicator, optional
+        Every rank calls this with its own examples and the same model (collective).
+
+    Returns
+    -------
+    P, gap : float
+        The objective and its duality gap (the same on every rank).
+    """
+    name = _losses.resolve_loss(loss, allowed=NEWTON_LOSSES)
+    code = _losses.LOSS_CODES[name]
+    alpha = positive(alpha, "alpha")
+
+    def local():
+        Xl = check_X(X, allow_no_examples=comm is not None, keep_dense=True)
+        yl = _losses.check_labels(y, name, margin=True, single_class_ok=True)
+        if yl.shape[0] != Xl.shape[1]:
+            raise ValueError(f"y has {yl.shape[0]} entries but X has {Xl.shape[1]} examples "
+                             "(columns); X must be (n_features, n_examples)")
+        w = np.asarray(coef, dtype=np.float64).ravel()
+        if w.shape[0] != Xl.shape[0] or not np.isfinite(w).all():
+            raise ValueError(f"coef must be {Xl.shape[0]} finite numbers (one per feature), "
+                             f"got shape {np.shape(coef)}")
+        b = float(intercept)
+        if not np.isfinite(b) or (b != 0.0 and not fit_intercept):
+            raise ValueError(f"intercept must be finite, and 0 without fit_intercept; got {b}")
+        return Xl, yl, w, b
+
+    if comm is None:
+        Xl, yl, w, b = local()
+        sw = mean_one_weights(sample_weight, Xl.shape[1])
+        n = Xl.shape[1]
+    else:
+        Xl, yl, w, b = check_on_every_rank(comm, local, "duality_gap(comm=)")
+        sw = comm_weights(comm, sample_weight, Xl.shape[1])
+        n = int(comm.allreduce(np.array([float(Xl.shape[1])]))[0])
+    if n == 0:
+        raise ValueError("duality_gap: no examples")
+    pb = GLMProblem(Xl, yl, code, False, alpha, fit_intercept, primal=False, n_total=n,
+                    serial=True)
+    f = _Smooth(pb, 1, sw)
+    if comm is not None:
+        f.red = _Reducer(comm, Xl.shape[0])
+    x = np.append(w, b) if fit_intercept else w
+    f.fun(x, f.z)
+    _, P, gap = f.grad(x, f.z)
+    return float(P), float(gap)
 
 
 def _stat(comm, key):

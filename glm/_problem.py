@@ -79,6 +79,7 @@ __all__ = [
     "comm_weights",
     "mean_one_weights",
     "positive",
+    "primal_certificate",
     "progress_bar",
     "verbose_logging",
     "warn_not_converged",
@@ -403,6 +404,66 @@ positive = check_positive  # the solvers' short name
 
 
 # ---------------------------------------------------------------------------------------------
+# the certificate (module docstring: "Stopping certificate")
+
+
+def _certificate(parts, reg, u_sq, b, *, n, lam_n, l1, fit_intercept):
+    """``(P, gap)`` of a primal point from its sums ``parts = [L, C, A, g_b, h_b]`` (loss
+    sum, conjugate sum of the dual candidate, the candidate's sum times the l1 scale, the
+    intercept's gradient and curvature sums), ``reg = R(w)`` and ``u_sq = ||X a||^2``."""
+    L, C, A, g_b, h_b = parts
+    P = (L + lam_n * reg) / n
+    D = (C - b * A) / n
+    if not l1:
+        D -= 0.5 * u_sq / (lam_n * n)
+    gap = P - D
+    if fit_intercept and h_b > 0:
+        gap += g_b * g_b / (2.0 * h_b * n)
+    return P, max(gap, 0.0)
+
+
+def primal_certificate(loss_sum, conj_sum, g_b, h_b, u_sq, coef, intercept, *, n, alpha,
+                       fit_intercept):
+    """The objective and the duality gap of an L2 primal point, from its (all-reduced) sums.
+
+    The certificate every :func:`~roofline.glm.fit_glm` solver stops on (``gap <= tol *
+    |P|``): the dual point of margins ``z`` is ``a_i = -s_i loss'(z_i)`` (``s`` the example
+    weights, 1 without), and ``P - P* <= gap``.  With an intercept, ``gap`` is that of the
+    problem with ``b`` held fixed plus ``g_b^2 / (2 h_b n)``, the second-order estimate of
+    what moving ``b`` still gains.  Any solver that has these sums (a pass computing the
+    gradient has all of them) certifies its iterate with no extra pass:
+    :func:`roofline.glm.duality_gap` computes them from the data.
+
+    Parameters
+    ----------
+    loss_sum : float
+        ``sum_i s_i loss(z_i, y_i)``.
+    conj_sum : float
+        ``sum_i s_i (-loss*(loss'(z_i)))``: :func:`roofline.glm.newton.conj_sum` of
+        ``-loss'(z)`` (with the weights).
+    g_b, h_b : float
+        ``sum_i s_i loss'(z_i)`` and ``sum_i s_i loss''(z_i)``.
+    u_sq : float
+        ``||X S loss'(z)||^2`` (the squared norm of the loss part of the gradient, unscaled).
+    coef : ndarray, shape (n_features,)
+    intercept : float
+    n : int
+        The number of examples (over every rank).
+    alpha : float
+        The L2 strength (mean-loss scaling, :func:`~roofline.glm.fit_glm`'s).
+    fit_intercept : bool
+
+    Returns
+    -------
+    P, gap : float
+    """
+    w = np.asarray(coef, dtype=np.float64)
+    return _certificate([loss_sum, conj_sum, -g_b, g_b, h_b], 0.5 * float(w @ w), u_sq,
+                        float(intercept), n=n, lam_n=float(alpha) * n, l1=False,
+                        fit_intercept=fit_intercept)
+
+
+# ---------------------------------------------------------------------------------------------
 # the problem: data in both layouts, objectives and certificates
 
 
@@ -503,15 +564,8 @@ class GLMProblem:
     def certificate(self, parts, reg, u_sq, b):
         """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
         ``reg = R(w)``, ``u_sq = ||X a||^2``."""
-        L, C, A, g_b, h_b = parts
-        P = (L + self.lam_n * reg) / self.n
-        D = (C - b * A) / self.n
-        if not self.l1:
-            D -= 0.5 * u_sq / (self.lam_n * self.n)
-        gap = P - D
-        if self.fit_intercept and h_b > 0:
-            gap += g_b * g_b / (2.0 * h_b * self.n)
-        return P, max(gap, 0.0)
+        return _certificate(parts, reg, u_sq, b, n=self.n, lam_n=self.lam_n, l1=self.l1,
+                            fit_intercept=self.fit_intercept)
 
     def primal_gap(self, w, b, z):
         """``(P, gap)`` for a primal iterate (see the module docstring)."""

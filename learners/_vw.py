@@ -61,12 +61,16 @@ class VWHybridResult:
     grad_norm : float
         The final gradient's max-norm.
     converged : bool
+        ``gap <= tol * |objective|`` was reached.
     time : float
         Seconds of the whole fit.
     online_time : float
         Seconds of the online pass and the averaging.
     start_objective : float
         The objective at the averaged online model (at zero with ``online_passes=0``).
+    gap : float
+        The final duality gap (:func:`roofline.glm.primal_certificate`): ``objective[-1]``
+        is at most ``gap`` above the optimum.
     """
 
     coef: np.ndarray
@@ -79,6 +83,7 @@ class VWHybridResult:
     time: float
     online_time: float
     start_objective: float
+    gap: float = float("nan")
 
     def __repr__(self):
         return (f"VWHybridResult(n_iter={self.n_iter}, objective={self.objective[-1]:.6g}, "
@@ -110,8 +115,12 @@ def _loss_grad(X, y, w, b, loss):
     """Sum of the losses of this rank's examples, their gradient in ``w`` and in ``b`` (the
     loss table's margin form, ``glm.newton.loss_derivs``)."""
     eta = np.ascontiguousarray(X.T @ w + b, dtype=np.float64)
-    total, g0, _, dl, _ = glm.newton.loss_derivs(eta, y, glm.loss_code(loss))
-    return total, X @ dl, g0
+    code = glm.loss_code(loss)
+    total, g0, h0, dl, _ = glm.newton.loss_derivs(eta, y, code)
+    # the certificate's sums (glm.primal_certificate): the conjugate at the dual candidate
+    # -l'(z) and the intercept's curvature
+    conj = glm.newton.conj_sum(-dl, y, code)
+    return total, X @ dl, g0, conj, h0
 
 
 def _hess_diag(X, y, x, loss, fit_intercept, comm, n, alpha):
@@ -175,8 +184,10 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
         L-BFGS iterations; reaching it without meeting ``tol`` warns
         (:class:`~sklearn.exceptions.ConvergenceWarning`).
     tol : float
-        Stop when the gradient's max-norm is below ``tol`` times its value at zero (scale
-        free), or an iteration decreases the objective by less than ``1e-3 * tol`` relative.
+        Stop when the relative duality gap ``gap / |P|`` is at most ``tol``: the certificate
+        every :func:`roofline.glm.fit_glm` solver stops on (:func:`roofline.glm.
+        primal_certificate`, computed from the sums of each gradient evaluation at no extra
+        pass), which bounds the relative suboptimality.
     verbose : int
         ``>= 1``: log every L-BFGS iteration at INFO.
 
@@ -231,27 +242,30 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
 
     def fun(x):
         w, bb = x[:d], (x[d] if fit_intercept else 0.0)
-        total, g, g0 = _loss_grad(X, y, w, bb, loss)
-        s = comm.allreduce(np.concatenate([[total], g, [g0]]))
+        total, g, g0, conj, h0 = _loss_grad(X, y, w, bb, loss)
+        s = comm.allreduce(np.concatenate([[total], g, [g0, conj, h0]]))
         evals[0] += 1
         f = s[0] / n + 0.5 * alpha * float(w @ w)
         grad = np.empty(d + 1)
         grad[:d] = s[1:d + 1] / n + alpha * w
         grad[d] = s[d + 1] / n if fit_intercept else 0.0
-        return f, grad
+        Xdl = s[1:d + 1]
+        _, gap = glm.primal_certificate(s[0], s[d + 2], s[d + 1], s[d + 3], float(Xdl @ Xdl),
+                                        w, bb, n=n, alpha=alpha, fit_intercept=fit_intercept)
+        return f, grad, gap
 
-    f, g = fun(np.zeros(d + 1))
-    gtol = tol * max(np.abs(g).max(), 1e-300)  # relative to the gradient at zero
+    def certified(f, gap):
+        return gap <= tol * max(abs(f), 1e-300)
+
     x0 = w0 if fit_intercept else np.r_[w0[:d], 0.0]
-    if x0.any():  # the online average (all zero without an online pass: evaluated already)
-        f, g = fun(x0)
+    f, g, gap = fun(x0)
     start = f
     Dinv = 1.0 / _hess_diag(X, y, x0, loss, fit_intercept, comm, n, alpha)
     x, history, it, converged, why = x0, [f], 0, False, "max_iter"
     S, Y, RHO = [], [], []
     for it in range(1, max_iter + 1):
-        if np.abs(g).max() <= gtol:
-            converged, why, it = True, "gradient", it - 1
+        if certified(f, gap):
+            converged, why, it = True, "gap", it - 1
             break
         p_dir = -_two_loop(g, S, Y, RHO, Dinv)
         slope = float(g @ p_dir)
@@ -261,7 +275,7 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
         step = 1.0
         for _ in range(60):  # backtracking (Armijo); the unit step is almost always taken
             x_new = x + step * p_dir
-            f_new, g_new = fun(x_new)
+            f_new, g_new, gap_new = fun(x_new)
             if f_new <= f + 1e-4 * step * slope:
                 break
             step *= 0.5
@@ -277,16 +291,16 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
             if len(S) > 10:
                 S.pop(0), Y.pop(0), RHO.pop(0)
         decrease = f - f_new
-        x, f, g = x_new, f_new, g_new
+        x, f, g, gap = x_new, f_new, g_new, gap_new
         history.append(f)
         if verbose:
-            logger.info("vw-hybrid L-BFGS iteration %d: objective %.10g, |g| %.3g", it, f,
-                        np.abs(g).max())
-        if np.abs(g).max() <= gtol:
-            converged, why = True, "gradient"
+            logger.info("vw-hybrid L-BFGS iteration %d: objective %.10g, relative gap %.3g",
+                        it, f, gap / max(abs(f), 1e-300))
+        if certified(f, gap):
+            converged, why = True, "gap"
             break
-        if decrease <= 1e-3 * tol * max(abs(f), 1.0):
-            converged, why = True, "objective"
+        if decrease <= 1e-15 * max(abs(f), 1e-300):  # no progress left in float64
+            why = "stalled at the rounding floor"
             break
     w, bb = x[:d].copy(), (float(x[d]) if fit_intercept else 0.0)
     gnorm = float(np.abs(g).max())
@@ -298,5 +312,6 @@ def fit_vw_hybrid(X, y, *, loss="logistic", alpha, comm=None, fit_intercept=True
     return VWHybridResult(coef=w, intercept=bb, n_iter=int(res_nit), n_evals=evals[0],
                           objective=np.asarray(history, dtype=np.float64), grad_norm=gnorm,
                           converged=converged, time=time.perf_counter() - t0,
-                          online_time=online_time, start_objective=float(start))
+                          online_time=online_time, start_objective=float(start),
+                          gap=float(gap))
 
