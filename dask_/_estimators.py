@@ -215,9 +215,20 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     ----------
     C : float, default=1.0
         Inverse regularisation strength (scikit-learn's).
+    penalty : {"l2", "l1", "elasticnet", None}, default="l2"
+        As :class:`roofline.learners.LogisticRegression`'s; the dual CD solvers that run over
+        Dask have the L2 penalty (or none) only.
+    l1_ratio : float or None, default=None
+        As :class:`roofline.learners.LogisticRegression`'s (0 or 1).
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
+    intercept_scaling : float or None, default=None
+        As :class:`roofline.learners.LogisticRegression`'s (liblinear's synthetic intercept
+        feature when a float).
+    class_weight : dict, "balanced" or None, default=None
+        As :class:`roofline.learners.LogisticRegression`'s (``"balanced"`` counts the classes
+        over every partition).
     solver : {SOLVERS}, default="cocoa"
         A solver that runs over a communicator (see
         :class:`roofline.learners.LogisticRegression`); ``"auto"`` chooses ``"cocoa"`` there.
@@ -231,8 +242,9 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
         Minibatch size of the online pass of ``vw-hybrid``.
     learning_rate : float, default=0.1
         Step size of the online pass of ``vw-hybrid``.
-    n_jobs : int, default=1
-        Threads of the CD solvers on each worker.
+    n_jobs : int or None, default=None
+        Threads of the CD solvers on each worker (scikit-learn's meaning: ``None`` is 1,
+        ``-1`` every CPU of the worker).
     random_state : int or None, default=None
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
@@ -242,6 +254,9 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     multi_class : {"auto", "ovr"}, default="auto"
         As :class:`roofline.learners.LogisticRegression`'s; over Dask (``comm=``) more than
         two classes are fitted one-vs-rest (``"multinomial"`` is refused).
+    warm_start : bool, default=False
+        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
+        zero whatever this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -259,10 +274,17 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
 
     _local = LogisticRegression
 
-    def __init__(self, C=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200, tol=1e-6,
-                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64", multi_class="auto", client=None):
+    def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
+                 intercept_scaling=None, class_weight=None, solver="cocoa", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype="float64", multi_class="auto", warm_start=False,
+                 client=None):
         self.C = C
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter
@@ -298,6 +320,12 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
+    intercept_scaling : float or None, default=None
+        As :class:`roofline.learners.LinearSVC`'s (liblinear's synthetic intercept
+        feature when a float).
+    class_weight : dict, "balanced" or None, default=None
+        As :class:`roofline.learners.LinearSVC`'s (``"balanced"`` counts the classes
+        over every partition).
     solver : {SOLVERS}, default="cocoa"
         A solver that runs over a communicator (see :class:`roofline.learners.LinearSVC`);
         ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
@@ -312,14 +340,18 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
     learning_rate : float, default=0.1
         Step size of the local estimator's ``adagrad``/``sgd`` (unused here, as
         ``batch_size``).
-    n_jobs : int, default=1
-        Threads of the CD solvers on each worker.
+    n_jobs : int or None, default=None
+        Threads of the CD solvers on each worker (scikit-learn's meaning: ``None`` is 1,
+        ``-1`` every CPU of the worker).
     random_state : int or None, default=None
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (on the workers) to stderr.
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
+    warm_start : bool, default=False
+        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
+        zero whatever this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -336,10 +368,14 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
 
     _local = LinearSVC
 
-    def __init__(self, C=1.0, *, loss="hinge", fit_intercept=True, solver="cocoa",
-                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
-                 random_state=None, verbose=0, dtype="float64", client=None):
+    def __init__(self, C=1.0, *, loss="hinge", fit_intercept=True, intercept_scaling=None,
+                 class_weight=None, solver="cocoa", max_iter=200, tol=1e-6, batch_size=256,
+                 learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
+                 dtype="float64", warm_start=False, client=None):
         self.C = C
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.loss = loss
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -383,14 +419,18 @@ class DaskRidge(_DaskGLM, Ridge):
         Minibatch size of the online pass of ``vw-hybrid``.
     learning_rate : float, default=0.1
         Step size of the online pass of ``vw-hybrid``.
-    n_jobs : int, default=1
-        Threads of the CD solvers on each worker.
+    n_jobs : int or None, default=None
+        Threads of the CD solvers on each worker (scikit-learn's meaning: ``None`` is 1,
+        ``-1`` every CPU of the worker).
     random_state : int or None, default=None
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (on the workers) to stderr.
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
+    warm_start : bool, default=False
+        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
+        zero whatever this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -407,9 +447,10 @@ class DaskRidge(_DaskGLM, Ridge):
     _local = Ridge
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200,
-                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
-                 verbose=0, dtype="float64", client=None):
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype="float64", warm_start=False, client=None):
         self.alpha = alpha
+        self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter

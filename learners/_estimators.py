@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -112,6 +113,77 @@ def _check_number(name, value, *, low, low_open):
     return v
 
 
+def _cpu_count():
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _resolve_n_jobs(n_jobs):
+    """scikit-learn's ``n_jobs`` as a thread count: ``None`` is 1, a negative ``n_jobs`` is
+    ``n_cpus + 1 + n_jobs`` (``-1``: every CPU, ``-2``: all but one; at least 1), or a
+    ValueError naming it (``0``, a non-integer)."""
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a non-zero int (-1: every CPU), got "
+                         f"{n_jobs!r}")
+    return int(n_jobs) if n_jobs > 0 else max(_cpu_count() + 1 + int(n_jobs), 1)
+
+
+def _class_weights(class_weight, classes, y_idx, sw=None, comm=None):
+    """One weight per class of ``classes`` (scikit-learn's
+    :func:`~sklearn.utils.class_weight.compute_class_weight`).
+
+    ``"balanced"``: ``sum(counts) / (n_classes * counts)``, the counts of the labels
+    ``classes[y_idx]`` weighted by ``sw`` when given (scikit-learn's LogisticRegression) and
+    unweighted otherwise (its LinearSVC), summed over every rank of ``comm`` (collective).
+    A dict: ``{label: weight}``, 1 for the classes it omits; a label that is not a class, or a
+    weight that is negative or not finite, is a ValueError naming ``class_weight``.
+    """
+    k = len(classes)
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got "
+                             f"{class_weight!r}")
+        counts = np.bincount(y_idx, weights=sw, minlength=k).astype(np.float64)
+        if comm is not None:
+            counts = np.asarray(comm.allreduce(counts), dtype=np.float64)
+        if not (counts > 0).all():
+            raise ValueError(f"class_weight='balanced' needs a positive weight in every class; "
+                             f"classes {classes[counts <= 0].tolist()} have none")
+        return counts.sum() / (k * counts)
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got "
+                         f"{class_weight!r} ({type(class_weight).__name__})")
+    known = set(classes.tolist())
+    unknown = [c for c in class_weight if c not in known]
+    if unknown:
+        raise ValueError(f"class_weight has labels that are not classes: {unknown} "
+                         f"(classes: {classes.tolist()})")
+    w = np.ones(k)
+    for i, c in enumerate(classes.tolist()):
+        if c in class_weight:
+            w[i] = _check_number(f"class_weight[{c!r}]", class_weight[c], low=0.0,
+                                 low_open=False)
+    return w
+
+
+def _append_constant_row(Xc, value):
+    """Column-layout ``Xc`` (``d x n``) with a ``(d + 1)``-th feature equal to ``value`` in
+    every example (liblinear's synthetic intercept feature; a copy)."""
+    d, n = Xc.shape
+    if sp.issparse(Xc):
+        ones = sp.csc_matrix(np.full((1, n), value, dtype=Xc.dtype))
+        return sp.vstack([Xc, ones], format="csc", dtype=Xc.dtype)
+    Xa = np.empty((d + 1, n), dtype=Xc.dtype, order="F" if Xc.flags.f_contiguous else "C")
+    Xa[:d] = Xc
+    Xa[d] = value
+    return Xa
+
+
 def _check_random_state(random_state):
     """``random_state`` as what :func:`numpy.random.default_rng` takes, or a ValueError naming
     it (a legacy ``RandomState`` gives a seed drawn from it)."""
@@ -175,25 +247,67 @@ class _GLMEstimator(BaseEstimator):
         return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
                              reset=reset)
 
+    def _penalty(self):
+        """The solvers' penalty, ``"l2"`` or ``"l1"`` (``"l2"`` with a zero ``lambda`` when
+        unpenalised); only :class:`LogisticRegression` has another than ``"l2"``."""
+        return "l2"
+
     def _check_params(self):
         """Errors that name the parameter, before any work (the solver's: the registry's
         :func:`~roofline.glm.check_solver`)."""
-        check_solver(self.solver, loss=glm.resolve_loss(self._loss),
+        check_solver(self.solver, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
                      comm=getattr(self, "comm", None) is not None, runner=RUNNERS)
-        for name in ("max_iter", "batch_size", "n_jobs"):
+        for name in ("max_iter", "batch_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        _resolve_n_jobs(self.n_jobs)
         _check_number("tol", self.tol, low=0.0, low_open=False)
         _check_number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         _check_random_state(self.random_state)
+        if not isinstance(getattr(self, "warm_start", False), (bool, np.bool_)):
+            raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
+        if getattr(self, "intercept_scaling", None) is not None:
+            _check_number("intercept_scaling", self.intercept_scaling, low=0.0, low_open=True)
 
-    def _resolve_solver(self, Xc, sw, lam):
+    def _warm_init(self, k, n_features):
+        """The previous fit's ``{"coef": (k, d), "intercept": (k,)}`` when ``warm_start`` is set
+        and there is one, else ``None``; a ValueError naming ``warm_start`` when its shape is
+        not this fit's (``k`` outputs, ``n_features`` features)."""
+        if not getattr(self, "warm_start", False) or not hasattr(self, "coef_"):
+            return None
+        coef = np.atleast_2d(np.asarray(self.coef_, dtype=np.float64))
+        if coef.shape != (k, n_features):
+            raise ValueError(f"warm_start=True: the previous fit's coef_ has shape {coef.shape}, "
+                             f"this fit needs {(k, n_features)} (set warm_start=False to refit "
+                             f"from zero)")
+        b = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+        return {"coef": coef.copy(), "intercept": b.copy() if self.fit_intercept
+                else np.zeros(k)}
+
+    def _fit_scaled(self, fit, Xc, warm):
+        """``fit(Xc, warm, fit_intercept)`` (a ``(coef, intercept, n_iter, state)``), with
+        liblinear's ``intercept_scaling`` where it is set: ``Xc`` gains a constant feature
+        of that value, regularised as the others, and ``intercept_ = intercept_scaling *``
+        its weight (the solver then fits no intercept of its own)."""
+        s = getattr(self, "intercept_scaling", None)
+        if s is None or not self.fit_intercept:
+            return fit(Xc, warm, self.fit_intercept)
+        s = float(s)
+        if warm is not None:
+            warm = {"coef": np.hstack([warm["coef"], warm["intercept"][:, None] / s]),
+                    "intercept": np.zeros_like(warm["intercept"])}
+        coef, _, n_iter, state = fit(_append_constant_row(Xc, s), warm, False)
+        coef = np.atleast_2d(coef)
+        return coef[:, :-1].copy(), s * coef[:, -1], n_iter, state
+
+    def _resolve_solver(self, Xc, sw, lam, fit_intercept):
         """The solver to run and, for ``solver="auto"``, why (``glm/_auto.py``)."""
         if self.solver != "auto":
             return self.solver, None
-        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty="l2", alpha=lam,
-                             fit_intercept=self.fit_intercept, n_jobs=self.n_jobs,
+        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
+                             alpha=lam, fit_intercept=fit_intercept,
+                             n_jobs=_resolve_n_jobs(self.n_jobs),
                              comm=getattr(self, "comm", None), sample_weight=sw,
                              runner=RUNNERS)
 
@@ -204,21 +318,23 @@ class _GLMEstimator(BaseEstimator):
             return ADAGrad(lr=self.learning_rate)
         return SGD(lr=self.learning_rate)
 
-    def _fit_targets(self, Xc, Y, sw, lam, warm=None, passes=None):
-        """Train the k-output GLM on column-layout ``Xc`` and targets ``Y`` ((n,) or (k, n))."""
+    def _fit_targets(self, Xc, Y, sw, lam, warm=None, passes=None, fit_intercept=None):
+        """Train the k-output GLM on column-layout ``Xc`` and targets ``Y`` ((n,) or (k, n)),
+        from ``warm`` (``{"coef", "intercept"}`` and, for ``partial_fit``, ``"opt"``) when
+        given."""
+        fi = self.fit_intercept if fit_intercept is None else fit_intercept
         k = 1 if Y.ndim == 1 else Y.shape[0]
         dt = Xc.dtype
-        solver, reason = self._resolve_solver(Xc, sw, lam)
+        solver, reason = self._resolve_solver(Xc, sw, lam, fi)
         self.solver_ = solver
         if reason is not None:
             logger.info("%s(solver='auto') runs %r: %s", type(self).__name__, solver, reason)
         spec = get_solver(solver)
         if spec.runner == "fit_glm":
-            return self._fit_glm(Xc, Y, sw, lam, spec)
+            return self._fit_glm(Xc, Y, sw, lam, spec, fi, warm)
         if spec.runner == "estimator":
-            return self._fit_row(Xc, Y, sw, lam, spec)
-        model = GLM(loss=self._loss, n_outputs=k, fit_intercept=self.fit_intercept,
-                    dtype=dt.name)
+            return self._fit_row(Xc, Y, sw, lam, spec, fi)
+        model = GLM(loss=self._loss, n_outputs=k, fit_intercept=fi, dtype=dt.name)
         n = Xc.shape[1]
         opt = self._make_optimizer(solver)
         batch = max(n, 1) if solver == "lbfgs" else self.batch_size
@@ -243,46 +359,49 @@ class _GLMEstimator(BaseEstimator):
 
     def _per_output(self, spec, Y, sw, lam, fit_one):
         """Check the row ``spec`` against the weights (the registry's
-        :func:`~roofline.glm.check_solver`) and the regularisation, then ``fit_one(y_row)``
-        (a result with ``coef``, ``intercept``, ``n_iter``) for each output row of ``Y``; the
-        stacked ``(coef, intercept, n_iter, None)``."""
+        :func:`~roofline.glm.check_solver`) and the regularisation, then ``fit_one(r, y_row)``
+        (a result with ``coef``, ``intercept``, ``n_iter``) for each output row ``r`` of
+        ``Y``; the stacked ``(coef, intercept, n_iter, None)``."""
         weighted = _nonuniform(sw, self.comm) is not None
         # over comm, fit_glm's rows check the weights themselves, on every rank alike (the
         # dual of cocoa / hcocoa takes them there)
-        check_solver(spec.name, loss=glm.resolve_loss(self._loss), comm=self.comm is not None,
+        check_solver(spec.name, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
+                     comm=self.comm is not None,
                      weighted=weighted and not (self.comm is not None
                                                 and spec.runner == "fit_glm"),
                      runner=RUNNERS)
         if lam <= 0:
             raise ValueError(f"solver={spec.name!r} needs a positive regularisation")
         Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
-        res = [fit_one(Ys[r]) for r in range(Ys.shape[0])]
+        res = [fit_one(r, Ys[r]) for r in range(Ys.shape[0])]
         return (np.vstack([np.asarray(r.coef, dtype=np.float64) for r in res]),
                 np.array([float(r.intercept) for r in res]),
                 max(max(int(r.n_iter) for r in res), 1), None)
 
-    def _fit_glm(self, Xc, Y, sw, lam, spec):
+    def _fit_glm(self, Xc, Y, sw, lam, spec, fit_intercept, warm=None):
         """A row that :func:`roofline.glm.fit_glm` runs, per output, over ``comm`` when given
         (each rank holds examples: the dual where the row has one); ``tol`` is also the
-        gradient test of ``newton`` / ``cholesky`` (``gtol``)."""
+        gradient test of ``newton`` / ``cholesky`` (``gtol``).  ``warm`` starts the primal
+        solvers from its coefficients (``coef_init``; ``fit_glm`` takes no intercept start,
+        the dual solvers no start)."""
         dual = True if self.comm is not None and "dual" in spec.formulations else None
-        return self._per_output(spec, Y, sw, lam, lambda y: glm.fit_glm(
-            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, solver=spec.name,
-            n_jobs=self.n_jobs, tol=self.tol, max_iter=self.max_iter,
-            fit_intercept=self.fit_intercept,
+        return self._per_output(spec, Y, sw, lam, lambda r, y: glm.fit_glm(
+            Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, penalty=self._penalty(),
+            solver=spec.name, n_jobs=_resolve_n_jobs(self.n_jobs), tol=self.tol,
+            max_iter=self.max_iter, fit_intercept=fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
-            comm=self.comm, dual=dual,
+            comm=self.comm, dual=dual, coef_init=None if warm is None else warm["coef"][r],
             sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol))
 
-    def _fit_row(self, Xc, Y, sw, lam, spec):
+    def _fit_row(self, Xc, Y, sw, lam, spec, fit_intercept):
         """A row the estimators run themselves (``runner="estimator"``: ``vw-hybrid``,
         :func:`~roofline.learners.fit_vw_hybrid`) per output, over ``comm`` when given."""
         fit = spec.load()
 
-        def one(y):
+        def one(r, y):
             with glm.verbose_logging(self.verbose):
                 return fit(Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, comm=self.comm,
-                           fit_intercept=self.fit_intercept, max_iter=self.max_iter,
+                           fit_intercept=fit_intercept, max_iter=self.max_iter,
                            tol=self.tol, verbose=self.verbose)
 
         return self._per_output(spec, Y, sw, lam, one)
@@ -340,8 +459,9 @@ def _common_doc(extra=""):
         Minibatch size of ``adagrad``/``sgd``.
     learning_rate : float, default=0.1
         Step size of ``adagrad``/``sgd``.
-    n_jobs : int, default=1
-        Threads of the CD solvers.
+    n_jobs : int or None, default=None
+        Threads of the CD and Newton solvers, scikit-learn's meaning: ``None`` is 1, ``-1``
+        every CPU this process may use, ``-2`` all but one, ...
     random_state : int or None
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
@@ -351,11 +471,43 @@ def _common_doc(extra=""):
         Fit with this process as one rank of ``comm`` (``solver`` in
         {{{_solver_set(RUNNERS, comm=True)}}}: the registry's rows that take ``comm=``): each
         rank passes its own rows (examples) of ``X`` and ``y``; the classes, the total sample
-        weight and the model are global, the same on every rank.{extra}
+        weight and the model are global, the same on every rank.
+    warm_start : bool, default=False
+        Start ``fit`` from the previous fit's ``coef_`` and ``intercept_`` (scikit-learn's
+        meaning; their shape must be this fit's).  The L-BFGS and multinomial fits start from
+        both; the primal CD and Newton fits of :func:`roofline.glm.fit_glm` from ``coef_``
+        (``coef_init``: it takes no intercept start); the dual CD fits, ``cholesky`` and
+        ``vw-hybrid`` start from zero whatever this says.  ``partial_fit`` always continues.{extra}
     """
 
 
+#: ``fit_multinomial`` needs a positive L2 strength: the unpenalised multinomial fit
+#: (``penalty=None``) runs with this one (mean-loss scale; it moves the gradient by
+#: ``1e-12 * ||W||``, far below any ``tol``).
+_UNPENALISED_ALPHA = 1e-12
+
+#: The classifiers' parameters ``class_weight`` and ``intercept_scaling`` (for _common_doc).
+_CLASSIFIER_DOC = """
+    class_weight : dict, "balanced" or None, default=None
+        Multiply each sample's weight by its class's (scikit-learn's meaning): a dict
+        ``{{label: weight}}`` (1 for the classes it omits), or ``"balanced"``,
+        ``n_samples / (n_classes * count(class))`` with the counts {counts} (over every
+        rank with ``comm``).  The regularisation is then ``1 / (C * sum(weights))``, as in
+        scikit-learn.  ``partial_fit`` takes a dict only.{ovr}
+    intercept_scaling : float or None, default=None
+        ``None``: the intercept is a parameter of its own, not regularised (scikit-learn's
+        lbfgs / newton-cg meaning; the dual CD solvers regularise it, see the module
+        docstring).  A positive float: liblinear's meaning, as scikit-learn's {liblinear}:
+        every example gains a constant feature of this value, whose weight ``w_c`` is
+        regularised with the others, and ``intercept_ = intercept_scaling * w_c`` (``fit``
+        only; a copy of ``X`` with one more feature)."""
+
+
 class _Classifier(ClassifierMixin, _GLMEstimator):
+    #: ``class_weight="balanced"`` counts the classes by sample weight (scikit-learn's
+    #: LogisticRegression) or by samples (its LinearSVC)
+    _balanced_by_weight = True
+
     def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
         _check_number("C", self.C, low=0.0, low_open=True)
         return glm.alpha_from_peer("C", self.C, total_weight)
@@ -374,6 +526,21 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
             return (y == classes[1]).astype(np.float64)
         return (y[None, :] == classes[:, None]).astype(np.float64)  # (k, n), one-vs-rest
 
+    def _with_class_weight(self, y, sw):
+        """``sw`` times the weight of each sample's class (``class_weight``; scikit-learn's
+        meaning, see :func:`_class_weights`)."""
+        cw = getattr(self, "class_weight", None)
+        if cw is None:
+            return sw
+        y_idx = np.searchsorted(self.classes_, y)
+        per_class = _class_weights(cw, self.classes_, y_idx,
+                                   sw if self._balanced_by_weight else None, self.comm)
+        sw = sw * per_class[y_idx]
+        if self.comm is None and not sw.sum() > 0:
+            raise ValueError("class_weight times sample_weight sums to zero: at least one "
+                             "sample needs a positive weight")
+        return sw
+
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
         self._check_params()
@@ -383,15 +550,20 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         if self.comm is not None:  # every rank's classes
             self.classes_ = np.unique(np.concatenate(self.comm.allgather(self.classes_)))
         multinomial = self._multinomial = self._is_multinomial(len(self.classes_))
+        k = 1 if len(self.classes_) == 2 else len(self.classes_)
+        warm = self._warm_init(k, X.shape[1])
         Y = None if multinomial else self._encode(y, self.classes_)
-        sw = _check_sample_weights(sample_weight, X, self.comm)
+        sw = self._with_class_weight(y, _check_sample_weights(sample_weight, X, self.comm))
         Xc = to_column_layout(X, X.dtype)
         lam = self._lambda(self._total_weight(sw))
         if multinomial:
-            coef, b, n_iter, state = self._fit_multinomial(
-                Xc, np.searchsorted(self.classes_, y), sw, lam)
+            y_idx = np.searchsorted(self.classes_, y)
+            coef, b, n_iter, state = self._fit_scaled(
+                lambda Xs, w, fi: self._fit_multinomial(Xs, y_idx, sw, lam, w, fi), Xc, warm)
         else:
-            coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lam)
+            coef, b, n_iter, state = self._fit_scaled(
+                lambda Xs, w, fi: self._fit_targets(Xs, Y, sw, lam, warm=w, fit_intercept=fi),
+                Xc, warm)
         self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
         self.n_iter_ = np.array([n_iter])
         self._opt_state = state
@@ -418,7 +590,11 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
             raise ValueError("y contains labels that are not in classes")
         Y = self._encode(y, self.classes_)
         self._multinomial = False  # the minibatch solvers fit one-vs-rest
-        sw = _check_sample_weights(sample_weight, X, self.comm)
+        if isinstance(getattr(self, "class_weight", None), str):
+            raise ValueError("class_weight='balanced' is not supported by partial_fit (the "
+                             "class counts of one call are not the data's): pass a dict, e.g. "
+                             "from sklearn.utils.class_weight.compute_class_weight on all of y")
+        sw = self._with_class_weight(y, _check_sample_weights(sample_weight, X, self.comm))
         Xc = to_column_layout(X, X.dtype)
         warm = None if first else {"coef": self.coef_, "intercept": self.intercept_,
                                    "opt": self._opt_state}
@@ -441,19 +617,35 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
 
 
 class LogisticRegression(_Classifier):
-    __doc__ = """L2-regularised logistic regression (scikit-learn's objective and ``C``).
+    __doc__ = """Regularised logistic regression (scikit-learn's objective and ``C``).
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` (``lambda = 1 / (C sum s)``
-    in the learners' scaling).  With more than two classes the fit is multinomial (the softmax
-    loss ``C sum_i s_i (logsumexp(eta_i) - eta_i[y_i]) + ||W||^2 / 2``, scikit-learn's
-    default, by :func:`roofline.glm.fit_multinomial`) when ``solver`` is ``"auto"``,
+    in the learners' scaling), or with ``||w||_1`` for ``penalty="l1"``, or the loss alone
+    for ``penalty=None`` (or ``C=np.inf``).  With more than two classes the fit is
+    multinomial (the softmax loss ``C sum_i s_i (logsumexp(eta_i) - eta_i[y_i]) + ||W||^2 / 2``,
+    scikit-learn's default, by :func:`roofline.glm.fit_multinomial`) when ``solver`` is ``"auto"``,
     ``"newton"`` or ``"lbfgs"`` and there is no ``comm``; otherwise one-vs-rest.
 
     Parameters
     ----------
     C : float, default=1.0
-        Inverse regularisation strength (scikit-learn's).
-    """ + _common_doc() + """
+        Inverse regularisation strength (scikit-learn's); ``np.inf``: no penalty.
+    penalty : {"l2", "l1", "elasticnet", None}, default="l2"
+        scikit-learn's.  ``"l1"``: ``C sum_i s_i l_i + ||w||_1``, fitted by the primal
+        coordinate-descent solvers (``solver`` ``"auto"``, ``"scd"``, ``"tpa-scd"``,
+        ``"cocoa"``, ``"hcocoa"``, ``"pure-block"``; more than two classes one-vs-rest).
+        ``None``: the unpenalised fit (``lambda = 0``; ``solver="auto"`` runs L-BFGS, or the
+        multinomial fit with more than two classes), on data that is not separable.
+        ``"elasticnet"``: only with ``l1_ratio`` 0 (``"l2"``) or 1 (``"l1"``); the solvers
+        of :mod:`roofline.glm` have no mixed L1 + L2 penalty, and ``0 < l1_ratio < 1`` is a
+        ValueError.
+    l1_ratio : float or None, default=None
+        scikit-learn's elastic-net mixing: ``0`` is ``"l2"``, ``1`` is ``"l1"`` (with
+        ``penalty`` ``"l2"``, the default, or ``"elasticnet"``; scikit-learn >= 1.8 names the
+        penalty by ``l1_ratio`` alone); values in between are a ValueError (see ``penalty``).
+    """ + _common_doc(_CLASSIFIER_DOC.format(counts="weighted by ``sample_weight``", ovr="",
+                                     liblinear="``LogisticRegression(solver='liblinear')``")) \
+        + """
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
     multi_class : {"auto", "multinomial", "ovr"}, default="auto"
@@ -474,10 +666,16 @@ class LogisticRegression(_Classifier):
 
     _loss = "logistic"
 
-    def __init__(self, C=1.0, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
-                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64", comm=None, multi_class="auto"):
+    def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
+                 intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype="float64", comm=None, multi_class="auto", warm_start=False):
         self.C = C
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter
@@ -492,31 +690,77 @@ class LogisticRegression(_Classifier):
         self.multi_class = multi_class
 
     _MULTINOMIAL_SOLVERS = ("auto", *glm.MULTINOMIAL_SOLVERS)
+    _PENALTIES = ("l2", "l1", "elasticnet", None)
+
+    def _effective_penalty(self):
+        """``"l2"``, ``"l1"`` or ``None`` from ``penalty``, ``l1_ratio`` and ``C`` (see the
+        class docstring), or a ValueError naming the parameter."""
+        if self.penalty not in self._PENALTIES:
+            raise ValueError(f"penalty must be one of {list(self._PENALTIES)}, got "
+                             f"{self.penalty!r}")
+        r = self.l1_ratio
+        if r is not None:
+            r = _check_number("l1_ratio", r, low=0.0, low_open=False)
+            if r not in (0.0, 1.0):
+                raise ValueError(f"l1_ratio={self.l1_ratio!r} (an elastic net) is not "
+                                 f"supported: the solvers have the penalties 'l2' "
+                                 f"(l1_ratio=0), 'l1' (l1_ratio=1) and None")
+        if self.penalty == "elasticnet":
+            if r is None:
+                raise ValueError("penalty='elasticnet' needs l1_ratio (0 or 1: the solvers "
+                                 "have no mixed L1 + L2 penalty)")
+            penalty = "l1" if r == 1.0 else "l2"
+        elif self.penalty == "l2" and r is not None:
+            penalty = "l1" if r == 1.0 else "l2"  # scikit-learn >= 1.8: l1_ratio names it
+        else:
+            if r is not None and (self.penalty is None or r != 1.0):
+                raise ValueError(f"l1_ratio={self.l1_ratio!r} contradicts "
+                                 f"penalty={self.penalty!r}")
+            penalty = self.penalty
+        if isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) \
+                and self.C == np.inf:
+            return None
+        return penalty
+
+    def _penalty(self):
+        return "l1" if self._effective_penalty() == "l1" else "l2"
+
+    def _lambda(self, total_weight):  # C sum_i s_i l_i + R(w)
+        if self._effective_penalty() is None:
+            return 0.0
+        return super()._lambda(total_weight)
 
     def _is_multinomial(self, n_classes):
         if self.multi_class not in ("auto", "multinomial", "ovr"):
             raise ValueError(f"multi_class must be 'auto', 'multinomial' or 'ovr', got "
                              f"{self.multi_class!r}")
-        possible = self.solver in self._MULTINOMIAL_SOLVERS and self.comm is None
+        possible = (self.solver in self._MULTINOMIAL_SOLVERS and self.comm is None
+                    and self._penalty() == "l2")
         if self.multi_class == "multinomial" and not possible:
             raise ValueError(f"multi_class='multinomial' needs solver in "
-                             f"{list(self._MULTINOMIAL_SOLVERS)} and no comm, got "
-                             f"solver={self.solver!r}"
+                             f"{list(self._MULTINOMIAL_SOLVERS)}, the L2 penalty (or none) "
+                             f"and no comm, got solver={self.solver!r}"
+                             + ("" if self._penalty() == "l2" else " with penalty='l1'")
                              + ("" if self.comm is None else " with comm"))
         return n_classes > 2 and self.multi_class != "ovr" and possible
 
-    def _fit_multinomial(self, Xc, y_idx, sw, lam):
-        """The multinomial fit (:func:`roofline.glm.fit_multinomial`)."""
+    def _fit_multinomial(self, Xc, y_idx, sw, lam, warm=None, fit_intercept=True):
+        """The multinomial fit (:func:`roofline.glm.fit_multinomial`), from ``warm`` when
+        given."""
         # "auto": fit_multinomial's default, the first of its solvers
         solver = self.solver if self.solver in glm.MULTINOMIAL_SOLVERS else \
             glm.MULTINOMIAL_SOLVERS[0]
         self.solver_ = solver
         with glm.verbose_logging(self.verbose):
             res = glm.fit_multinomial(
-                Xc, y_idx, alpha=lam, n_classes=len(self.classes_),
+                Xc, y_idx, alpha=lam if lam > 0 else _UNPENALISED_ALPHA,
+                n_classes=len(self.classes_),
                 sample_weight=_nonuniform(sw),
-                fit_intercept=self.fit_intercept, solver=solver, tol=self.tol,
-                max_iter=self.max_iter, verbose=self.verbose)
+                fit_intercept=fit_intercept, solver=solver, tol=self.tol,
+                max_iter=self.max_iter, verbose=self.verbose,
+                coef_init=None if warm is None else warm["coef"],
+                intercept_init=None if warm is None or not fit_intercept
+                else warm["intercept"])
         return res.coef, res.intercept, res.n_iter, None
 
     def predict_proba(self, X):
@@ -564,14 +808,24 @@ class LinearSVC(_Classifier):
     ----------
     C : float, default=1.0
     loss : {"squared_hinge", "hinge"}, default="squared_hinge"
-    """ + _common_doc() + """
+    """ + _common_doc(_CLASSIFIER_DOC.format(
+        counts="of samples (scikit-learn's LinearSVC ignores ``sample_weight`` there)",
+        ovr="  With more than two classes, every one-vs-rest problem takes the same sample "
+            "weights (liblinear instead weights only the positive class of each: the two "
+            "agree for two classes).", liblinear="``LinearSVC``'s (liblinear)")) + """
     dtype : {"float64", "float32"}, default="float64"
     """
 
-    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True, solver="auto",
-                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1,
-                 random_state=None, verbose=0, dtype="float64", comm=None):
+    _balanced_by_weight = False
+
+    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True,
+                 intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype="float64", comm=None, warm_start=False):
         self.C = C
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.warm_start = warm_start
         self.loss = loss
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -620,7 +874,9 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         (n, n_targets))."""
         self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
-        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)))
+        warm = self._warm_init(1 if y.ndim == 1 else y.shape[1], Xc.shape[0])
+        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
+                                                   warm=warm)
         self._store(y, coef, b)
         self.n_iter_ = n_iter
         self._opt_state = state
@@ -664,9 +920,10 @@ class Ridge(_Regressor):
     """
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
-                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None,
-                 verbose=0, dtype="float64", comm=None):
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype="float64", comm=None, warm_start=False):
         self.alpha = alpha
+        self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter
@@ -693,9 +950,10 @@ class LinearRegression(_Regressor):
     """
 
     def __init__(self, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
-                 batch_size=256, learning_rate=0.1, n_jobs=1, random_state=None, verbose=0,
-                 dtype="float64", comm=None):
+                 batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
+                 dtype="float64", comm=None, warm_start=False):
         self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
         self.solver = solver
         self.max_iter = max_iter
         self.tol = tol
