@@ -8,25 +8,33 @@ Compose learning BIDMach's way::
     learner = Learner(MatSource(X, y, batch_size=10_000), GLM(loss="logistic"), ADAGrad(lr=0.2),
                       mixins=[L2Regularizer(1e-7)], holdout_every=11, eval_every=20)
     learner.train()
+
+The names load on first use (the module's ``__getattr__``, PEP 562): ``import
+roofline.learners`` imports neither scikit-learn nor the solvers, so that the ``roofline``
+command starts fast; ``from roofline.learners import LogisticRegression`` imports what that
+class needs.
 """
 
+import importlib
 import warnings
+from typing import TYPE_CHECKING
 
-from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
-from ._learner import Learner, LearnerOptions, TrainResult
-from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
-from ._models import GLM, LOSSES, GLMOptions, Model
-from ._optimizers import (
-    LBFGS,
-    SGD,
-    ADAGrad,
-    ADAGradOptions,
-    LBFGSOptions,
-    Optimizer,
-    SGDOptions,
-)
-from ._vw import VWHybridResult, fit_vw_hybrid
+if TYPE_CHECKING:  # the names below, for type checkers and IDEs (loaded lazily at run time)
+    from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+    from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
+    from ._learner import Learner, LearnerOptions, TrainResult
+    from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
+    from ._models import GLM, LOSSES, GLMOptions, Model
+    from ._optimizers import (
+        LBFGS,
+        SGD,
+        ADAGrad,
+        ADAGradOptions,
+        LBFGSOptions,
+        Optimizer,
+        SGDOptions,
+    )
+    from ._vw import VWHybridResult, fit_vw_hybrid
 
 __all__ = [
     "ADAGrad",
@@ -59,6 +67,20 @@ __all__ = [
 ]
 
 
+#: Where each name of ``__all__`` lives: ``name -> private module``, imported on first use.
+_HOMES = {
+    **dict.fromkeys(("Checkpoint", "load_checkpoint", "save_checkpoint"), "_checkpoint"),
+    **dict.fromkeys(("LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"),
+                    "_estimators"),
+    **dict.fromkeys(("Learner", "LearnerOptions", "TrainResult"), "_learner"),
+    **dict.fromkeys(("L1Regularizer", "L2Regularizer", "MetricsRecorder", "Mixin"), "_mixins"),
+    **dict.fromkeys(("GLM", "LOSSES", "GLMOptions", "Model"), "_models"),
+    **dict.fromkeys(("LBFGS", "SGD", "ADAGrad", "ADAGradOptions", "LBFGSOptions", "Optimizer",
+                     "SGDOptions"), "_optimizers"),
+    **dict.fromkeys(("VWHybridResult", "fit_vw_hybrid"), "_vw"),
+}
+
+
 #: Names that moved to another package: ``name -> (new home, new name)``.  Reaching them here
 #: still works for one release, with a :class:`DeprecationWarning` naming the new home.
 _MOVED = {
@@ -79,12 +101,19 @@ _MOVED = {
 
 
 def __getattr__(name):
-    """The deprecated aliases of :data:`_MOVED` (removed in the next release)."""
+    """The names of ``__all__``, imported from their module on first use (then cached in the
+    package), and the deprecated aliases of :data:`_MOVED` (removed in the next release)."""
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+        globals()[name] = value
+        return value
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     module, new = _MOVED[name]
     warnings.warn(f"roofline.learners.{name} is deprecated and will be removed in the next "
                   f"release; use {module}.{new}", DeprecationWarning, stacklevel=2)
     return getattr(importlib.import_module(module), new)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

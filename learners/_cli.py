@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline import glm, gmat
+from roofline import gmat
 from roofline.gmat import Options, load_toml, option, to_toml
 
 __all__ = ["main", "build_from_config"]
@@ -95,24 +95,28 @@ class SolverProblemOptions(Options):
     seed: int = option(0, "seed of the coordinate permutations", low=0)
 
 
-# [model] loss names (canonical and aliases) -> fit_glm's loss, from the one registry
-_CD_LOSSES = {name: glm.resolve_loss(name)
-              for name in (*glm.LOSSES, *glm.LOSS_ALIASES)
-              if glm.resolve_loss(name) in glm.CD_LOSSES}
+def _cd_losses():
+    """``[model]`` loss names (canonical and aliases) -> fit_glm's loss, from the one registry
+    (roofline.glm, and with it scikit-learn, is imported by the commands that fit, not by
+    ``roofline --help``)."""
+    from roofline import glm
+
+    return {name: glm.resolve_loss(name) for name in (*glm.LOSSES, *glm.LOSS_ALIASES)
+            if glm.resolve_loss(name) in glm.CD_LOSSES}
 
 
 def _solver_table(t: dict, where: str, loss: str):
     """``(SolverProblemOptions, GLMSolverOptions)`` of a ``[solver]`` table, the solver checked
     against the problem by the registry (:func:`roofline.glm.check_solver`, the messages of
     :func:`~roofline.glm.fit_glm`)."""
-    from roofline.glm import GLMSolverOptions
+    from roofline.glm import GLMSolverOptions, check_solver
 
     problem_keys = set(SolverProblemOptions.__dataclass_fields__)
     problem = SolverProblemOptions.from_dict({k: v for k, v in t.items() if k in problem_keys},
                                              where)
     opts = GLMSolverOptions.from_dict({k: v for k, v in t.items() if k not in problem_keys}, where)
     try:
-        glm.check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual)
+        check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     return problem, opts
@@ -253,13 +257,14 @@ def build_from_config(path):
                 raise ValueError(f"{where}: a coordinate-descent fit takes no [{key}] table "
                                  "(the [solver] table replaces [optimizer], [[mixins]] and "
                                  "[learner])")
-        if model.loss not in _CD_LOSSES:
+        cd_losses = _cd_losses()
+        if model.loss not in cd_losses:
             raise ValueError(f"{where}: [model] loss {model.loss!r} has no coordinate-descent "
-                             f"solver; use one of {sorted(_CD_LOSSES)}")
+                             f"solver; use one of {sorted(cd_losses)}")
         if data.type == "datasource":
             raise ValueError(f"{where}: needs in-memory data ([data] type 'criteo_like' or "
                              "'svmlight'), got type 'datasource'")
-        solver = _solver_table(_table(doc, "solver", path), where, _CD_LOSSES[model.loss])
+        solver = _solver_table(_table(doc, "solver", path), where, cd_losses[model.loss])
     resolved = {
         "data": data.to_dict(), "model": model.to_dict(),
         "optimizer": {"type": opt_type, **opt.to_dict()},
@@ -380,7 +385,7 @@ def _train_cd(parts, resolved, config, out, args=None) -> int:
     train, held = _sources(parts["data"], config, parts["base"])
     with open(os.path.join(out, "config.toml"), "w") as f:
         f.write(_config_toml(resolved))
-    res = fit_glm(train.X, train.y, loss=_CD_LOSSES[mopts.loss], alpha=problem.alpha,
+    res = fit_glm(train.X, train.y, loss=_cd_losses()[mopts.loss], alpha=problem.alpha,
                      penalty=problem.penalty, fit_intercept=mopts.fit_intercept,
                      random_state=problem.seed, options=opts,
                      verbose=int(logging.getLogger().isEnabledFor(logging.INFO)))

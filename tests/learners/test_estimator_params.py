@@ -1,8 +1,10 @@
 """The estimators' scikit-learn parameters (issue 34): ``class_weight``, ``warm_start``,
 ``penalty`` / ``l1_ratio``, ``intercept_scaling``, ``n_jobs``, each against scikit-learn on the
-same problem."""
+same problem; and ``import roofline.learners`` without scikit-learn."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -330,3 +332,37 @@ def test_n_jobs_has_sklearn_meaning():
     for bad in (0, 1.5, True, "all"):
         with pytest.raises(ValueError, match="n_jobs must be None or a non-zero int"):
             LogisticRegression(n_jobs=bad).fit(X, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# importing roofline.learners without scikit-learn
+
+
+def _imports(code):
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    return out.stdout.split()
+
+
+def test_import_learners_does_not_import_sklearn():
+    assert _imports("import sys, roofline.learners; print('sklearn' in sys.modules)") == \
+        ["False"]
+    # the CLI's module (what `roofline --help` loads) neither
+    assert _imports("import sys, roofline.learners._cli as c; print('sklearn' in sys.modules)"
+                    ) == ["False"]
+    # the estimators still come from the package, and bring it
+    assert _imports("import sys\nfrom roofline.learners import LogisticRegression\n"
+                    "print('sklearn' in sys.modules, LogisticRegression.__module__)") == \
+        ["True", "roofline.learners._estimators"]
+
+
+def test_cli_help_imports_no_sklearn():
+    """``roofline --help`` (the console script's module, run as a script): its help, and in
+    its import trace (``-X importtime``) neither scikit-learn nor roofline.glm."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "roofline.learners._cli",
+                          "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "train a model from a TOML config" in out.stdout
+    imported = [line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()
+                if line.startswith("import time:")]
+    assert "roofline.gmat" in imported  # the trace is there
+    assert not [m for m in imported if m.split(".")[0] == "sklearn" or m == "roofline.glm"]
