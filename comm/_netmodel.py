@@ -20,7 +20,10 @@ its group, ``bytes_out`` bytes in all, and receives ``bytes_in``.  A step takes 
 
 with ``bytes_wire = max(bytes_out, bytes_in) + messages * header`` (the node's outgoing
 messages share its uplink, the incoming ones its downlink), and the collective the sum of its
-steps.  :func:`kylix_steps` gives the steps of a reduce over degrees ``k_1 ... k_L`` (see
+steps.  With ``overlap=True`` the hosts' work proceeds while the bytes are on the wire and a
+step takes ``latency`` plus the larger of the wire's and the hosts' times (a lower bound
+where the additive form is an upper one).  :func:`kylix_steps` gives the steps of a reduce
+over degrees ``k_1 ... k_L`` (see
 :mod:`roofline.comm._kylix`): with ``U(j)`` the number of distinct indices in the
 contributions of ``j`` nodes and ``c_l = k_1 ... k_{l-1}``, a node enters layer ``l`` going
 down holding ``U(c_l) / c_l`` indices of its range and sends ``(k_l - 1) / k_l`` of them, one
@@ -245,6 +248,9 @@ class ClusterModel:
         Host seconds per byte sent or received.
     header : int
         Wire bytes per message beyond the counted payload.
+    overlap : bool
+        The hosts' work overlaps the wire's (a step takes the larger of the two), instead of
+        adding to it.
     """
 
     network: Network = Network()
@@ -252,6 +258,7 @@ class ClusterModel:
     message_s: float = 0.0
     byte_s: float = 0.0
     header: int = HEADER_BYTES
+    overlap: bool = False
 
     def with_network(self, network: Network) -> ClusterModel:
         """The same hosts on another network."""
@@ -261,9 +268,9 @@ class ClusterModel:
         """Seconds of one step."""
         m, bo, bi = step
         net = self.network
-        wire = max(bo, bi) + m * self.header
-        return (net.latency + wire / net.bandwidth + self.step_s + m * self.message_s
-                + (bo + bi) * self.byte_s)
+        wire = (max(bo, bi) + m * self.header) / net.bandwidth
+        host = self.step_s + m * self.message_s + (bo + bi) * self.byte_s
+        return net.latency + (max(wire, host) if self.overlap else wire + host)
 
     def collective_time(self, steps) -> float:
         """Seconds of one collective: the sum of its steps' times.
@@ -320,7 +327,7 @@ class ClusterModel:
             On ``network``; non-negative least-squares ``step_s``, ``message_s`` and
             ``byte_s``.
         """
-        base = cls(network or Network())
+        base = cls(network or Network())  # additive: the network's time subtracted
         rows, t = [], []
         for steps, seconds in samples:
             steps = list(steps)

@@ -30,6 +30,10 @@ def test_step_and_collective_time_by_hand():
     assert m.step_time(s) == pytest.approx(want, rel=1e-12)
     assert m.collective_time([s, s]) == pytest.approx(2 * want, rel=1e-12)
     assert m.with_network(Network()).step_time(s) == pytest.approx(want - 1e-3 - 0.0303)
+    # overlapped: latency + the larger of the wire (30.3 ms) and the hosts (2.35 ms)
+    over = ClusterModel(net, step_s=2e-3, message_s=1e-4, byte_s=1e-9, header=100, overlap=True)
+    assert over.step_time(s) == pytest.approx(1e-3 + 0.0303, rel=1e-12)
+    assert over.with_network(Network()).step_time(s) == pytest.approx(2.35e-3, rel=1e-12)
 
 
 def test_ethernet_is_tcp_payload_of_the_line_rate():
