@@ -19,6 +19,13 @@ product ``H v`` is one of each::
 
     U = V X + v_b,   T_j = s_j / S (p_j * U_j - p_j (p_j . U_j)),   H v = (T X^T + alpha V, T 1)
 
+Distributed (``comm=``): every rank holds its own examples; the objective, its gradient and
+every Hessian-vector product are the sums of the ranks' (one reduce each: a Kylix plan over
+the union of the ranks' features for sparse data, configured once; the dense all-reduce
+otherwise).  The reduced values are the same on every rank, so scipy's deterministic solvers
+take the same steps everywhere: the iterates are the single-process ones up to the order of
+summation, at any number of ranks.
+
 Stopping: the relative gradient norm, ``||grad F||_inf <= tol * ||grad F(0)||_inf`` (the same
 criterion for both solvers; :attr:`MultinomialResult.grad_ratio`).  Features with values beyond
 ``2^20`` are solved in coefficients rescaled by powers of two (``W = V s``, the penalty
@@ -41,7 +48,7 @@ from sklearn.exceptions import ConvergenceWarning
 from roofline import gmat
 
 from ._auto import LBFGS_AUTO_SCALE
-from ._problem import check_positive, check_sample_weight, check_X
+from ._problem import check_on_every_rank, check_positive, check_sample_weight, check_X
 
 __all__ = ["MULTINOMIAL_SOLVERS", "MultinomialResult", "fit_multinomial", "softmax_loss"]
 
@@ -137,8 +144,10 @@ def softmax_loss(Z, y):
 class _Softmax:
     """The objective, its gradient and Hessian-vector products over validated data."""
 
-    def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None):
+    def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None, s_total=None, red=None):
         self.X, self.y, self.K, self.alpha = X, y, K, alpha
+        #: distributed: the :class:`_Sum` of the ranks' loss and gradient sums (None alone)
+        self.red = red
         # the penalty's weight per feature (the squares of the features' scales: 1 unscaled)
         self.pen = np.ones(X.shape[0]) if pen is None else pen
         self.fit_intercept = fit_intercept
@@ -146,7 +155,8 @@ class _Softmax:
         self.sparse = sp.issparse(X)
         self.dt = X.dtype
         self.cols = np.arange(self.n)
-        self.c = s / s.sum()  # the examples' weights in the mean loss
+        # the examples' weights in the mean loss (the sum over every rank's examples)
+        self.c = s / (s.sum() if s_total is None else s_total)
         self.at = None  # the last point evaluated: its probabilities P, objective and gradient
         self.P = None
         self.last = None
@@ -190,11 +200,14 @@ class _Softmax:
             return f, g.copy()
         W, b = self.split(theta)
         loss, P = softmax_loss(self._times_X(W, b), self.y)
-        f = float(self.c @ loss) + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
         T = P.copy()
         T[self.y, self.cols] -= 1.0
         T *= self.c
-        g = self._pack(self._times_Xt(T) + self.alpha * W * self.pen, T.sum(axis=1))
+        L, GW, Gb = float(self.c @ loss), self._times_Xt(T), T.sum(axis=1)
+        if self.red is not None:
+            L, GW, Gb = self.red(L, GW, Gb)
+        f = L + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
+        g = self._pack(GW + self.alpha * W * self.pen, Gb)
         self.at, self.P, self.last = theta.copy(), P, (f, g)
         return f, g.copy()
 
@@ -208,16 +221,58 @@ class _Softmax:
         T = P * U
         T -= P * T.sum(axis=0)
         T *= self.c
-        return self._pack(self._times_Xt(T) + self.alpha * V * self.pen, T.sum(axis=1))
+        HW, Hb = self._times_Xt(T), T.sum(axis=1)
+        if self.red is not None:
+            _, HW, Hb = self.red(0.0, HW, Hb)
+        return self._pack(HW + self.alpha * V * self.pen, Hb)
 
 
-def _rescaled(X):
+class _Sum:
+    """Sums ``(L, GW, Gb)`` (the loss, the ``K x d`` gradient and the intercepts') over the
+    ranks of ``comm``: through one Kylix plan over the union of the ranks' features (``K``
+    values per feature, the intercepts and the loss in two extra rows), configured once, or
+    the dense all-reduce (``local is None``)."""
+
+    def __init__(self, comm, d, K, local=None, union=None):
+        self.comm, self.d, self.K = comm, d, K
+        self.local, self.union = local, union
+        tail = d + np.arange(2, dtype=np.int64)
+        self.plan = None if local is None else comm.sparse_plan(
+            np.concatenate([local, tail]), want=np.concatenate([union, tail]))
+        self.calls = 0
+
+    def __call__(self, L, GW, Gb):
+        self.calls += 1
+        K, d = self.K, self.d
+        if self.plan is None:
+            out = self.comm.allreduce(np.concatenate([GW.ravel(), Gb, [L]]))
+            return float(out[-1]), out[:K * d].reshape(K, d), out[K * d:K * d + K]
+        m, u = self.local.size, self.union.size
+        v = np.zeros((m + 2, K))
+        v[:m] = GW[:, self.local].T
+        v[m] = Gb
+        v[m + 1, 0] = L
+        out = self.plan.reduce(v)
+        G = np.zeros((K, d))
+        G[:, self.union] = out[:u].T
+        return float(out[u + 1, 0]), G, np.array(out[u])
+
+
+def _feature_max(X):
+    """Each feature's largest ``|value|`` (0 for a rank without examples)."""
+    if X.shape[1] == 0:
+        return np.zeros(X.shape[0])
+    big = np.abs(X).max(axis=1)
+    return np.asarray(big.toarray() if sp.issparse(big) else big, dtype=np.float64).ravel()
+
+
+def _rescaled(X, big=None):
     """``(S X, s)``: the features whose values exceed :data:`LBFGS_AUTO_SCALE` scaled by powers
     of two to at most 1 in magnitude (exact), ``s`` their scales (1 elsewhere); ``(X, None)``
     when none does.  The solvers then work on ``V = W / s`` with the penalty weighted by
-    ``s^2``, the same problem, whose gradient is not dominated by one feature's scale."""
-    big = np.abs(X).max(axis=1)
-    big = np.asarray(big.toarray() if sp.issparse(big) else big, dtype=np.float64).ravel()
+    ``s^2``, the same problem, whose gradient is not dominated by one feature's scale.
+    ``big``: the features' largest magnitudes (over every rank; default ``X``'s)."""
+    big = _feature_max(X) if big is None else big
     if not (big > LBFGS_AUTO_SCALE).any():
         return X, None
     s = np.ones(X.shape[0])
@@ -231,7 +286,9 @@ def _rescaled(X):
     return X, s
 
 
-def _class_indices(y, n, n_classes):
+def _class_indices(y, n, n_classes, need_k=True):
+    """``(y, K)``: class indices validated; ``K`` None when ``need_k`` is false and
+    ``n_classes`` not given (a rank of a distributed fit: the classes are over every rank)."""
     y = np.asarray(y).ravel()
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} entries but X has {n} examples (columns)")
@@ -243,6 +300,10 @@ def _class_indices(y, n, n_classes):
                              "labels with sklearn.preprocessing.LabelEncoder")
     y = y.astype(np.int64, copy=False)
     K = int(y.max()) + 1 if n_classes is None and n else n_classes
+    if n and y.min() < 0:
+        raise ValueError(f"y must hold class indices (>= 0), got {y.min()}")
+    if not need_k and n_classes is None:
+        return y, None
     if K is None or K < 2:
         raise ValueError(f"n_classes must be at least 2, got {K}")
     if n and (y.min() < 0 or y.max() >= K):
@@ -253,7 +314,7 @@ def _class_indices(y, n, n_classes):
 
 def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_intercept=True,
                     solver="newton", tol=1e-6, max_iter=100, coef_init=None,
-                    intercept_init=None, verbose=0):
+                    intercept_init=None, verbose=0, comm=None):
     """Fit an L2-regularised multinomial logistic regression (softmax loss).
 
     Parameters
@@ -286,10 +347,17 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         Warm start of the intercepts.
     verbose : int, default=0
         Log the result at INFO with ``verbose >= 1``.
+    comm : roofline.comm.Communicator, optional
+        Run with this process as one rank of ``comm``, ``X``, ``y`` and ``sample_weight``
+        being this rank's examples (a rank may hold none, or some classes only): the objective
+        over every rank's examples, the same iterates at any number of ranks (module
+        docstring).  Every rank passes the same options (checked); rank 0's warm start is
+        used.
 
     Returns
     -------
     MultinomialResult
+        The same on every rank (up to the time); ``info["collectives"]`` counts the reduces.
 
     Raises
     ------
@@ -318,17 +386,36 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     alpha = check_positive(alpha, "alpha")
     tol = check_positive(tol, "tol")
     max_iter = check_positive(max_iter, "max_iter", integer=True)
-    X = check_X(X, keep_dense=True)
-    if X.dtype != np.float64:
-        # float32 products leave a gradient noise of ~1e-7 relative, above the usual tol: the
-        # solve runs on a float64 copy (the caller casts the coefficients back if it wants)
-        X = X.astype(np.float64)
-    d, n = X.shape
-    y, K = _class_indices(y, n, n_classes)
-    s = np.ones(n) if sample_weight is None else check_sample_weight(sample_weight, n)
-    X, scale = _rescaled(X)
-    prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
-                    None if scale is None else scale * scale)
+    if comm is not None:
+        from roofline.comm import Communicator
+
+        if not isinstance(comm, Communicator):
+            raise TypeError(f"comm must be a roofline.comm.Communicator, got "
+                            f"{type(comm).__name__}")
+
+    def local():
+        Xl = check_X(X, keep_dense=True, allow_no_examples=comm is not None)
+        if Xl.dtype != np.float64:
+            # float32 products leave a gradient noise of ~1e-7 relative, above the usual tol:
+            # the solve runs on a float64 copy (the caller casts the coefficients back)
+            Xl = Xl.astype(np.float64)
+        n = Xl.shape[1]
+        yl, K = _class_indices(y, n, n_classes, need_k=comm is None)
+        sl = np.ones(n) if sample_weight is None else check_sample_weight(
+            sample_weight, n, positive_sum=comm is None)
+        return Xl, yl, K, sl
+
+    if comm is None:
+        X, y, K, s = local()
+        d, n = X.shape
+        X, scale = _rescaled(X)
+        prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
+                        None if scale is None else scale * scale)
+    else:
+        X, y, K, s, scale, prob = _distributed(comm, local, alpha, tol, max_iter, solver,
+                                               fit_intercept, n_classes)
+        d, n = X.shape
+        coef_init, intercept_init = comm.broadcast((coef_init, intercept_init))
 
     theta0 = np.zeros(K * d + (K if fit_intercept else 0))
     _, g0 = prob.fun_grad(theta0)
@@ -372,8 +459,10 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         intercept=np.zeros(K) if b is None else np.array(b),
         n_iter=max(int(nit), 1), objective=f, grad_ratio=ratio, converged=converged,
         time=time.perf_counter() - t0, solver=solver, alpha=alpha,
-        info={"message": message, "hessp": prob.n_hessp, "n_classes": K})
-    if not converged:
+        info={"message": message, "hessp": prob.n_hessp, "n_classes": K,
+              "collectives": 0 if prob.red is None else prob.red.calls,
+              "n_ranks": 1 if comm is None else comm.size})
+    if not converged and (comm is None or comm.rank == 0):
         warnings.warn(
             f"fit_multinomial(solver={solver!r}) stopped after {result.n_iter} iterations "
             f"({message}) with relative gradient {ratio:.3e} > tol={tol:g}; raise max_iter",
@@ -381,3 +470,41 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     if verbose:
         logger.info("%r", result)
     return result
+
+
+def _distributed(comm, local, alpha, tol, max_iter, solver, fit_intercept, n_classes):
+    """The validated shard, the global class count, weights' sum and scales, and the
+    objective over every rank (:func:`fit_multinomial` with ``comm``)."""
+    from ._newton import _agree
+
+    caller = "fit_multinomial(comm=)"
+    X, y, K, s = check_on_every_rank(comm, local, caller)
+    d, n = X.shape
+    _agree(comm, [d, alpha, tol, max_iter, MULTINOMIAL_SOLVERS.index(solver),
+                  bool(fit_intercept), -1 if n_classes is None else n_classes],
+           ["n_features", "alpha", "tol", "max_iter", "solver", "fit_intercept", "n_classes"],
+           caller)
+    dense = not sp.issparse(X)
+    tot = comm.allreduce(np.array([n, s.sum(), dense], dtype=np.float64))
+    top = comm.allreduce(np.array([-1.0 if n == 0 else float(y.max())]), op="max")
+    if tot[0] == 0:
+        raise ValueError(f"{caller}: no rank holds an example")
+    if not tot[1] > 0:
+        raise ValueError("sample_weight sums to zero over every rank: at least one sample "
+                         "needs a positive weight")
+    K = int(top[0]) + 1 if n_classes is None else int(n_classes)
+    if K < 2:
+        raise ValueError(f"n_classes must be at least 2, got {K} (over every rank)")
+    if n and y.max() >= K:
+        raise ValueError(f"y must hold class indices in [0, {K}), got {y.max()}")
+    big = comm.allreduce(_feature_max(X), op="max")
+    X, scale = _rescaled(X, big)
+    if tot[2]:  # dense data on some rank: every rank reduces densely
+        red = _Sum(comm, d, K)
+    else:
+        occ = np.bincount(X.indices, minlength=d) > 0
+        union = np.flatnonzero(comm.allreduce(occ.astype(np.uint8), op="max"))
+        red = _Sum(comm, d, K, np.flatnonzero(occ), union)
+    prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
+                    None if scale is None else scale * scale, s_total=float(tot[1]), red=red)
+    return X, y, K, s, scale, prob

@@ -622,14 +622,14 @@ class _Reducer:
         return out[:u], float(out[u])
 
 
-def _agree(comm, values, what):
+def _agree(comm, values, what, caller="fit_newton(comm=)"):
     """Check that ``values`` (numbers) are the same on every rank: one ``max`` all-reduce."""
     v = np.asarray(values, dtype=np.float64)
     m = comm.allreduce(np.concatenate([v, -v]), op="max")
     k = v.size
     bad = [w for i, w in enumerate(what) if m[i] != -m[k + i]]
     if bad:
-        raise ValueError(f"fit_newton(comm=): {', '.join(bad)} differ between the ranks "
+        raise ValueError(f"{caller}: {', '.join(bad)} differ between the ranks "
                          f"(rank {comm.rank} has "
                          + ", ".join(f"{w}={x:g}" for w, x in zip(what, v, strict=True)
                                      if w in bad) + ")")
