@@ -117,8 +117,17 @@ class Network:
 
 
 class Step(NamedTuple):
-    """One layer step of a collective, on the busiest node: ``messages`` sent, ``bytes_out``
-    sent and ``bytes_in`` received (payload as ``comm.stats`` counts it)."""
+    """One layer step of a collective, on the busiest node.
+
+    Parameters
+    ----------
+    messages : int
+        Messages the node sends.
+    bytes_out : float
+        Bytes it sends (payload as ``comm.stats`` counts it).
+    bytes_in : float
+        Bytes it receives.
+    """
 
     messages: int
     bytes_out: float
@@ -187,7 +196,17 @@ class ComputeScaling:
     parallel_s: float
 
     def unit_s(self, K: int) -> float:
-        """Seconds of one work unit at ``K`` ranks."""
+        """Seconds of one work unit at ``K`` ranks.
+
+        Parameters
+        ----------
+        K : int
+            The number of ranks.
+
+        Returns
+        -------
+        float
+        """
         return self.serial_s + self.parallel_s / int(K)
 
     @classmethod
@@ -261,11 +280,29 @@ class ClusterModel:
     overlap: bool = False
 
     def with_network(self, network: Network) -> ClusterModel:
-        """The same hosts on another network."""
+        """The same hosts on another network.
+
+        Parameters
+        ----------
+        network : Network
+
+        Returns
+        -------
+        ClusterModel
+        """
         return replace(self, network=network)
 
     def step_time(self, step: Step) -> float:
-        """Seconds of one step."""
+        """Seconds of one step.
+
+        Parameters
+        ----------
+        step : Step
+
+        Returns
+        -------
+        float
+        """
         m, bo, bi = step
         net = self.network
         wire = (max(bo, bi) + m * self.header) / net.bandwidth
