@@ -149,7 +149,8 @@ class _DaskGLM:
                     type(self).__name__, len(groups), sum(len(g) for g in groups))
         fitted = run_on_dask(client, _fit_rank, parts=groups, args=(local,))[0]
         for k, v in vars(fitted).items():
-            if k.endswith("_") and not k.startswith("__"):
+            # the fitted attributes, and the kind of model predict_proba reads
+            if (k.endswith("_") and not k.startswith("__")) or k == "_multinomial":
                 setattr(self, k, v)
         self.n_workers_ = len(groups)
         self.estimator_ = fitted
@@ -206,10 +207,10 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     :class:`roofline.learners.LogisticRegression` fitted on Dask collections: each worker
     holding partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).
     The parameters are those of :class:`~roofline.learners.LogisticRegression` except
-    ``comm``, plus ``client``; ``solver`` defaults to ``"cocoa"``.
+    ``comm``, plus ``client``.
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` over all the partitions;
-    multi-class is one-vs-rest.
+    with more than two classes, the multinomial model (as the local estimator's).
 
     Parameters
     ----------
@@ -229,15 +230,17 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     class_weight : dict, "balanced" or None, default=None
         As :class:`roofline.learners.LogisticRegression`'s (``"balanced"`` counts the classes
         over every partition).
-    solver : {SOLVERS}, default="cocoa"
+    solver : {SOLVERS}, default="auto"
         A solver that runs over a communicator (see
-        :class:`roofline.learners.LogisticRegression`); ``"auto"`` chooses ``"cocoa"`` there.
-        The local estimator's default is ``"auto"``.
+        :class:`roofline.learners.LogisticRegression`); ``"auto"`` runs the distributed
+        trust-region Newton (the same iterations and model at any number of workers; the
+        multinomial Newton with more than two classes), ``"cocoa"`` the dual CD.
     max_iter : int, default=200
         CD rounds (L-BFGS iterations of ``vw-hybrid``); a fit that stops on it before meeting
         ``tol`` warns with :class:`sklearn.exceptions.ConvergenceWarning`.
     tol : float, default=1e-6
-        CD relative duality gap (L-BFGS gradient tolerance of ``vw-hybrid``).
+        As the local estimator's (the relative duality gap of the ``fit_glm`` solvers and
+        ``vw-hybrid``).
     batch_size : int, default=256
         Minibatch size of the online pass of ``vw-hybrid``.
     learning_rate : float, default=0.1
@@ -251,12 +254,13 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
         Log progress (on the workers) to stderr.
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
-    multi_class : {"auto", "ovr"}, default="auto"
-        As :class:`roofline.learners.LogisticRegression`'s; over Dask (``comm=``) more than
-        two classes are fitted one-vs-rest (``"multinomial"`` is refused).
+    multi_class : {"auto", "multinomial", "ovr"}, default="auto"
+        As :class:`roofline.learners.LogisticRegression`'s: more than two classes are fitted
+        by the distributed multinomial model (:func:`roofline.glm.fit_multinomial` over the
+        workers) where the solver allows, one-vs-rest otherwise.
     warm_start : bool, default=False
-        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
-        zero whatever this says.
+        As the local estimator's: the dual CD solvers (``cocoa``) start from zero whatever
+        this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -275,7 +279,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     _local = LogisticRegression
 
     def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
-                 intercept_scaling=None, class_weight=None, solver="cocoa", max_iter=200,
+                 intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
                  verbose=0, dtype="float64", multi_class="auto", warm_start=False,
                  client=None):
@@ -350,8 +354,8 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
     warm_start : bool, default=False
-        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
-        zero whatever this says.
+        As the local estimator's: the dual CD solvers (``cocoa``) start from zero whatever
+        this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -396,7 +400,7 @@ class DaskRidge(_DaskGLM, Ridge):
     :class:`roofline.learners.Ridge` fitted on Dask collections: each worker holding
     partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
     parameters are those of :class:`~roofline.learners.Ridge` except ``comm``, plus
-    ``client``; ``solver`` defaults to ``"cocoa"``.
+    ``client``.
 
     Minimises ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` over all the partitions.
 
@@ -407,14 +411,16 @@ class DaskRidge(_DaskGLM, Ridge):
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
-    solver : {SOLVERS}, default="cocoa"
+    solver : {SOLVERS}, default="auto"
         A solver that runs over a communicator (see :class:`roofline.learners.Ridge`);
-        ``"auto"`` chooses ``"cocoa"`` there.  The local estimator's default is ``"auto"``.
+        ``"auto"`` runs the distributed trust-region Newton (the same iterations and model at
+        any number of workers), ``"cocoa"`` the dual CD.
     max_iter : int, default=200
         CD rounds (L-BFGS iterations of ``vw-hybrid``); a fit that stops on it before meeting
         ``tol`` warns with :class:`sklearn.exceptions.ConvergenceWarning`.
     tol : float, default=1e-6
-        CD relative duality gap (L-BFGS gradient tolerance of ``vw-hybrid``).
+        As the local estimator's (the relative duality gap of the ``fit_glm`` solvers and
+        ``vw-hybrid``).
     batch_size : int, default=256
         Minibatch size of the online pass of ``vw-hybrid``.
     learning_rate : float, default=0.1
@@ -429,8 +435,8 @@ class DaskRidge(_DaskGLM, Ridge):
     dtype : {"float64", "float32"}, default="float64"
         Value dtype of the data and model.
     warm_start : bool, default=False
-        As the local estimator's: the dual CD solvers (``cocoa``, the default) start from
-        zero whatever this says.
+        As the local estimator's: the dual CD solvers (``cocoa``) start from zero whatever
+        this says.
     client : distributed.Client or None, default=None
         The cluster; the current client (``distributed.default_client()``) when None.
 
@@ -446,7 +452,7 @@ class DaskRidge(_DaskGLM, Ridge):
 
     _local = Ridge
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="cocoa", max_iter=200,
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
                  verbose=0, dtype="float64", warm_start=False, client=None):
         self.alpha = alpha

@@ -819,6 +819,8 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
     floor_ok = gtol is not None and stalled and res.gap <= tol * abs(res.objective[-1])
     if not conv and not floor_ok and comm.rank == 0:
         reason = "stalled at the rounding floor" if stalled else f"reached max_iter={it}"
+        if gtol is not None:
+            reason += f" (gradient test, gtol={gtol:g})"
         warn_not_converged("newton", tol, it, res.gap, float(res.objective[-1]), reason=reason)
     return res
 

@@ -623,8 +623,9 @@ class LogisticRegression(_Classifier):
     in the learners' scaling), or with ``||w||_1`` for ``penalty="l1"``, or the loss alone
     for ``penalty=None`` (or ``C=np.inf``).  With more than two classes the fit is
     multinomial (the softmax loss ``C sum_i s_i (logsumexp(eta_i) - eta_i[y_i]) + ||W||^2 / 2``,
-    scikit-learn's default, by :func:`roofline.glm.fit_multinomial`) when ``solver`` is ``"auto"``,
-    ``"newton"`` or ``"lbfgs"`` and there is no ``comm``; otherwise one-vs-rest.
+    scikit-learn's default, by :func:`roofline.glm.fit_multinomial`, over every rank's
+    examples with ``comm``) when ``solver`` is ``"auto"``, ``"newton"`` or ``"lbfgs"``;
+    otherwise one-vs-rest.
 
     Parameters
     ----------
@@ -651,7 +652,7 @@ class LogisticRegression(_Classifier):
     multi_class : {"auto", "multinomial", "ovr"}, default="auto"
         More than two classes: ``"auto"`` fits the multinomial model where the solver allows
         (see above) and one-vs-rest otherwise; ``"multinomial"`` requires it (an error with
-        another solver or with ``comm``); ``"ovr"``: one binary problem per class.  For
+        another solver); ``"ovr"``: one binary problem per class.  For
         ``"multinomial"`` fits, ``solver="auto"`` and ``"newton"`` run trust-region Newton-CG
         and ``"lbfgs"`` L-BFGS, and ``tol`` bounds the gradient's max-norm relative to its
         value at zero.
@@ -734,14 +735,12 @@ class LogisticRegression(_Classifier):
         if self.multi_class not in ("auto", "multinomial", "ovr"):
             raise ValueError(f"multi_class must be 'auto', 'multinomial' or 'ovr', got "
                              f"{self.multi_class!r}")
-        possible = (self.solver in self._MULTINOMIAL_SOLVERS and self.comm is None
-                    and self._penalty() == "l2")
+        possible = self.solver in self._MULTINOMIAL_SOLVERS and self._penalty() == "l2"
         if self.multi_class == "multinomial" and not possible:
             raise ValueError(f"multi_class='multinomial' needs solver in "
-                             f"{list(self._MULTINOMIAL_SOLVERS)}, the L2 penalty (or none) "
-                             f"and no comm, got solver={self.solver!r}"
-                             + ("" if self._penalty() == "l2" else " with penalty='l1'")
-                             + ("" if self.comm is None else " with comm"))
+                             f"{list(self._MULTINOMIAL_SOLVERS)} and the L2 penalty (or none), "
+                             f"got solver={self.solver!r}"
+                             + ("" if self._penalty() == "l2" else " with penalty='l1'"))
         return n_classes > 2 and self.multi_class != "ovr" and possible
 
     def _fit_multinomial(self, Xc, y_idx, sw, lam, warm=None, fit_intercept=True):
@@ -755,7 +754,7 @@ class LogisticRegression(_Classifier):
             res = glm.fit_multinomial(
                 Xc, y_idx, alpha=lam if lam > 0 else _UNPENALISED_ALPHA,
                 n_classes=len(self.classes_),
-                sample_weight=_nonuniform(sw),
+                sample_weight=_nonuniform(sw, self.comm), comm=self.comm,
                 fit_intercept=fit_intercept, solver=solver, tol=self.tol,
                 max_iter=self.max_iter, verbose=self.verbose,
                 coef_init=None if warm is None else warm["coef"],
