@@ -139,9 +139,26 @@ def _best(runs, p_star):
     return min(runs, key=key)
 
 
-def bench(name, X, y, alpha, tol, procs, repeat=1):
-    """Roofline's rows for one problem: ``(p_star, star, rows)``, best of ``repeat`` each."""
+def _run_ranks(backend, K, path, kw):
+    """Rank 0's ``_rank`` output of a K-rank job on ``backend`` (``tcp``, ``mpi``: processes
+    from :func:`roofline.comm.run`; ``dask``: a LocalCluster of K one-thread workers, started
+    before and closed after, :func:`roofline.comm.run_on_dask`)."""
     from roofline.comm import run
+
+    if backend != "dask":
+        return run(_rank, K, backend=backend, args=(path, kw), timeout=600)[0]
+    import distributed
+
+    from roofline.comm import run_on_dask
+
+    with distributed.LocalCluster(n_workers=K, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        return run_on_dask(client, _rank, n=K, args=(path, kw), timeout=600)[0]
+
+
+def bench(name, X, y, alpha, tol, procs, repeat=1, backends=("tcp",)):
+    """Roofline's rows for one problem: ``(p_star, star, rows)``, best of ``repeat`` each."""
     from roofline.glm import fit_glm
 
     kw = dict(alpha=alpha, tol=tol, max_iter=500)
@@ -167,12 +184,13 @@ def bench(name, X, y, alpha, tol, procs, repeat=1):
     with tempfile.TemporaryDirectory() as path:
         for K in procs:
             _save_shards(path, X, y, K)
-            runs = []
-            for _ in range(repeat):
-                out = run(_rank, K, backend="tcp", args=(path, kw), timeout=600)
-                res, setup, coll, nbytes, cs = out[0]
-                runs.append((f"newton, tcp K={K}", res, setup, coll, nbytes, cs, res.time))
-            rows.append(_best(runs, p_star))
+            for backend in backends:
+                runs = []
+                for _ in range(repeat):
+                    res, setup, coll, nbytes, cs = _run_ranks(backend, K, path, kw)
+                    runs.append((f"newton, {backend} K={K}", res, setup, coll, nbytes, cs,
+                                 res.time))
+                rows.append(_best(runs, p_star))
     return p_star, star, rows
 
 
@@ -492,6 +510,9 @@ def main(argv=None):
     ap.add_argument("--alpha", type=float, default=1e-5)
     ap.add_argument("--tol", type=float, default=1e-7, help="relative duality gap of each run")
     ap.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--backends", nargs="+", default=["tcp"], choices=["tcp", "mpi", "dask"],
+                    help="how Roofline's ranks run: processes over TCP (the launcher), "
+                         "under mpiexec, or one per worker of a Dask LocalCluster")
     ap.add_argument("--peers", nargs="*", default=["spark", "dask"], choices=["spark", "dask"],
                     help="peers to run beside Roofline (none: Roofline alone)")
     ap.add_argument("--peer-procs", type=int, nargs="+", default=None,
@@ -512,7 +533,7 @@ def main(argv=None):
         problems.append(Problem("dense", X, y, a.alpha))
     for pb in problems:
         pb.p_star, pb.star, pb.rows = bench(pb.name, pb.X, pb.y, pb.alpha, a.tol, a.procs,
-                                            a.repeat)
+                                            a.repeat, a.backends)
         print_table(pb.name, pb.X, pb.alpha, pb.p_star, pb.rows)
     peer_procs = a.peer_procs or a.procs
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
