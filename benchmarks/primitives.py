@@ -8,6 +8,8 @@ Usage::
     python benchmarks/primitives.py --small              # serial vs parallel on small calls
     python benchmarks/primitives.py --verbose            # + the project's targets, gather floor
     python benchmarks/primitives.py --plot roofline.png  # + the roofline picture (matplotlib)
+    python benchmarks/primitives.py --peers              # vs Intel MKL and a naive numba loop
+    python benchmarks/primitives.py --peers --k 16 --dtypes float32 --data zipf   # quick
     python benchmarks/primitives.py --device gpu --examples 1000000 --out gpu.md
                                      # CUDA kernels vs cupyx/cuSPARSE, GPU TPA-SCD vs the CPU
 
@@ -17,11 +19,24 @@ roofline (compulsory bytes / bandwidth vs flops / FMA ceiling: a true lower boun
 main-memory figure (not a bound on such data), and the speed ratio to scipy.sparse (numpy for
 SDDMM); with ``--verbose``, also the project's targets and the gather stream (the access
 stream of A*S alone, what bounds the kernels on this machine).
+
+``--peers`` prints instead one side-by-side table per data set (Zipf and uniform features) and
+dtype: gmat with Fortran- and C-ordered dense operands, Intel MKL's sparse times dense
+(``sparse_dot_mkl.dot_product_mkl`` as a user calls it, on MKL's preferred CSR operand and
+C-ordered dense, with MKL's threads set to numba's count; in a virtualenv ``MKL_RT`` is set to the
+venv's ``lib/libmkl_rt.so.*`` unless already set) and a naive numba loop (``prange`` over
+output columns, ``fastmath``), each call the best of ``--repeat`` runs over ``--rounds``
+interleaved rounds.  A*S^T's peers run on a transposed (CSR) copy of ``S`` made outside the
+timing; gmat runs on ``S`` as given, on its first use (the scatter kernel) and on reuse (the
+transposed index it keeps).  Ratios are gmat's time over the peer's (below 1: gmat faster).
+A peer that is not installed is skipped with the reason printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 import sys
 import time
 
@@ -135,6 +150,169 @@ def small_calls(args) -> int:
     return 0
 
 
+def _mkl():
+    """``(module, None)`` for ``sparse_dot_mkl`` with its threads set to numba's count, or
+    ``(None, reason)``.  In a virtualenv MKL is found only through ``MKL_RT``."""
+    if "MKL_RT" not in os.environ:
+        found = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))
+        if found:
+            os.environ["MKL_RT"] = found[-1]
+    try:
+        import sparse_dot_mkl
+    except Exception as exc:  # ImportError, or MKL's loader failing: skip the peer
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    sparse_dot_mkl.mkl_set_num_threads(kernels.default_threads())
+    return sparse_dot_mkl, None
+
+
+def _naive_kernels():
+    """The ten-line numba loops a user would write (``prange`` over output columns)."""
+    from numba import njit, prange
+
+    @njit(parallel=True, fastmath=True, cache=True)
+    def naive_gather(XT, indptr, indices, data, outT):
+        # outT[j] = sum_p data[p] * XT[indices[p]] over the entries p of compressed row j
+        for j in prange(indptr.shape[0] - 1):
+            for kk in range(XT.shape[1]):
+                outT[j, kk] = 0
+            for p in range(indptr[j], indptr[j + 1]):
+                v = data[p]
+                for kk in range(XT.shape[1]):
+                    outT[j, kk] += v * XT[indices[p], kk]
+
+    @njit(parallel=True, fastmath=True, cache=True)
+    def naive_sddmm(AT, BT, indptr, indices, data, out):
+        for j in prange(indptr.shape[0] - 1):
+            for p in range(indptr[j], indptr[j + 1]):
+                acc = AT.dtype.type(0)
+                for kk in range(AT.shape[1]):
+                    acc += AT[indices[p], kk] * BT[j, kk]
+                out[p] = acc * data[p]
+
+    return naive_gather, naive_sddmm
+
+
+def _uniform_csc(n, m, nnz_per_example, dtype, seed):
+    """Uniform features, fixed-length examples (``powerlaw_csc`` with both laws flattened)."""
+    return gmat.powerlaw_csc(n, m, nnz_per_example, feature_exponent=0.0,
+                             length_exponent=float("inf"), dtype=dtype, random_state=seed)
+
+
+def peers_table(args) -> int:
+    """The side-by-side table of ``--peers`` (see the module docstring)."""
+    import platform
+
+    mkl, why = _mkl()
+    naive_gather, naive_sddmm = _naive_kernels()
+    threads = kernels.default_threads()
+    machine = gmat.machine_roofline(remeasure=args.remeasure)
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    print(f"{cpu}, {threads} threads; {machine}")
+    print("MKL: " + (f"sparse_dot_mkl {mkl.__version__}, {mkl.mkl_get_max_threads()} threads"
+                     if mkl else f"skipped ({why})"))
+    print(f"times in ms, best of {args.repeat} calls x {args.rounds} interleaved rounds; "
+          "x = gmat / peer (below 1: gmat faster); roofline = gmat's fraction of the "
+          "machine's DRAM roofline")
+    rng = np.random.default_rng(args.seed)
+    for data in args.data:
+        for dname in args.dtypes:
+            dtype = np.dtype(dname)
+            if data == "zipf":
+                S = gmat.powerlaw_csc(args.features, args.examples, args.nnz, dtype=dtype,
+                                      random_state=args.seed)
+            else:
+                S = _uniform_csc(args.features, args.examples, _uniform_nnz(args), dtype,
+                                 args.seed)
+            n, m = S.shape
+            ST = S.T  # a CSR view (m x n): MKL's operand for A*S
+            R = S.tocsr()  # the transposed copy for the A*S^T peers (n x m CSR)
+            print()
+            print(f"## {data}, {dname}: {n} x {m}, nnz {S.nnz} ({S.nnz / max(m, 1):.1f} per "
+                  f"example), index {S.indices.dtype}")
+            print(f"{'primitive':<10} {'k':>4} {'gmat F':>8} {'gmat C':>8} {'C/F':>5} "
+                  f"{'MKL':>8} {'x MKL':>6} {'naive':>8} {'x naive':>7} {'roofline':>8}")
+            for k in args.k:
+                _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
+                           args)
+    return 0
+
+
+def _uniform_nnz(args):
+    """The uniform data's fixed column length: the Zipf data's realised mean (~0.78 of the
+    target after merging duplicates)."""
+    return max(1, round(args.nnz * 0.78))
+
+
+def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine, args):
+    """Time and print the rows of one k (A*S, A*S^T on first use and reused, SDDMM)."""
+    from roofline.gmat import _primitives as prim
+
+    n, m = S.shape
+    A_F = gmat.empty((k, n), dtype)
+    A_F[...] = rng.standard_normal((k, n))
+    A_C = np.ascontiguousarray(A_F)
+    D_F = gmat.empty((k, m), dtype)
+    D_F[...] = rng.standard_normal((k, m))
+    D_C = np.ascontiguousarray(D_F)
+    out_as = gmat.empty((k, m), dtype)
+    out_ast = gmat.empty((k, n), dtype)
+    out_sd = np.empty(S.nnz, dtype)
+    nv_as = np.empty((m, k), dtype)
+    nv_ast = np.empty((n, k), dtype)
+
+    def ast_first(D):
+        prim.AST_REUSE = False
+        try:
+            return gmat.mult_ast(D, S, out=out_ast)
+        finally:
+            prim.AST_REUSE = True
+
+    cases = {
+        "A*S": dict(F=lambda: gmat.mult_as(A_F, S, out=out_as),
+                    C=lambda: gmat.mult_as(A_C, S, out=out_as),
+                    mkl=(lambda: mkl.dot_product_mkl(ST, A_F.T)) if mkl else None,
+                    naive=lambda: naive_gather(A_F.T, ST.indptr, ST.indices, ST.data, nv_as),
+                    cost=gmat.cost_mult_as(S, k)),
+        "A*S^T 1st": dict(F=lambda: ast_first(D_F), C=lambda: ast_first(D_C),
+                          cost=gmat.cost_mult_ast(S, k)),
+        "A*S^T": dict(F=lambda: gmat.mult_ast(D_F, S, out=out_ast),
+                      C=lambda: gmat.mult_ast(D_C, S, out=out_ast),
+                      mkl=(lambda: mkl.dot_product_mkl(R, D_F.T)) if mkl else None,
+                      naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data, nv_ast),
+                      cost=gmat.cost_mult_ast(S, k)),
+        "SDDMM": dict(F=lambda: gmat.sddmm(S, A_F, D_F, out=out_sd),
+                      C=lambda: gmat.sddmm(S, A_C, D_C, out=out_sd),
+                      naive=lambda: naive_sddmm(A_F.T, D_F.T, S.indptr, S.indices, S.data,
+                                                out_sd),
+                      cost=gmat.cost_sddmm(S, k)),
+    }
+    best = {}
+    for _ in range(max(1, args.rounds)):
+        for name, case in cases.items():
+            for who in ("F", "C", "mkl", "naive"):
+                fn = case.get(who)
+                if fn is not None:
+                    t = gmat.best_time(fn, args.repeat)
+                    best[name, who] = min(best.get((name, who), float("inf")), t)
+    for name, case in cases.items():
+        tf = best[name, "F"]
+        tc = best[name, "C"]
+
+        cols = []
+        for who, w in (("mkl", 6), ("naive", 7)):
+            t = best.get((name, who))
+            cols.append(f"{'-':>8} {'-':>{w}}" if t is None
+                        else f"{t * 1e3:8.2f} {tf / t:>{w}.2f}")
+        frac = case["cost"].roofline_time(machine) / tf
+        print(f"{name:<10} {k:>4} {tf * 1e3:8.2f} {tc * 1e3:8.2f} {tc / tf:5.2f} {cols[0]} "
+              f"{cols[1]} {frac:8.1%}", flush=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--features", type=int, default=2**20)
@@ -155,6 +333,14 @@ def main(argv=None) -> int:
                    help="also draw the roofline picture to PATH (needs matplotlib)")
     p.add_argument("--small", action="store_true",
                    help="serial vs parallel on small calls (checks gmat's PARALLEL_MIN_WORK)")
+    p.add_argument("--peers", action="store_true",
+                   help="side by side with Intel MKL and a naive numba loop (see above)")
+    p.add_argument("--data", nargs="+", choices=["zipf", "uniform"], default=["zipf", "uniform"],
+                   help="--peers: the data sets")
+    p.add_argument("--dtypes", nargs="+", choices=["float32", "float64"],
+                   default=["float32", "float64"], help="--peers: the dtypes")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="--peers: interleaved rounds (each the best of --repeat calls)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--out", metavar="PATH", help="--device gpu: also write the markdown here")
     p.add_argument("--cd-examples", type=int, default=200_000,
@@ -162,6 +348,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.small:
         return small_calls(args)
+    if args.peers:
+        return peers_table(args)
     if args.device == "gpu":
         return gpu_table(args)
 

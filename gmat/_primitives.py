@@ -2,8 +2,21 @@
 
 ``S`` is always ``n_features x n_examples`` CSC.  Dense operands may be 2-D (``k x n``) or, for
 ``k = 1``, 1-D; the result has the same dimensionality.  Dense results are returned in Fortran
-order (one column contiguous), the layout the kernels read fastest; pass ``out=`` (Fortran
-order) or ``cache=`` to reuse buffers across minibatches.
+order (one column contiguous), the layout the kernels read fastest; pass ``out=`` or ``cache=``
+to reuse buffers across minibatches.
+
+Every layout runs on the CPU: a C-ordered dense operand (numpy's default) is transposed once per
+call into a reused buffer by a tiled parallel kernel (:func:`roofline.kernels.transpose_into`,
+one pass over the operand: the only cost over the Fortran layout, largest where the kernel
+itself is cheapest), and ``out=`` may be Fortran- or C-ordered (the kernels store either).
+
+``A*S^T`` on an ``S`` it has seen before gathers instead of scattering: on the second call with
+the same validated ``S`` it builds ``S``'s transposed index (its CSR arrays, a counting sort)
+and keeps it on the matrix object with copies of ``S``'s arrays; every later call compares
+``S`` with those copies (one parallel pass: exact, so an in-place edit anywhere is seen and
+drops the index until the next call) and runs the same register-blocked gather as ``A*S``
+(:func:`roofline.kernels.csc_gather_mult`) over the transposed index, with no scatter and no
+atomics.  ``AST_REUSE = False`` turns this off.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ import numpy as np
 from roofline import kernels
 
 from ._arrays import (
+    _CHECKED_ATTR,
     as_dense,
     check_csc,
     csc_from_arrays,
@@ -50,19 +64,44 @@ _PRIVATE_MIN_NNZ_PER_ROW = 16
 BLOCKED_AST_MAX_ROW_BYTES = 128
 
 
+#: Whether A*S^T keeps the transposed index of an ``S`` used again (see the module docstring).
+AST_REUSE = True
+
+#: Copies of C-ordered dense operands up to this size stay in the calling thread's default
+#: cache between calls (a first touch of fresh pages costs as much as the transposition).
+_DENSE_COPY_CACHE_MAX_BYTES = 1 << 29
+
+_INDEX_ATTR = "_roofline_ast_index"
+
+
+def _gather_width(dtype) -> int:
+    """Values per cache line: from this many rows of ``A`` (16 float32, 8 float64) A*S runs
+    the register-blocked :func:`roofline.kernels.csc_gather_mult`."""
+    return 64 // np.dtype(dtype).itemsize
+
+
 def _threads_for(work: int):
     """The thread limit for a call of this much work (``None``: all of numba's threads)."""
     return 1 if work < PARALLEL_MIN_WORK else None
 
 
 def _transposed_c(A, name):
-    """``A.T`` as a C-contiguous ``(n, k)`` array, copying only when ``A`` is not F-ordered."""
+    """``A.T`` as a C-contiguous ``(n, k)`` array: a view of a Fortran-ordered ``A``, else one
+    tiled parallel transposition into a buffer reused across calls (per name and thread)."""
     if A.ndim == 1:
         return A.reshape(-1, 1) if A.flags.c_contiguous else np.ascontiguousarray(A)[:, None]
-    if not A.flags.f_contiguous:
-        logger.debug("%s of shape %s is not Fortran-ordered: copying it", name, A.shape)
-        A = np.asfortranarray(A)
-    return A.T
+    if A.flags.f_contiguous:
+        return A.T
+    logger.debug("%s of shape %s is not Fortran-ordered: transposing it (one pass)", name,
+                 A.shape)
+    src = A if A.flags.c_contiguous else np.ascontiguousarray(A)
+    shape = (A.shape[1], A.shape[0])
+    if A.nbytes > _DENSE_COPY_CACHE_MAX_BYTES:
+        buf = np.empty(shape, A.dtype)
+    else:
+        buf = _scratch(("dense_T", name), shape, A.dtype)
+    kernels.transpose_into(src, buf)
+    return buf
 
 
 def _same_dtype(*pairs):
@@ -89,10 +128,14 @@ def _output(out, shape, dtype, cache, tag, name="out", like=None):
             raise ValueError(f"{name} has shape {out.shape}, expected {shape}")
         if out.dtype != dtype:
             raise TypeError(f"{name} has dtype {out.dtype}, expected {dtype}")
-        if not out.flags.f_contiguous:
-            raise ValueError(f"{name} must be Fortran-contiguous (allocate with order='F')")
         if device_of(out) != device_of(like):
             raise ValueError(f"{name} is on {device_of(out)}, operands on {device_of(like)}")
+        if not out.flags.f_contiguous:
+            if device_of(out) == "gpu":
+                raise ValueError(f"{name} must be Fortran-contiguous (allocate with order='F')")
+            if not out.flags.c_contiguous:
+                raise ValueError(f"{name} must be Fortran- or C-contiguous (a whole array, not "
+                                 f"a strided view)")
         return out
     if cache is None or cache is False:
         return empty(shape, dtype, order="F", device=device_of(like))
@@ -155,11 +198,11 @@ def mult_as(A, S, out=None, *, cache=None, tag="mult_as"):
     Parameters
     ----------
     A : array, shape (k, n) or (n,)
-        Dense operand (Fortran order avoids a copy when ``k > 1``).
+        Dense operand; Fortran order is read in place, C order costs one transposition.
     S : CSC matrix, shape (n, m)
         Sparse operand, one column per example.
     out : array, shape (k, m) or (m,), optional
-        Fortran-ordered output buffer.
+        Output buffer, Fortran- or C-ordered (Fortran on the GPU).
     cache : BufferCache or True, optional
         Take the output from this cache (``True``: the default cache) under ``tag``.
     tag : hashable
@@ -197,17 +240,26 @@ def _mult_as(A, S, out):
     with kernels.limit_threads(_threads_for(int(S.indptr[-1]) * k)) as threads:
         n_chunks = min(m, threads * _CHUNKS_PER_THREAD)
         bounds = _chunks(S.indptr, n_chunks)
-        if k == 1:
-            a = A.reshape(-1)  # (1, n) and (n,) are both contiguous
-            faults = kernels.csc_mult_vec(a, S.indptr, S.indices, S.data, out.reshape(-1),
-                                          bounds)
-        else:
-            acc = _scratch("mult_as_acc", (n_chunks, kernels.N_ACC, k), A.dtype)
-            faults = kernels.csc_mult(_transposed_c(A, "A"), S.indptr, S.indices, S.data,
-                                      out.T, bounds, acc)
+        faults = _gather(A, S.indptr, S.indices, S.data, out, bounds, "A")
     if faults:
         raise _out_of_range(S)
     return out
+
+
+def _gather(A, indptr, indices, data, out, bounds, name):
+    """``out[:, j] = sum_p data[p] * A[:, indices[p]]`` over the entries of compressed column
+    ``j``: A*S over ``S``'s CSC arrays, A*S^T over its transposed index.  Returns the kernel's
+    fault count."""
+    k = 1 if A.ndim == 1 else A.shape[0]
+    if k == 1:
+        # (1, n) and (n,) are contiguous in either order, and so is the output
+        return kernels.csc_mult_vec(A.reshape(-1), indptr, indices, data, out.reshape(-1),
+                                    bounds)
+    AT = _transposed_c(A, name)
+    if k >= _gather_width(A.dtype):
+        return kernels.csc_gather_mult(AT, indptr, indices, data, out.T, bounds)
+    acc = _scratch("mult_as_acc", (bounds.shape[0] - 1, kernels.N_ACC, k), A.dtype)
+    return kernels.csc_mult(AT, indptr, indices, data, out.T, bounds, acc)
 
 
 def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
@@ -216,10 +268,13 @@ def mult_ast(A, S, out=None, *, cache=None, tag="mult_ast"):
     Parameters
     ----------
     A : array, shape (k, m) or (m,)
-        Dense operand, one column per example (Fortran order avoids a copy when ``k > 1``).
+        Dense operand, one column per example; Fortran order is read in place, C order costs
+        one transposition.
     S : CSC matrix, shape (n, m)
+        Used again, its transposed index is kept (see the module docstring).
     out : array, shape (k, n) or (n,), optional
-        Fortran-ordered output buffer (overwritten, not accumulated into).
+        Output buffer, Fortran- or C-ordered (Fortran on the GPU); overwritten, not
+        accumulated into.
     cache, tag
         As in :func:`mult_as`.
 
@@ -256,7 +311,13 @@ def _mult_ast(A, S, out):
         return out
     nnz = int(S.indptr[-1])
     with kernels.limit_threads(_threads_for((nnz + n) * k)) as threads:
-        if k == 1:
+        # the reused index feeds the register-blocked gather: narrower k scatter faster
+        index = _ast_index(S) if k >= _gather_width(A.dtype) else None
+        if index is not None:  # S seen before: gather over its transposed index
+            t_indptr, t_indices, t_data = index[:3]
+            bounds = _chunks(t_indptr, min(n, threads * _CHUNKS_PER_THREAD))
+            faults = _gather(A, t_indptr, t_indices, t_data, out, bounds, "A")
+        elif k == 1:
             # private per-thread outputs cost n zeroes and n adds per extra thread: worth it
             # only when the scatter is much longer than the output (measured here: at
             # nnz = 4 n two threads were 1.3x slower than one)
@@ -265,20 +326,69 @@ def _mult_ast(A, S, out):
             private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per thread
             faults = kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,
                                             out.reshape(-1), private, bounds)
-        elif k * A.dtype.itemsize <= BLOCKED_AST_MAX_ROW_BYTES:
-            faults = _mult_ast_blocked(_transposed_c(A, "A"), S, out.T, threads)
         else:
-            n_slabs = min(n, threads)
-            slabs = kernels.row_slabs_into(
-                S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
-                _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
-            )
-            seen = _scratch("mult_ast_seen", (n,), np.uint8)
-            faults = kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices, S.data,
-                                        out.T, slabs, seen)
+            # the scatter kernels write rows of out.T: a C-ordered out gets them by transposition
+            outT = out.T if out.flags.f_contiguous else _scratch("mult_ast_outT", (n, k),
+                                                                 A.dtype)
+            if k * A.dtype.itemsize <= BLOCKED_AST_MAX_ROW_BYTES:
+                faults = _mult_ast_blocked(_transposed_c(A, "A"), S, outT, threads)
+            else:
+                n_slabs = min(n, threads)
+                slabs = kernels.row_slabs_into(
+                    S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
+                    _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
+                )
+                seen = _scratch("mult_ast_seen", (n,), np.uint8)
+                faults = kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices,
+                                            S.data, outT, slabs, seen)
+            if not out.flags.f_contiguous:
+                kernels.transpose_into(outT, out)
     if faults:
         raise _out_of_range(S)
     return out
+
+
+def _value_bits(data):
+    """``data`` viewed as unsigned integers of its width (compared bit for bit)."""
+    return data.view(np.uint32 if data.dtype.itemsize == 4 else np.uint64)
+
+
+def _ast_index(S):
+    """``S``'s transposed index ``(indptr, indices, data)`` when ``S`` is used again, else None
+    (first use, a changed ``S``, reuse off, or a structure that does not build: the scatter
+    kernels then report it).
+
+    Kept on the matrix object (its lifetime, not an LRU's) with copies of ``S``'s three arrays,
+    which every call compares with ``S``'s (exact: an in-place edit anywhere is seen), under the
+    validation mark ``check_csc`` keeps there (replaced whenever the arrays, shape, nnz or
+    fingerprint change).
+    """
+    if not AST_REUSE:
+        return None
+    mark = getattr(S, _CHECKED_ATTR, None)
+    entry = getattr(S, _INDEX_ATTR, None)
+    nnz = int(S.indptr[-1])
+    arrays = (S.indptr, S.indices[:nnz], _value_bits(S.data[:nnz]))
+    if entry is not None and entry["mark"] is mark and mark is not None:
+        index = entry["index"]
+        if index is not None:
+            if all(kernels.arrays_equal(a, b) for a, b in zip(arrays, index[3:])):
+                return index
+            entry["index"] = None  # S changed in place: scatter now, rebuild on the next call
+            return None
+        n, m = S.shape
+        itype = np.int32 if max(m, nnz) < 2**31 else np.int64
+        index = (np.empty(n + 1, np.int64), np.empty(nnz, itype), np.empty(nnz, S.dtype),
+                 *(a.copy() for a in arrays))
+        if kernels.csc_transpose_index(S.indptr, S.indices, S.data, n, *index[:3]):
+            entry["index"] = index
+            return index
+        return None
+    try:
+        setattr(S, _INDEX_ATTR, {"mark": mark, "index": None})
+    except AttributeError:  # a matrix type that takes no attributes: never reused
+        pass
+    return None
 
 
 def _mult_ast_blocked(AT, S, outT, threads):

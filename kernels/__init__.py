@@ -131,11 +131,22 @@ from ._newton import (
 )
 from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
+from ._spmm import (
+    GATHER_DISTANCE,
+    GATHER_VECTORS,
+    TRANSPOSE_TILE,
+    arrays_equal,
+    csc_gather_mult,
+    csc_transpose_index,
+    transpose_into,
+)
 from ._svmlight import find_line_starts, svmlight_parse
 from ._threads import limit_blas_threads, parallel_njit, quiet_openmp
 
 __all__ = [
     "AST_BLOCK_SHIFT",
+    "GATHER_DISTANCE",
+    "GATHER_VECTORS",
     "GPU_ACC_HEAD",
     "HINGE",
     "LABEL_FORMS",
@@ -149,8 +160,10 @@ __all__ = [
     "SLAB_SAMPLE",
     "SQUARED",
     "SQUARED_HINGE",
+    "TRANSPOSE_TILE",
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
+    "arrays_equal",
     "cd_block_apply",
     "cd_block_stats",
     "cd_block_steps",
@@ -185,6 +198,7 @@ __all__ = [
     "criteo_int_bucket",
     "criteo_parse",
     "csc_fingerprint",
+    "csc_gather_mult",
     "csc_mult",
     "csc_mult_t",
     "csc_mult_t_blocked",
@@ -192,6 +206,7 @@ __all__ = [
     "csc_mult_vec",
     "csc_sddmm",
     "csc_sddmm_vec",
+    "csc_transpose_index",
     "default_threads",
     "find_line_starts",
     "fma_loop",
@@ -245,5 +260,6 @@ __all__ = [
     "stream_triad",
     "svmlight_parse",
     "transpose_index",
+    "transpose_into",
     "vaxpy",
 ]

@@ -1,0 +1,181 @@
+"""The register-blocked gather, the tiled transposition, the transposed index and the exact
+compare (kernels/_spmm.py) against numpy / scipy references."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import gmat, kernels
+
+TOL = {np.float32: 2e-4, np.float64: 1e-11}
+
+
+def _csc(rng, n, m, density, dtype, itype, empty=True):
+    """Random CSC with some empty rows and columns (``empty``), ``itype`` indices."""
+    S = sp.random(n, m, density=density, format="csc", dtype=np.float64, random_state=rng)
+    if empty and n > 2 and m > 2:
+        S = sp.csc_matrix(S.multiply(rng.random((1, m)) > 0.2))  # empty columns
+        S = sp.csc_matrix(S.multiply(rng.random((n, 1)) > 0.2))  # empty rows
+    S.sort_indices()
+    S = sp.csc_matrix((S.data.astype(dtype), S.indices.astype(itype), S.indptr.astype(itype)),
+                      shape=(n, m))
+    return S
+
+
+def _zipf(n, m, dtype, itype, seed=0):
+    return gmat.powerlaw_csc(n, m, 12, dtype=dtype, index_dtype=itype, random_state=seed)
+
+
+def _gather_ref(X, S):
+    """``out[:, j] = sum_p data[p] X[:, indices[p]]``: ``X @ S`` in float64."""
+    return np.asarray((S.T.astype(np.float64) @ X.T.astype(np.float64)).T)
+
+
+def _run_gather(X, S, order, n_chunks=5):
+    k = X.shape[0]
+    out = np.full((k, S.shape[1]), np.nan, X.dtype, order=order)
+    bounds = kernels.nnz_chunks(S.indptr, min(max(S.shape[1], 1), n_chunks))
+    faults = kernels.csc_gather_mult(np.ascontiguousarray(X.T), S.indptr, S.indices, S.data,
+                                     out.T, bounds)
+    return faults, out
+
+
+def _close(actual, expected, dtype):
+    tol = TOL[np.dtype(dtype).type]
+    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
+
+
+# k values that hit every lane-block combination (8, 4, 2, 1 vectors) and a scalar remainder
+K_FLOAT32 = [16, 17, 31, 32, 48, 64, 80, 112, 128, 129, 144, 255, 256, 3]
+K_FLOAT64 = [8, 9, 16, 24, 32, 40, 56, 64, 65, 72, 127, 128, 5]
+
+
+@pytest.mark.parametrize("dtype,ks", [(np.float32, K_FLOAT32), (np.float64, K_FLOAT64)])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_gather_mult_matches_scipy(dtype, ks, itype, order):
+    rng = np.random.default_rng(0)
+    for k in ks:
+        S = _csc(rng, 300, 90, 0.05, dtype, itype)
+        X = rng.standard_normal((k, 300)).astype(dtype)
+        faults, out = _run_gather(X, S, order)
+        assert faults == 0
+        _close(out, _gather_ref(X, S), dtype)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_gather_mult_powerlaw_and_transposed_index(dtype, itype):
+    """Zipf data, as A*S over the CSC arrays and as A*S^T over the CSR ones."""
+    rng = np.random.default_rng(1)
+    S = _zipf(4000, 700, dtype, itype)
+    for k in (lanes := 64 // np.dtype(dtype).itemsize, 2 * lanes + 3, 8 * lanes):
+        X = rng.standard_normal((k, 4000)).astype(dtype)
+        faults, out = _run_gather(X, S, "F", n_chunks=16)
+        assert faults == 0
+        _close(out, _gather_ref(X, S), dtype)
+        R = S.tocsr()  # S^T as CSC
+        D = rng.standard_normal((k, 700)).astype(dtype)
+        faults, out = _run_gather(D, sp.csc_matrix((R.data, R.indices, R.indptr),
+                                                    shape=(700, 4000)), "C")
+        assert faults == 0
+        _close(out, np.asarray(S.astype(np.float64) @ D.T.astype(np.float64)).T, dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), m=st.integers(1, 40), k=st.integers(1, 70),
+       density=st.floats(0.0, 0.6), seed=st.integers(0, 2**16),
+       f64=st.booleans(), i64=st.booleans(), c_out=st.booleans())
+def test_gather_mult_random_shapes(n, m, k, density, seed, f64, i64, c_out):
+    dtype = np.float64 if f64 else np.float32
+    rng = np.random.default_rng(seed)
+    S = _csc(rng, n, m, density, dtype, np.int64 if i64 else np.int32)
+    X = rng.standard_normal((k, n)).astype(dtype)
+    faults, out = _run_gather(X, S, "C" if c_out else "F", n_chunks=int(rng.integers(1, 6)))
+    assert faults == 0
+    _close(out, _gather_ref(X, S), dtype)
+
+
+def test_gather_mult_faults_never_read_outside(dtype):
+    """An out-of-range or negative index, or an indptr range outside the arrays, is a fault
+    (counted per column) and not a crash; the other columns are still right."""
+    rng = np.random.default_rng(2)
+    S = _csc(rng, 200, 30, 0.1, dtype, np.int32, empty=False)
+    X = rng.standard_normal((2 * 64 // np.dtype(dtype).itemsize + 1, 200)).astype(dtype)
+    ref = _gather_ref(X, S)
+    bad = S.copy()
+    bad.indices[bad.indptr[3]] = 2**30
+    bad.indices[bad.indptr[7]] = -5
+    faults, out = _run_gather(X, bad, "F")
+    assert faults == 2
+    ok = [j for j in range(30) if j not in (3, 7)]
+    _close(out[:, ok], ref[:, ok], dtype)
+    bad = S.copy()
+    bad.indptr[5] = 10**9
+    faults, out = _run_gather(X, bad, "F")
+    assert faults >= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=st.integers(0, 150), c=st.integers(0, 300), f64=st.booleans())
+def test_transpose_into_random_shapes(r, c, f64):
+    dtype = np.float64 if f64 else np.float32
+    src = np.random.default_rng(r * 1000 + c).standard_normal((r, c)).astype(dtype)
+    dst = np.full((c, r), np.nan, dtype)
+    kernels.transpose_into(src, dst)
+    np.testing.assert_array_equal(dst, src.T)
+
+
+def test_transpose_into_wide():
+    src = np.arange(16 * 70_000, dtype=np.float32).reshape(16, 70_000)
+    dst = np.empty((70_000, 16), np.float32)
+    kernels.transpose_into(src, dst)
+    np.testing.assert_array_equal(dst, src.T)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_csc_transpose_index_is_scipys_csr(dtype, itype):
+    rng = np.random.default_rng(3)
+    for S in (_csc(rng, 500, 80, 0.05, dtype, itype), _zipf(3000, 400, dtype, itype),
+              _csc(rng, 7, 5, 0.0, dtype, itype)):
+        n, m = S.shape
+        t_indptr = np.empty(n + 1, np.int64)
+        t_indices = np.empty(S.nnz, np.int32)
+        t_data = np.empty(S.nnz, dtype)
+        assert kernels.csc_transpose_index(S.indptr, S.indices, S.data, n, t_indptr,
+                                           t_indices, t_data)
+        R = S.tocsr()
+        R.sort_indices()
+        np.testing.assert_array_equal(t_indptr, R.indptr)
+        np.testing.assert_array_equal(t_indices, R.indices)
+        np.testing.assert_array_equal(t_data, R.data)
+
+
+def test_csc_transpose_index_rejects_bad_structure():
+    S = _csc(np.random.default_rng(4), 50, 20, 0.2, np.float64, np.int32, empty=False)
+    out = (np.empty(51, np.int64), np.empty(S.nnz, np.int32), np.empty(S.nnz))
+    bad = S.copy()
+    bad.indices[3] = 50
+    assert not kernels.csc_transpose_index(bad.indptr, bad.indices, bad.data, 50, *out)
+    bad = S.copy()
+    bad.indices[3] = -1
+    assert not kernels.csc_transpose_index(bad.indptr, bad.indices, bad.data, 50, *out)
+    bad = S.copy()
+    bad.indptr[4] = bad.indptr[5] + 1
+    assert not kernels.csc_transpose_index(bad.indptr, bad.indices, bad.data, 50, *out)
+    assert not kernels.csc_transpose_index(S.indptr, S.indices, S.data, 49, *out)
+
+
+def test_arrays_equal():
+    a = np.arange(10_001, dtype=np.int64)
+    assert kernels.arrays_equal(a, a.copy())
+    for pos in (0, 5000, 10_000):
+        b = a.copy()
+        b[pos] += 1
+        assert not kernels.arrays_equal(a, b)
+    assert not kernels.arrays_equal(a, a[:-1])
+    assert kernels.arrays_equal(a[:0], a[:0])
+    z = np.array([0.0, 1.0]).view(np.uint64)
+    assert not kernels.arrays_equal(z, np.array([-0.0, 1.0]).view(np.uint64))  # bit for bit
