@@ -42,6 +42,8 @@ __all__ = ["TCPTransport", "listen", "register"]
 logger = logging.getLogger(__name__)
 
 _SOCKBUF = 4 << 20
+#: Seconds between the probes of a rank that registered but has not connected yet.
+_PROBE_EVERY = 0.5
 
 
 def _tune(sock):
@@ -62,16 +64,34 @@ def listen(host: str = "127.0.0.1") -> socket.socket:
     return s
 
 
-def _connect_until(addr, deadline):
+def _connect_until(addr, deadline, refused_is_final=False):
     """A connection to ``addr``, retried (the listener may not be up yet) until the monotonic
-    ``deadline``; past it, the last ``OSError``."""
+    ``deadline``; past it, the last ``OSError``.  With ``refused_is_final`` (a peer's listener,
+    open before it registered), a refused connection is raised at once: nothing listens there
+    any more, the process is gone."""
     while True:
         try:
             return socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.1))
+        except ConnectionRefusedError:
+            if refused_is_final or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def _listening(addr) -> bool:
+    """Whether a process still listens at ``addr`` (a connection opened and closed at once,
+    without a byte: the peer's handshake takes it for a probe); False only when refused."""
+    try:
+        with socket.create_connection(addr, timeout=1.0):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:  # unreachable for a moment, a full backlog: not known to be gone
+        return True
 
 
 def register(coord: tuple[str, int], token: bytes, rank: int, address, timeout: float):
@@ -158,22 +178,48 @@ class TCPTransport(PollingTransport):
         for peer in range(self.rank):
             if peer not in self._dead:
                 self._connect(peer, tuple(addresses[peer]), deadline)
-        with self._cv:
-            while any(self._socks[p] is None and p not in self._dead
-                      for p in range(self.rank + 1, self.size)):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = [p for p in range(self.rank + 1, self.size)
-                               if self._socks[p] is None and p not in self._dead]
-                    self.close(linger=0)
-                    raise CommTimeoutError(f"rank {self.rank}: ranks {missing} did not connect "
-                                           f"within {self.timeout:g} s", missing[0])
-                self._cv.wait(left)
+        next_probe = time.monotonic() + _PROBE_EVERY
+        while True:
+            with self._cv:
+                missing = [p for p in range(self.rank + 1, self.size)
+                           if self._socks[p] is None and p not in self._dead]
+                now = time.monotonic()
+                if missing and now < min(deadline, next_probe):
+                    self._cv.wait(min(deadline, next_probe) - now)
+                    continue
+            if not missing:
+                break
+            if now > deadline:
+                self.close(linger=0)
+                raise CommTimeoutError(f"rank {self.rank}: ranks {missing} did not connect "
+                                       f"within {self.timeout:g} s", missing[0])
+            for p in missing:  # a rank that died after it registered never connects
+                if self._socks[p] is None and not _listening(tuple(addresses[p])):
+                    self._gone(p, f"rank {self.rank}: rank {p} is gone: it registered, then "
+                                  "ended before it connected (nothing listens at "
+                                  f"{addresses[p][0]}:{addresses[p][1]})")
+            next_probe = time.monotonic() + _PROBE_EVERY
 
     # -- connection set-up ----------------------------------------------------------------
+    def _gone(self, peer, why):
+        """``peer`` found dead while the mesh is connected: every send to it and receive from
+        it raises :class:`~roofline.comm.PeerError` ``why`` (a replicated transport goes on
+        with its node's other replicas)."""
+        logger.warning("%s", why)
+        with self._cv:
+            self._dead.setdefault(peer, PeerError(why, peer))
+            self._arrivals += 1
+            self._cv.notify_all()
+
     def _connect(self, peer, addr, deadline):
         try:
-            s = _connect_until(addr, deadline)
+            s = _connect_until(addr, deadline, refused_is_final=True)
+        except ConnectionRefusedError:
+            # it registered (so it listened), and nothing listens there now: it is gone
+            self._gone(peer, f"rank {self.rank}: rank {peer} is gone: it registered, then "
+                             f"ended before the mesh was connected (connection to "
+                             f"{addr[0]}:{addr[1]} refused)")
+            return
         except OSError as e:
             self.close(linger=0)
             raise CommTimeoutError(f"rank {self.rank}: cannot connect to rank {peer} at "
@@ -195,6 +241,9 @@ class TCPTransport(PollingTransport):
     def _handshake(self, s, addr):
         try:
             s.settimeout(min(self.timeout, 10.0))
+            if not s.recv(1, socket.MSG_PEEK):  # closed without a byte: a liveness probe
+                s.close()
+                return
             kind, sender, target, _, _, _ = read_header(s, self.token)
             if kind != KIND_HELLO or target != self.rank:
                 raise MessageError(f"unexpected handshake (kind {kind}, for rank {target})")

@@ -70,3 +70,17 @@ def test_a_rank_dying_before_it_joins_fails_the_job_at_once_naming_it():
     assert p.returncode != 0
     assert "rank 1" in p.stderr + p.stdout
     assert elapsed < 20, f"the launcher waited {elapsed:.0f} s for a rank that had died"
+
+
+def test_a_rank_dying_after_it_registered_is_named_at_once():
+    """Issue 32: without replication, a rank SIGKILLed after it registered (its address handed
+    out, the mesh not yet connected) is named by the others within seconds, not after the
+    script's 30 s timeout."""
+    script = os.path.join(HERE, "scripts", "sum_script.py")
+    t = time.monotonic()
+    p = subprocess.run([*LAUNCH, "-n", "3", "--timeout", "15", script, "--after-register", "1"],
+                       capture_output=True, text=True, timeout=90)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "rank 1 is gone" in out and "PeerError" in out, out
+    assert time.monotonic() - t < 12, out

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -167,3 +168,52 @@ def test_a_node_whose_replicas_are_all_lost_before_registration_fails_at_once():
     assert p.returncode != 0
     assert "every replica of node 1 (ranks [2, 3])" in p.stdout + p.stderr
     assert time.monotonic() - t < 20  # refused at once, not after the 30 s timeout
+
+
+@pytest.mark.parametrize("dead", ["1", "2", "0,3"])
+def test_replicas_dying_after_registration_do_not_sink_the_job(dead):
+    """Issue 32: a replica SIGKILLed after it registered, before the mesh is connected (the
+    others have its address and look for it), is found gone at once (its listener refuses):
+    its twin carries the node, the sums are the plain job's, and nobody waits for the 30 s
+    timeout."""
+    t = time.monotonic()
+    p = _launch("-n", "4", "--replication", "2", "--timeout", "15", SCRIPT, "--after-register",
+                dead, timeout=90)
+    took = time.monotonic() - t
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = _result(p)
+    assert res["ok"] and res["size"] == 2
+    assert res["digest"] == _result(_launch("-n", "2", "--timeout", "15", SCRIPT))["digest"]
+    assert took < 12, took
+
+
+def test_a_node_whose_replicas_die_after_registration_is_named_at_once():
+    t = time.monotonic()
+    p = _launch("-n", "4", "--replication", "2", "--timeout", "15", SCRIPT, "--after-register",
+                "2,3", timeout=90)
+    assert p.returncode != 0
+    assert "every replica of node 1 (ranks [2, 3]) is gone" in p.stdout + p.stderr
+    assert time.monotonic() - t < 12  # not the 30 s timeout
+
+
+def _job_killed_at(comm, delay, die):
+    """``_job`` with 40 steps, the processes in ``die`` SIGKILLed ``delay`` s after they start
+    it, wherever they are (inside a sparse or dense all-reduce, between two)."""
+    if comm.transport.inner.rank in die:
+        threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    return _job(comm, steps=40)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5])
+def test_replicas_killed_mid_collective_change_nothing(delay):
+    """Issue 32: a replica killed at any moment of the job (most often inside a collective,
+    its copies half sent) changes neither the sums nor the time much: its node's messages come
+    from the twin."""
+    t = time.monotonic()
+    got = run(_job_killed_at, 4, backend="tcp", replication=2, args=(delay, (1, 2)), timeout=20)
+    assert time.monotonic() - t < 30
+    ref = run(_job, 2, backend="threads", kwargs={"steps": 40})
+    assert got[1] is None and got[2] is None
+    for g in got:
+        if g is not None:
+            np.testing.assert_array_equal(g[2], ref[g[0]][2])

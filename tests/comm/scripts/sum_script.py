@@ -22,6 +22,9 @@ BEFORE_JOIN = dict(
     (int(rank), how) for rank, how in (
         item.split(":") for item in sys.argv[sys.argv.index("--before-join") + 1].split(",")))\
     if "--before-join" in sys.argv else {}
+# physical ranks SIGKILLed right after they registered, before the mesh is connected, e.g. 1,2
+AFTER_REGISTER = ({int(r) for r in sys.argv[sys.argv.index("--after-register") + 1].split(",")}
+                  if "--after-register" in sys.argv else set())
 
 
 def contribution(rank, n_features=5000, seed=0):
@@ -38,6 +41,17 @@ def main():
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "exit":
         return 0
+    if int(os.environ.get("ROOFLINE_COMM_RANK", -2)) in AFTER_REGISTER:
+        import roofline.comm._factories as factories
+
+        register = factories.register
+
+        def register_then_die(*args, **kwargs):
+            addresses = register(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)  # registered: the others will look for it
+            return addresses
+
+        factories.register = register_then_die
     comm = from_environment(timeout=30)
     with comm:
         idx, val = contribution(comm.rank)
