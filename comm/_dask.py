@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import time
 import warnings
 from urllib.parse import urlparse
 
@@ -119,11 +120,11 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
     Raises
     ------
     CommError
-        Too few workers, or a rank failed: the first failure ends the job and names its rank
-        (a rank whose worker died makes the others fail within ``timeout`` naming it).
+        Too few workers, or a rank failed: the first failure ends the job and names every
+        failed rank with its worker; a rank whose worker died (or left the cluster) is named
+        as soon as the scheduler knows it, alone or not.  The job as a whole gets
+        ``3 * timeout`` seconds.
     """
-    from distributed import as_completed, wait
-
     kwargs = kwargs or {}
     workers = sorted(client.scheduler_info()["workers"])
     if parts is not None:
@@ -149,36 +150,82 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
                                  workers=[placement[r]], allow_other_workers=False, pure=False,
                                  key=f"roofline-rank-{r}-{coord.token.hex()[:8]}")
                    for r in range(n)]
-        rank_of = {f.key: r for r, f in enumerate(futures)}
-        # the first failure ends the job: a rank whose worker died takes the others down with
-        # an error naming it (within ``timeout``), and Dask may keep retrying the dead one
-        for f in as_completed(futures, timeout=timeout * 3):
-            if f.status != "finished":
-                # the others fail soon after (naming the lost rank): collect them briefly so the
-                # root cause comes first
-                try:
-                    wait(futures, timeout=min(timeout, 5.0))
-                except TimeoutError:  # a rank whose worker died stays pending: go on
-                    pass
-                errors = []
-                for g in futures:
-                    if g.status != "finished":
-                        why = (g.exception() if g.status == "error" else
-                               f"{g.status} (its worker may have died)")
-                        r = rank_of[g.key]
-                        what = (f"{type(why).__name__}: {why}"
-                                if isinstance(why, BaseException) else str(why))
-                        errors.append((isinstance(why, PeerError), r,
-                                       f"rank {r} (worker {placement[r]}) failed: {what}"))
-                client.cancel(futures)
-                raise CommError("; ".join(e[2] for e in sorted(errors)))
+        try:
+            _watch(client, futures, placement, timeout)
+        except CommError as e:
+            coord.abort(str(e))  # ranks waiting for the others to register are told at once
+            raise
         return _reemit([f.result() for f in futures])
-    except TimeoutError as e:
-        client.cancel(futures)
-        raise CommError(f"the Dask job of {n} ranks did not finish within "
-                        f"{timeout * 3:g} s") from e
     finally:
         coord.close()
+
+
+#: Seconds between two looks at the ranks' tasks and workers while a Dask job runs.
+_WATCH_EVERY = 0.5
+
+
+def _watch(client, futures, placement, timeout):
+    """Wait for the ranks' tasks: return once all finished; raise :class:`CommError` at the
+    first failure, naming every failed rank with its worker.
+
+    A rank whose worker died (or left the cluster) is named as soon as the scheduler knows it
+    (checked every :data:`_WATCH_EVERY` s): its task would otherwise wait for that worker
+    forever, since it may run nowhere else.  The job as a whole gets ``3 * timeout`` s."""
+    from distributed import wait
+
+    rank_of = {f.key: r for r, f in enumerate(futures)}
+    deadline = time.monotonic() + 3 * timeout
+    pending = list(futures)
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            client.cancel(futures)
+            raise CommError(f"the Dask job of {len(futures)} ranks did not finish within "
+                            f"{3 * timeout:g} s; ranks {sorted(rank_of[f.key] for f in pending)}"
+                            " still running")
+        try:
+            wait(pending, timeout=min(_WATCH_EVERY, left), return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        failed = [f for f in futures if f.status in ("error", "cancelled", "lost")]
+        alive = set(client.scheduler_info()["workers"])
+        gone = [f for f in futures if f.status == "pending"
+                and placement[rank_of[f.key]] not in alive]
+        if failed or gone:
+            if failed and not gone:
+                # the others fail soon after (naming the lost rank): collect them briefly so
+                # the root cause comes first
+                try:
+                    wait(futures, timeout=min(timeout, 5.0))
+                except TimeoutError:
+                    pass
+                alive = set(client.scheduler_info()["workers"])
+            why = _failures(futures, rank_of, placement, alive)
+            client.cancel(futures)
+            raise CommError(why)
+        pending = [f for f in futures if f.status != "finished"]
+
+
+def _failures(futures, rank_of, placement, alive):
+    """One message naming every rank that failed, with its worker: the ranks whose worker
+    died first, then the others' errors (a peer's loss last: it follows from the rest)."""
+    errors = []
+    for g in futures:
+        r = rank_of[g.key]
+        w = placement[r]
+        if g.status == "finished":
+            continue
+        if g.status == "error":
+            why = g.exception()
+            errors.append((1 + isinstance(why, PeerError), r,
+                           f"rank {r} (worker {w}) failed: {type(why).__name__}: {why}"))
+        elif w not in alive:
+            errors.append((0, r, f"rank {r} (worker {w}): its worker died or left the cluster "
+                                 "while it ran"))
+        else:
+            errors.append((3, r, f"rank {r} (worker {w}) had not finished ({g.status}; "
+                                 "cancelled)"))
+    return "; ".join(e[2] for e in sorted(errors))
 
 
 def run_dask(fn, n, *, args=(), kwargs=None, timeout=120.0, client=None, **_) -> list:

@@ -116,3 +116,23 @@ def test_a_killed_worker_is_an_error_naming_its_rank(client):
         run_on_dask(client, _worker_dies_on_rank_1, n=2, timeout=10)
     assert time.monotonic() - t < 60  # no hang
     client.wait_for_workers(3, timeout=60)  # the nanny restarts it for the next tests
+
+
+def _worker_dies(comm):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # the Dask worker process running this rank dies
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_rank_whose_worker_dies_is_named_within_the_timeout(client, n):
+    """Issue 32: a rank whose worker process dies (alone, or with no peer yet waiting on it)
+    is named, with its worker, within the timeout: not 'did not finish' after 3x the timeout.
+    """
+    import time
+
+    t = time.monotonic()
+    with pytest.raises(CommError, match=r"rank 0 \(worker tcp://[\d.:]+\).* worker .*died"):
+        run_on_dask(client, _worker_dies, n=n, timeout=10)
+    assert time.monotonic() - t < 10
+    client.wait_for_workers(3, timeout=60)  # the nanny restarts it for the next tests
