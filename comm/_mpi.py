@@ -240,7 +240,14 @@ def install_hooks(MPI, timeout=600.0):
 
     # MPI_Finalize first deletes COMM_SELF's attributes: a script calling MPI.Finalize() itself
     # finishes the notices there (at exit the attribute is deleted before mpi4py finalizes)
-    keyval = MPI.Comm.Create_keyval(delete_fn=lambda comm, key, value: NOTICES.finish(MPI))
+    def finish(comm, key, value):
+        try:
+            NOTICES.finish(MPI)
+        except Exception:  # noqa: BLE001 - inside MPI_Finalize: abort at exit instead
+            NOTICES.dirty = True
+            logger.exception("the notices could not be finished")
+
+    keyval = MPI.Comm.Create_keyval(delete_fn=finish)
     MPI.COMM_SELF.Set_attr(keyval, True)
 
     def at_exit():
