@@ -51,6 +51,17 @@ def test_a_failing_rank_is_named_by_the_survivors_within_the_timeout(mode, where
     assert "CommError" in out or "PeerError" in out or "CommTimeoutError" in out, out
 
 
+@pytest.mark.parametrize("where", ["allreduce", "sparse"])
+def test_a_rank_ending_without_closing_is_named_not_timed_out(where):
+    """A rank whose process ends without closing its communicator says bye at exit: the
+    survivor names it at once instead of timing out on a collective nobody will join."""
+    p, elapsed = _mpiexec(2, "vanish", where)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "PeerError: rank 0: rank 1 ended" in out, out
+    assert elapsed < 40, out
+
+
 def _fails_on_rank_1(comm):
     import numpy as np
 

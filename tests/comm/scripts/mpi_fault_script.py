@@ -1,6 +1,7 @@
 """A rank of an MPI job misbehaves (issue 32): ``raise`` (an ordinary exception), ``skip`` (it
-skips a collective), ``early`` (it returns before the others' last collectives).  Every other
-rank must raise an error naming it within the communicator's timeout (5 s), never hang."""
+skips a collective), ``early`` (it returns before the others' last collectives), ``vanish``
+(the same without closing its communicator).  Every other rank must raise an error naming it
+within the communicator's timeout (5 s), never hang."""
 
 import sys
 
@@ -27,6 +28,8 @@ def main():
             raise ValueError("boom on purpose")
         if MODE == "early":
             comm.close()
+            return 0
+        if MODE == "vanish":  # returns early without closing its communicator
             return 0
     if MODE != "skip" or comm.rank != BAD:
         collective(comm, WHERE)
