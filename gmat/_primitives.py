@@ -372,7 +372,7 @@ def _ast_index(S):
     if entry is not None and entry["mark"] is mark and mark is not None:
         index = entry["index"]
         if index is not None:
-            if all(kernels.arrays_equal(a, b) for a, b in zip(arrays, index[3:])):
+            if all(kernels.arrays_equal(a, b) for a, b in zip(arrays, index[3:], strict=True)):
                 return index
             entry["index"] = None  # S changed in place: scatter now, rebuild on the next call
             return None

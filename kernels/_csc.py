@@ -644,8 +644,10 @@ def csc_sddmm(AT, BT, indptr, indices, data, out, bounds, scale):
                     faults += 1
                     break
                 a = AT[i]
-                acc = a[0] * b[0]
-                for kk in range(1, k):
+                # from zero over all of k: a loop from 1 vectorises with a peeled head and
+                # ran 1.2-1.3x slower here (16 x 2^20 and 128 x 2^20 float32, Zipf)
+                acc = AT.dtype.type(0)
+                for kk in range(k):
                     acc += a[kk] * b[kk]
                 out[p] = acc * data[p] if scale else acc
     return faults

@@ -226,13 +226,25 @@ def csc_gather_mult(XT, indptr, indices, data, outT, bounds):
 TRANSPOSE_TILE = 4096
 
 
+@njit(inline="always", **_FLAGS)
+def _transpose_8x8(src, dst, i0, j0):
+    """``dst[j0:j0+8, i0:i0+8] = src[i0:i0+8, j0:j0+8].T`` (constant trip counts: unrolled
+    into moves; a runtime-length loop here is vectorised into gathers and scatters, which run
+    at a third of the speed on AMD)."""
+    for a in range(8):
+        for b in range(8):
+            dst[j0 + b, i0 + a] = src[i0 + a, j0 + b]
+
+
 @parallel_njit(**_FLAGS)
 def transpose_into(src, dst):
     """``dst[j, i] = src[i, j]``: ``dst`` (``c x r``) gets the transpose of ``src`` (``r x c``),
-    both C-contiguous, tile by tile (``min(r, 64)`` rows by ``TRANSPOSE_TILE / min(r, 64)``
-    columns, so a tile stays in L1 also for a short wide ``src``), tiles in parallel."""
+    both C-contiguous.  Tiles of ``min(r, 64)`` rows by ``TRANSPOSE_TILE / min(r, 64)`` columns
+    (in L1 also for a short wide ``src``) run in parallel, each as 8 x 8 blocks plus its
+    edges (measured here, 16 x 2^20 float32: 1.7x faster than element loops, 2.3x the time
+    of a plain copy)."""
     r, c = src.shape
-    tr = max(1, min(r, 64))
+    tr = max(8, min(r, 64))
     tc = max(64, TRANSPOSE_TILE // tr)
     nr = (r + tr - 1) // tr
     nc = (c + tc - 1) // tc
@@ -241,11 +253,14 @@ def transpose_into(src, dst):
         i0 = (b % nr) * tr
         j1 = min(c, j0 + tc)
         i1 = min(r, i0 + tr)
-        for jj in range(j0, j1, 8):  # 8 output rows at a time: 8 input lines per pass
-            je = min(j1, jj + 8)
-            for i in range(i0, i1):
-                for j in range(jj, je):
-                    dst[j, i] = src[i, j]
+        i8 = i0 + (i1 - i0) // 8 * 8
+        j8 = j0 + (j1 - j0) // 8 * 8
+        for jj in range(j0, j8, 8):
+            for ii in range(i0, i8, 8):
+                _transpose_8x8(src, dst, ii, jj)
+        for j in range(j0, j1):  # the edges: rows past i8, and columns past j8
+            for i in range(i8 if j < j8 else i0, i1):
+                dst[j, i] = src[i, j]
 
 
 @njit(cache=True, nogil=True)
