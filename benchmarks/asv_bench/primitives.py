@@ -69,3 +69,70 @@ class PrimitiveTime:
 
     def time_primitive(self, primitive):
         self.call()
+
+
+class VersusMKL:
+    """Side by side with Intel MKL (``sparse_dot_mkl``, threads set to numba's count) on the Zipf
+    data: ``track_mkl_ratio`` is MKL's time over gmat's (above 1: gmat faster; A*S^T against MKL
+    on a transposed CSR copy, gmat on ``S`` as given and reused), ``track_c_layout_ratio`` the
+    time of a C-ordered dense operand over the Fortran one.  Skipped where MKL does not load."""
+
+    params = (["A*S", "A*S^T"], [1, 16, 128])
+    param_names = ["primitive", "k"]
+    timeout = 600
+
+    def setup_cache(self):
+        import glob
+        import os
+        import sys
+
+        from roofline import kernels
+
+        if "MKL_RT" not in os.environ:
+            found = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))
+            if found:
+                os.environ["MKL_RT"] = found[-1]
+        try:
+            import sparse_dot_mkl as mkl
+        except Exception:  # not installed, or MKL's loader failed
+            return None
+        mkl.mkl_set_num_threads(kernels.default_threads())
+        S = _data()
+        R = S.tocsr()
+        n, m = S.shape
+        rng = np.random.default_rng(0)
+        rows = {}
+        for k in (1, 16, 128):
+            A = gmat.empty((k, n), np.float32)
+            A[...] = rng.standard_normal((k, n))
+            D = gmat.empty((k, m), np.float32)
+            D[...] = rng.standard_normal((k, m))
+            A_C = np.ascontiguousarray(A)
+            D_C = np.ascontiguousarray(D)
+            cases = {
+                "A*S": (lambda A=A: gmat.mult_as(A, S), lambda A=A: mkl.dot_product_mkl(S.T, A.T),
+                        lambda A_C=A_C: gmat.mult_as(A_C, S)),
+                "A*S^T": (lambda D=D: gmat.mult_ast(D, S),
+                          lambda D=D: mkl.dot_product_mkl(R, D.T),
+                          lambda D_C=D_C: gmat.mult_ast(D_C, S)),
+            }
+            for name, (ours, peer, c_order) in cases.items():
+                t = gmat.best_time(ours, 5)
+                rows[(name, k)] = (gmat.best_time(peer, 5) / t, gmat.best_time(c_order, 5) / t)
+        return rows
+
+    setup_cache.timeout = 900
+
+    def setup(self, rows, primitive, k):
+        if rows is None:
+            raise NotImplementedError("sparse_dot_mkl / MKL not available")
+
+    def track_mkl_ratio(self, rows, primitive, k):
+        return rows[(primitive, k)][0]
+
+    track_mkl_ratio.unit = "x MKL"
+
+    def track_c_layout_ratio(self, rows, primitive, k):
+        return rows[(primitive, k)][1]
+
+    track_c_layout_ratio.unit = "C / F time"
