@@ -48,6 +48,7 @@ from sklearn.exceptions import ConvergenceWarning
 from roofline import gmat
 
 from ._auto import LBFGS_AUTO_SCALE
+from ._newton import _agree, feature_union, union_plan
 from ._problem import check_on_every_rank, check_positive, check_sample_weight, check_X
 
 __all__ = ["MULTINOMIAL_SOLVERS", "MultinomialResult", "fit_multinomial", "softmax_loss"]
@@ -236,9 +237,7 @@ class _Sum:
     def __init__(self, comm, d, K, local=None, union=None):
         self.comm, self.d, self.K = comm, d, K
         self.local, self.union = local, union
-        tail = d + np.arange(2, dtype=np.int64)
-        self.plan = None if local is None else comm.sparse_plan(
-            np.concatenate([local, tail]), want=np.concatenate([union, tail]))
+        self.plan = None if local is None else union_plan(comm, d, local, union, 2)
         self.calls = 0
 
     def __call__(self, L, GW, Gb):
@@ -475,7 +474,6 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
 def _distributed(comm, local, alpha, tol, max_iter, solver, fit_intercept, n_classes):
     """The validated shard, the global class count, weights' sum and scales, and the
     objective over every rank (:func:`fit_multinomial` with ``comm``)."""
-    from ._newton import _agree
 
     caller = "fit_multinomial(comm=)"
     X, y, K, s = check_on_every_rank(comm, local, caller)
@@ -502,8 +500,7 @@ def _distributed(comm, local, alpha, tol, max_iter, solver, fit_intercept, n_cla
     if tot[2]:  # dense data on some rank: every rank reduces densely
         red = _Sum(comm, d, K)
     else:
-        occ = np.bincount(X.indices, minlength=d) > 0
-        union = np.flatnonzero(comm.allreduce(occ.astype(np.uint8), op="max"))
+        occ, union = feature_union(comm, X)
         red = _Sum(comm, d, K, np.flatnonzero(occ), union)
     prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
                     None if scale is None else scale * scale, s_total=float(tot[1]), red=red)

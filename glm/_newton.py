@@ -50,6 +50,7 @@ from ._problem import (
     GLMResult,
     Trace,
     check_on_every_rank,
+    check_sample_weight,
     check_X,
     comm_weights,
     mean_one_weights,
@@ -581,10 +582,8 @@ class _Reducer:
 
     def __init__(self, comm, d, local=None, union=None):
         self.comm = comm
-        tail = d + np.arange(_N_TAIL, dtype=np.int64)
         self.n_union = d if union is None else int(union.size)
-        self.plan = None if local is None else comm.sparse_plan(
-            np.concatenate([local, tail]), want=np.concatenate([union, tail]))
+        self.plan = None if local is None else union_plan(comm, d, local, union, _N_TAIL)
         self.seconds = 0.0
         self.calls = 0
 
@@ -620,6 +619,31 @@ class _Reducer:
         v[m] = hb
         out = self._sum(v)
         return out[:u], float(out[u])
+
+
+def feature_union(comm, X):
+    """``(occ, union)``: the mask of the features occurring in this rank's examples (CSC
+    ``X``) and the sorted union of every rank's (one ``max`` all-reduce)."""
+    occ = np.bincount(X.indices, minlength=X.shape[0]) > 0
+    return occ, np.flatnonzero(comm.allreduce(occ.astype(np.uint8), op="max"))
+
+
+def union_plan(comm, d, local, union, n_tail):
+    """The Kylix plan of a distributed solver's sums: this rank's ``local`` features in, the
+    ``union`` of every rank's out, each followed by ``n_tail`` entries after feature ``d - 1``
+    (the solver's scalars)."""
+    tail = d + np.arange(n_tail, dtype=np.int64)
+    return comm.sparse_plan(np.concatenate([local, tail]), want=np.concatenate([union, tail]))
+
+
+def _checked_shard(X, y, loss, allow_no_examples):
+    """This rank's ``X`` (CSC or dense) and ``y`` in the margin form, their sizes matching."""
+    Xl = check_X(X, allow_no_examples=allow_no_examples, keep_dense=True)
+    yl = _losses.check_labels(y, loss, margin=True, single_class_ok=True)
+    if yl.shape[0] != Xl.shape[1]:
+        raise ValueError(f"y has {yl.shape[0]} entries but X has {Xl.shape[1]} examples "
+                         "(columns); X must be (n_features, n_examples)")
+    return Xl, yl
 
 
 def _agree(comm, values, what, caller="fit_newton(comm=)"):
@@ -714,19 +738,9 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
     stats0 = dict(comm.stats) if isinstance(getattr(comm, "stats", None), dict) else {}
 
     def local():
-        Xl = check_X(X, allow_no_examples=True, keep_dense=True)
-        yl = _losses.check_labels(y, name, margin=True, single_class_ok=True)
-        if yl.shape[0] != Xl.shape[1]:
-            raise ValueError(f"y has {yl.shape[0]} entries but X has {Xl.shape[1]} examples "
-                             "(columns); X must be (n_features, n_examples)")
-        sw = None
-        if sample_weight is not None:
-            sw = np.asarray(sample_weight, dtype=np.float64).ravel()
-            if sw.shape[0] != Xl.shape[1]:
-                raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has "
-                                 f"{Xl.shape[1]} examples (columns)")
-            if not np.isfinite(sw).all() or (sw < 0).any():
-                raise ValueError("sample_weight must be finite and non-negative")
+        Xl, yl = _checked_shard(X, y, name, allow_no_examples=True)
+        sw = None if sample_weight is None else check_sample_weight(
+            sample_weight, Xl.shape[1], positive_sum=False)
         return Xl, yl, sw
 
     Xl, yl, sw = _local_checks(comm, local)
@@ -757,8 +771,7 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
         union = lf = pos = None
         Xc = Xl
     else:
-        occ = np.bincount(Xl.indices, minlength=d) > 0
-        union = np.flatnonzero(comm.allreduce(occ.astype(np.uint8), op="max"))
+        occ, union = feature_union(comm, Xl)
         lf = np.flatnonzero(occ)
         pos = np.searchsorted(union, lf)
         newid = np.cumsum(occ) - 1
@@ -865,11 +878,7 @@ def duality_gap(X, y, coef, intercept=0.0, *, loss="logistic", alpha, fit_interc
     alpha = positive(alpha, "alpha")
 
     def local():
-        Xl = check_X(X, allow_no_examples=comm is not None, keep_dense=True)
-        yl = _losses.check_labels(y, name, margin=True, single_class_ok=True)
-        if yl.shape[0] != Xl.shape[1]:
-            raise ValueError(f"y has {yl.shape[0]} entries but X has {Xl.shape[1]} examples "
-                             "(columns); X must be (n_features, n_examples)")
+        Xl, yl = _checked_shard(X, y, name, allow_no_examples=comm is not None)
         w = np.asarray(coef, dtype=np.float64).ravel()
         if w.shape[0] != Xl.shape[0] or not np.isfinite(w).all():
             raise ValueError(f"coef must be {Xl.shape[0]} finite numbers (one per feature), "
