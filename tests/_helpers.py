@@ -4,10 +4,22 @@ Fixtures built on these live in ``tests/conftest.py``; modules that need the pla
 several shapes or seeds in one test) import them: ``from tests._helpers import powerlaw_matrix``.
 """
 
+import importlib.util
+import os
+import sys
+
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from roofline import gmat
+
+#: The mpich wheel's ``mpiexec`` beside this interpreter.
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+#: Skips a test unless mpi4py and the mpich wheel's ``mpiexec`` are installed.
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+    reason="mpi4py / the mpich wheel absent")
 
 
 def powerlaw_matrix(n_features, n_examples, nnz_per_example=8.0, *, dtype=np.float64, seed=0,

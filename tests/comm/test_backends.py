@@ -10,23 +10,10 @@ import numpy as np
 import pytest
 
 from roofline.comm import CommError, run
+from tests._helpers import MPIEXEC, needs_mpi
 
 HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(HERE, "scripts", "sum_script.py")
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-
-
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return os.path.exists(MPIEXEC)
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_available(), reason="mpi4py / the mpich wheel absent")
-
-
 def _launch(n, *args, timeout=60):
     return subprocess.run([sys.executable, "-m", "roofline.comm.launch", "-n", str(n),
                            "--timeout", "20", SCRIPT, *args], capture_output=True, text=True,

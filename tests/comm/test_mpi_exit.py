@@ -13,20 +13,11 @@ import sys
 
 import pytest
 
+from tests._helpers import MPIEXEC, needs_mpi
+
 HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(HERE, "scripts", "mpi_exit_script.py")
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-
-
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return os.path.exists(MPIEXEC)
-
-
-pytestmark = pytest.mark.skipif(not _mpi_available(), reason="mpi4py / the mpich wheel absent")
+pytestmark = needs_mpi
 
 
 @pytest.mark.parametrize("order", ["lingers", "others-linger", "no-close", "finalize", "dup"])

@@ -10,21 +10,11 @@ import time
 import pytest
 
 from roofline.comm import CommError, run
+from tests._helpers import MPIEXEC, needs_mpi
 
 HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(HERE, "scripts", "mpi_fault_script.py")
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-
-
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return os.path.exists(MPIEXEC)
-
-
-pytestmark = pytest.mark.skipif(not _mpi_available(), reason="mpi4py / the mpich wheel absent")
+pytestmark = needs_mpi
 
 
 def _mpiexec(n, *args, timeout=60):

@@ -6,7 +6,7 @@ import pytest
 
 from roofline.comm import run
 from roofline.glm import fit_glm
-from tests._helpers import make_data
+from tests._helpers import make_data, needs_mpi
 
 TOL = 1e-9  # both runs go to a relative duality gap of 1e-9: coefficients agree to ~1e-4
 KW = dict(alpha=1e-2, tol=TOL, max_iter=2000, random_state=0)
@@ -39,20 +39,8 @@ CASES = [
 ]
 
 
-def _has_mpi():
-    import importlib.util
-    import os
-    import sys
-
-    return (importlib.util.find_spec("mpi4py") is not None
-            and os.path.exists(os.path.join(os.path.dirname(sys.executable), "mpiexec")))
-
-
-MPI = pytest.mark.skipif(not _has_mpi(), reason="mpi4py / the mpich wheel absent")
-
-
 @pytest.mark.parametrize("backend,K", [("tcp", 2), ("tcp", 4), ("threads", 3),
-                                       pytest.param("mpi", 2, marks=MPI)])
+                                       pytest.param("mpi", 2, marks=needs_mpi)])
 @pytest.mark.parametrize("solver,dual,loss,per_node", CASES)
 def test_across_ranks_equals_the_in_process_run(backend, K, solver, dual, loss, per_node):
     X, y = _data("regression" if loss == "squared" else "classification")
