@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # the names below, for type checkers and IDEs (loaded lazily 
         ADAGrad,
         ADAGradOptions,
         LBFGSOptions,
+        ModelUpdate,
+        ModelUpdateOptions,
         Optimizer,
         SGDOptions,
     )
@@ -55,6 +57,8 @@ __all__ = [
     "MetricsRecorder",
     "Mixin",
     "Model",
+    "ModelUpdate",
+    "ModelUpdateOptions",
     "Optimizer",
     "Ridge",
     "SGD",
@@ -75,7 +79,8 @@ _HOMES = {
     **dict.fromkeys(("Learner", "LearnerOptions", "TrainResult"), "_learner"),
     **dict.fromkeys(("L1Regularizer", "L2Regularizer", "MetricsRecorder", "Mixin"), "_mixins"),
     **dict.fromkeys(("GLM", "LOSSES", "GLMOptions", "Model"), "_models"),
-    **dict.fromkeys(("LBFGS", "SGD", "ADAGrad", "ADAGradOptions", "LBFGSOptions", "Optimizer",
+    **dict.fromkeys(("LBFGS", "SGD", "ADAGrad", "ADAGradOptions", "LBFGSOptions", "ModelUpdate",
+                     "ModelUpdateOptions", "Optimizer",
                      "SGDOptions"), "_optimizers"),
     **dict.fromkeys(("VWHybridResult", "fit_vw_hybrid"), "_vw"),
 }

@@ -21,7 +21,7 @@ error naming the key and the file)::
     # type = "datasource": train = "ds.toml", heldout = "ds_test.toml" (datasource_from_config)
 
     [model]                      # GLMOptions: loss, n_outputs, fit_intercept, dtype, ...
-    [optimizer]                  # type = "adagrad" | "sgd" | "lbfgs", then its options
+    [optimizer]                  # type = "adagrad" | "sgd" | "lbfgs" | "model", then its options
     [[mixins]]                   # type = "l2" | "l1" | "metrics", then its options
     [learner]                    # LearnerOptions: n_passes, eval_every, early_stopping, ...
     [solver]                     # instead of [optimizer]/[mixins]/[learner]: fit by coordinate
@@ -130,9 +130,9 @@ class OutputOptions(Options):
 
 
 def _optimizers():
-    from ._optimizers import LBFGS, SGD, ADAGrad
+    from ._optimizers import LBFGS, SGD, ADAGrad, ModelUpdate
 
-    return {"adagrad": ADAGrad, "sgd": SGD, "lbfgs": LBFGS}
+    return {"adagrad": ADAGrad, "sgd": SGD, "lbfgs": LBFGS, "model": ModelUpdate}
 
 
 def _mixins():

@@ -52,7 +52,10 @@ class Model:
     """Base class of models: parameters plus the per-minibatch gradient.
 
     Subclasses implement :meth:`init`, :meth:`gradient`, :meth:`loss`, :meth:`predict` and
-    :meth:`parameters` (name -> array, the arrays optimizers update in place).
+    :meth:`parameters` (name -> array, the arrays optimizers update in place).  A model whose
+    minibatch step is not a gradient step (a factor model's closed-form or multiplicative
+    update) implements ``update(batch, cache) -> (loss_sum, weight_sum)`` instead of
+    :meth:`gradient` and trains with :class:`~roofline.learners.ModelUpdate`.
     """
 
     opts: Options

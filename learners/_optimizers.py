@@ -26,6 +26,8 @@ __all__ = [
     "ADAGradOptions",
     "LBFGS",
     "LBFGSOptions",
+    "ModelUpdate",
+    "ModelUpdateOptions",
     "Optimizer",
     "SGD",
     "SGDOptions",
@@ -164,6 +166,46 @@ class Optimizer:
 
     def __repr__(self):
         return f"{type(self).__name__}({self.opts!r})"
+
+
+@dataclass
+class ModelUpdateOptions(Options):
+    """Options of :class:`ModelUpdate` (none: the model's own update carries its options)."""
+
+
+class ModelUpdate(Optimizer):
+    """The model's own minibatch update (BIDMach's models with an ``mupdate`` and no updater).
+
+    Factor models whose step is not a gradient step (k-means' centroid averages, NMF's
+    multiplicative updates, online variational Bayes, alternating least squares) implement
+    ``Model.update(batch, cache) -> (loss_sum, weight_sum)``; this optimizer calls it once per
+    minibatch, so that such a model runs in a :class:`~roofline.learners.Learner` with any
+    DataSource, held-out evaluation, checkpoints and the progress bar like a GLM.  Mixins are
+    not applied (the model's options carry its regularisation).
+
+    Parameters
+    ----------
+    opts : ModelUpdateOptions, optional
+        The options (none).
+
+    Raises
+    ------
+    TypeError
+        At :meth:`init`, for a model without an ``update`` method.
+    """
+
+    options_class = ModelUpdateOptions
+
+    def init(self, model, cache=None) -> None:
+        if not callable(getattr(model, "update", None)):
+            raise TypeError(f"ModelUpdate needs a model with an update(batch, cache) method, "
+                            f"got {type(model).__name__}")
+        super().init(model, cache)
+
+    def step(self, model, batch, mixins=(), cache=None):
+        loss_sum, weight_sum = model.update(batch, cache)
+        self.t += 1
+        return float(loss_sum), float(weight_sum)
 
 
 def _lr_at(opts, t: int) -> float:
