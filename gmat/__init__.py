@@ -28,7 +28,13 @@ from ._arrays import (
 from ._cache import BufferCache, default_cache
 from ._cost import Cost, cost_mult_as, cost_mult_ast, cost_sddmm
 from ._gmat import GMat
-from ._machine import MachineRoofline, machine_roofline, measure_machine
+from ._machine import (
+    DiskRoofline,
+    MachineRoofline,
+    disk_roofline,
+    machine_roofline,
+    measure_machine,
+)
 from ._ops import axpy, expit, log1pexp, sigmoid
 from ._options import Options, OptionTypeError, load_toml, loads_toml, option, to_toml
 from ._plot import require_matplotlib
@@ -46,6 +52,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "BufferCache",
     "Cost",
+    "DiskRoofline",
     "GMat",
     "MachineRoofline",
     "OptionTypeError",
@@ -63,6 +70,7 @@ __all__ = [
     "csc_from_arrays",
     "default_cache",
     "device_of",
+    "disk_roofline",
     "empty",
     "expit",
     "get_array_module",

@@ -22,7 +22,14 @@ import numpy as np
 
 from roofline import kernels
 
-__all__ = ["MachineRoofline", "machine_roofline", "measure_gpu", "measure_machine"]
+__all__ = ["DiskRoofline", "MachineRoofline", "disk_roofline", "machine_roofline", "measure_gpu",
+           "measure_machine"]
+
+#: The disk's roofline (small-file latency, streaming rates, the corner) lives with its
+#: measurement in :mod:`roofline.kernels._machine` (the disk-simulated cluster of
+#: :mod:`roofline.comm` uses it, below gmat); ``machine_roofline(device="disk")`` returns it.
+DiskRoofline = kernels.DiskRoofline
+disk_roofline = kernels.disk_roofline
 
 logger = logging.getLogger(__name__)
 
@@ -320,15 +327,19 @@ def measure_gpu(*, size_bytes: int = 512 * 2**20, repeat: int = 10) -> MachineRo
     return m
 
 
-def machine_roofline(*, remeasure: bool = False, device: str = "cpu") -> MachineRoofline:
+def machine_roofline(*, remeasure: bool = False, device: str = "cpu", path=None):
     """This machine's roofline, from the per-machine cache or measured (then cached).
 
     Parameters
     ----------
-    device : {"cpu", "gpu"}
+    device : {"cpu", "gpu", "disk"}
         ``"gpu"``: the current CUDA device's ceilings (:func:`measure_gpu`), cached per
         device (host, name, PCI bus); raises ``RuntimeError`` naming the missing device
-        where none is usable.
+        where none is usable.  ``"disk"``: the :class:`DiskRoofline` of the file system
+        holding ``path`` (:func:`disk_roofline`: small-file latency, streaming write and read
+        rates and the corner, cached per host and file system).
+    path : str, optional
+        ``device="disk"`` only: a writable directory (default: the temporary directory).
     remeasure : bool
         Force a new measurement (also forced by the environment variable
         ``ROOFLINE_REMEASURE=1``).  The cache lives in ``$ROOFLINE_CACHE_DIR`` (default
@@ -336,12 +347,15 @@ def machine_roofline(*, remeasure: bool = False, device: str = "cpu") -> Machine
 
     Returns
     -------
-    MachineRoofline
+    MachineRoofline or DiskRoofline
         The cached ceilings of this host, CPU and thread count, or a new measurement
-        (:func:`measure_machine`, written to the cache; an unwritable cache is logged).
+        (:func:`measure_machine`, written to the cache; an unwritable cache is logged); a
+        :class:`DiskRoofline` for ``device="disk"``.
     """
-    if device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    if device not in ("cpu", "gpu", "disk"):
+        raise ValueError(f"device must be 'cpu', 'gpu' or 'disk', got {device!r}")
+    if device == "disk":
+        return disk_roofline(path, remeasure=remeasure)
     if device == "gpu":
         from ._arrays import gpu_available
 

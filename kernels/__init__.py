@@ -14,6 +14,8 @@ tests) use, one private module per job:
 ``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
+``_cuda_cd``    TPA-SCD of the dual on the GPU and its device-side problem (DeviceDual)
+``_cuda_stream`` Snap ML's double-buffered host-to-device chunk pipeline (DeviceChunkStream)
 ``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
                 micro-benchmarks (numba.cuda imported on first launch; simulator-tested)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
@@ -80,9 +82,10 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
-from ._cuda_cd import gpu_dual_tpa
+from ._cuda_cd import DeviceDual, cuda_ready, gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
 from ._cuda_losses import gpu_glm_loss_deriv
+from ._cuda_stream import DeviceChunkStream
 from ._cuda_primitives import (
     gpu_fma,
     gpu_layout,
@@ -116,7 +119,15 @@ from ._losses import (
     SQUARED_HINGE,
     glm_loss_deriv,
 )
-from ._machine import fma_loop, gather_rows, stream_read, stream_triad
+from ._machine import (
+    DiskRoofline,
+    disk_roofline,
+    fma_loop,
+    gather_rows,
+    measure_disk,
+    stream_read,
+    stream_triad,
+)
 from ._newton import (
     newton_conj_sum,
     newton_dense_eval,
@@ -144,6 +155,9 @@ from ._svmlight import find_line_starts, svmlight_parse
 from ._threads import limit_blas_threads, parallel_njit, quiet_openmp
 
 __all__ = [
+    "DiskRoofline",
+    "disk_roofline",
+    "measure_disk",
     "AST_BLOCK_SHIFT",
     "GATHER_DISTANCE",
     "GATHER_VECTORS",
@@ -219,6 +233,9 @@ __all__ = [
     "glm_loss_deriv",
     "glm_loss_deriv_cols",
     "gpu_dual_tpa",
+    "DeviceDual",
+    "DeviceChunkStream",
+    "cuda_ready",
     "gpu_fma",
     "gpu_glm_loss_deriv",
     "gpu_glm_scatter_update",

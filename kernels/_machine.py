@@ -1,5 +1,6 @@
-"""Kernels that measure the machine: STREAM-like triad, streaming read, an FMA loop, and a
-row-gather stream (the random-access floor of the sparse primitives).
+"""Kernels that measure the machine: STREAM-like triad, streaming read, an FMA loop, a
+row-gather stream (the random-access floor of the sparse primitives), and the disk's roofline
+(:func:`disk_roofline`: small-file latency and streaming rates of plain file I/O).
 
 They run on numba's threads (the same pool as the sparse kernels), so the measured ceilings are
 those of the thread count the primitives use.
@@ -7,13 +8,25 @@ those of the thread count the primitives use.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit, prange
 
 from ._csc import _prefetch_rows
 from ._threads import parallel_njit
 
-__all__ = ["fma_loop", "gather_rows", "stream_read", "stream_triad"]
+__all__ = ["DiskRoofline", "disk_roofline", "fma_loop", "gather_rows", "measure_disk",
+           "stream_read", "stream_triad"]
+
+logger = logging.getLogger(__name__)
 
 
 @parallel_njit(cache=True, fastmath=True, nogil=True)
@@ -127,3 +140,287 @@ def fma_loop(seed, n_iter):
     dt = seed.dtype.type
     out = fn(seed, n_iter, dt(0.999999), dt(1e-6))
     return out, 2 * 8 * lanes * n_iter * seed.shape[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the disk's roofline (plain file I/O, no numba): what the disk-simulated cluster is designed
+# against (roofline.comm.DiskNodeCluster), cached per host and file system
+
+
+@dataclass(frozen=True)
+class DiskRoofline:
+    """Measured ceilings of the file system holding ``path``, as a program that writes and reads
+    whole files sees them (through the page cache, and durably with ``fsync``).
+
+    The parameters are also the (read-only) attributes; times in seconds, rates in bytes/s.
+
+    Parameters
+    ----------
+    path : str
+        The directory measured (its file system).
+    write_latency, read_latency : float
+        Median time to create, write, close and rename a 4 KiB file / to open, read and close
+        one (no ``fsync``: the page cache's cost per file).
+    write_bandwidth, read_bandwidth : float
+        Streaming write / read of one large file in 4 MiB blocks (no ``fsync``; the read is of
+        the file just written, which the page cache holds when memory allows).
+    synced_write_latency, synced_write_bandwidth : float
+        The same writes with ``fsync`` before the close: the durable cost per file and the
+        device's sustained write rate.
+    size_bytes : int
+        The size of the streamed file.
+    host : str
+    measured_at : float
+        Unix time of the measurement.
+    load : float
+        One-minute load average when measured (a busy machine gives slow figures).
+    """
+
+    path: str
+    write_latency: float
+    read_latency: float
+    write_bandwidth: float
+    read_bandwidth: float
+    synced_write_latency: float
+    synced_write_bandwidth: float
+    size_bytes: int = 0
+    host: str = ""
+    measured_at: float = 0.0
+    load: float = 0.0
+
+    def latency(self, fsync: bool = False) -> float:
+        """Seconds to write and then read back one small file (the per-message cost).
+
+        Parameters
+        ----------
+        fsync : bool
+            Durable writes (``fsync`` before close): the seed's "millisecond latency".
+
+        Returns
+        -------
+        float
+        """
+        return (self.synced_write_latency if fsync else self.write_latency) + self.read_latency
+
+    def bandwidth(self, fsync: bool = False) -> float:
+        """Bytes/s of writing then reading a large file (the harmonic combination of both).
+
+        Parameters
+        ----------
+        fsync : bool
+            Durable writes.
+
+        Returns
+        -------
+        float
+        """
+        w = self.synced_write_bandwidth if fsync else self.write_bandwidth
+        return 1.0 / (1.0 / w + 1.0 / self.read_bandwidth)
+
+    def corner(self, fsync: bool = False) -> float:
+        """The file size (bytes) at which writing and reading one file reaches half of the
+        streaming rate: ``latency * bandwidth`` (a file of ``s`` bytes takes
+        ``latency + s / bandwidth``).  Messages smaller than this are latency-bound.
+
+        Parameters
+        ----------
+        fsync : bool
+            Durable writes.
+
+        Returns
+        -------
+        float
+        """
+        return self.latency(fsync) * self.bandwidth(fsync)
+
+    def io_time(self, files_written=0, bytes_written=0, files_read=0, bytes_read=0,
+                fsync: bool = False) -> float:
+        """Predicted seconds of the given file traffic (files written and read whole or in
+        slices, each costing its latency, and the bytes at the streaming rates).
+
+        Parameters
+        ----------
+        files_written, bytes_written, files_read, bytes_read : int
+            The traffic.
+        fsync : bool
+            Durable writes.
+
+        Returns
+        -------
+        float
+        """
+        wl = self.synced_write_latency if fsync else self.write_latency
+        wb = self.synced_write_bandwidth if fsync else self.write_bandwidth
+        return (files_written * wl + bytes_written / wb + files_read * self.read_latency
+                + bytes_read / self.read_bandwidth)
+
+    def __str__(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+        return (f"Disk roofline ({self.path}, measured {when}, load {self.load:.1f})\n"
+                f"  small file     write {self.write_latency * 1e6:8.1f} us, read "
+                f"{self.read_latency * 1e6:.1f} us; synced write "
+                f"{self.synced_write_latency * 1e3:.2f} ms\n"
+                f"  streaming      write {self.write_bandwidth / 1e9:6.2f} GB/s, read "
+                f"{self.read_bandwidth / 1e9:.2f} GB/s; synced write "
+                f"{self.synced_write_bandwidth / 1e9:.2f} GB/s\n"
+                f"  corner         {self.corner() / 2**20:8.3f} MiB (page cache), "
+                f"{self.corner(True) / 2**20:.3f} MiB (synced)")
+
+
+def _write_file(path, bufs, fsync):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        for b in bufs:
+            f.write(b)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _median_time(fn, n):
+    ts = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(i)
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def measure_disk(path, *, size_bytes: int = 64 * 2**20, n_small: int = 200,
+                 n_synced: int = 20, repeat: int = 3) -> DiskRoofline:
+    """Measure the disk roofline of the file system holding ``path`` now (no cache).
+
+    Writes (and removes) about ``2 * size_bytes`` in a temporary directory under ``path``.
+
+    Parameters
+    ----------
+    path : str
+        An existing writable directory.
+    size_bytes : int
+        The streamed file's size.
+    n_small, n_synced : int
+        Small files timed without and with ``fsync`` (the medians are kept).
+    repeat : int
+        Streaming repetitions (the best is kept).
+
+    Returns
+    -------
+    DiskRoofline
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a writable directory (the message names it).
+    """
+    path = os.path.realpath(str(path))
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"path must be a writable directory, got {path!r}")
+    try:
+        load = float(os.getloadavg()[0])
+    except (OSError, AttributeError):  # pragma: no cover - platform without getloadavg
+        load = 0.0
+    d = tempfile.mkdtemp(prefix=".roofline-disk-", dir=path)
+    try:
+        small = os.urandom(4096)
+        names = [os.path.join(d, f"s{i}") for i in range(max(n_small, n_synced))]
+        wl = _median_time(lambda i: _write_file(names[i], [small], False), n_small)
+        buf = bytearray(4096)
+
+        def read_one(i):
+            with open(names[i], "rb") as f:
+                f.readinto(buf)
+
+        rl = _median_time(read_one, n_small)
+        swl = _median_time(lambda i: _write_file(names[i], [small], True), n_synced)
+        for p in names:
+            os.unlink(p)
+        block = np.frombuffer(os.urandom(4 * 2**20), np.uint8)
+        n_blocks = max(1, int(size_bytes) // block.size)
+        big = os.path.join(d, "stream")
+        rates = {False: 0.0, True: 0.0}
+        rbuf = bytearray(block.size)
+        read = 0.0
+        for _ in range(max(1, repeat)):
+            for fsync in (False, True):
+                t0 = time.perf_counter()
+                _write_file(big, [block] * n_blocks, fsync)
+                rates[fsync] = max(rates[fsync],
+                                   n_blocks * block.size / (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            with open(big, "rb", buffering=0) as f:
+                while f.readinto(rbuf):
+                    pass
+            read = max(read, n_blocks * block.size / (time.perf_counter() - t0))
+            os.unlink(big)
+    finally:
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+    return DiskRoofline(path=path, write_latency=wl, read_latency=rl,
+                        write_bandwidth=rates[False], read_bandwidth=read,
+                        synced_write_latency=swl, synced_write_bandwidth=rates[True],
+                        size_bytes=n_blocks * block.size, host=socket.gethostname(),
+                        measured_at=time.time(), load=load)
+
+
+def _disk_cache_path() -> str:
+    base = os.environ.get("ROOFLINE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "roofline")
+    return os.path.join(base, "disk.json")
+
+
+def disk_roofline(path=None, *, remeasure: bool = False) -> DiskRoofline:
+    """The disk roofline of the file system holding ``path``, from the cache or measured.
+
+    Cached like the machine roofline (``$ROOFLINE_CACHE_DIR``, default ``~/.cache/roofline``,
+    file ``disk.json``), keyed by host and file system (device number) of ``path``;
+    re-measured with ``remeasure=True`` or ``ROOFLINE_REMEASURE=1``.
+
+    Parameters
+    ----------
+    path : str, optional
+        A writable directory on the file system (default: the temporary directory).
+    remeasure : bool
+        Force a new measurement (:func:`measure_disk`, written to the cache).
+
+    Returns
+    -------
+    DiskRoofline
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a writable directory.
+    """
+    path = os.path.realpath(str(tempfile.gettempdir() if path is None else path))
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"path must be a writable directory, got {path!r}")
+    key = f"disk|{socket.gethostname()}|{os.stat(path).st_dev}"
+    cache = _disk_cache_path()
+    remeasure = remeasure or os.environ.get("ROOFLINE_REMEASURE", "") not in ("", "0")
+    entries = {}
+    try:
+        with open(cache) as f:
+            entries = json.load(f)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        logger.warning("ignoring unreadable disk roofline cache %s: %s", cache, exc)
+    if not remeasure and key in entries:
+        try:
+            return DiskRoofline(**entries[key])
+        except TypeError:
+            logger.warning("ignoring stale disk roofline cache entry in %s", cache)
+    m = measure_disk(path)
+    logger.info("measured %s", m)
+    entries[key] = dataclasses.asdict(m)
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache), prefix=".disk-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(entries, f, indent=1)
+        os.replace(tmp, cache)
+    except OSError as exc:
+        logger.warning("could not write disk roofline cache %s: %s", cache, exc)
+    return m
