@@ -1,0 +1,1245 @@
+"""k-means clustering on the primitives: :class:`KMeansModel` (a Learner model) and the
+scikit-learn estimators :class:`KMeans` (Lloyd) and :class:`MiniBatchKMeans`.
+
+Objective (the inertia), for examples ``x_j`` (columns of ``X``), weights ``w_j`` (1 when
+absent) and centers ``c_1..c_k``::
+
+    I(C) = sum_j w_j min_c ||x_j - c||^2
+
+The squared distances of a minibatch come from one ``A*S`` product (BIDMach's k-means)::
+
+    ||x_j - c||^2 = ||x_j||^2 - 2 c^T x_j + ||c||^2,     C^T X = gmat.mult_as(centers, X)
+
+with ``centers`` the dense ``k x n_features`` matrix in Fortran order (each feature's ``k``
+values contiguous, the layout ``A*S`` gathers fastest).  The assignment (the argmin over the
+``k`` distances of each column) and the per-cluster sums of the M-step are single passes
+(numba kernels of this module: the sums cost ``nnz`` multiply-adds, not the ``k nnz`` of the
+one-hot product ``A*S^T``).
+
+Algorithms
+----------
+* Lloyd (full batch, :meth:`KMeansModel.fit`): passes over a matrix or any DataSource; each
+  pass assigns every example and replaces each center by the (weighted) mean of its examples.
+  Empty clusters are moved to the examples farthest from their centers (scikit-learn's rule).
+  With ``comm=`` each rank holds its own examples: the per-cluster sums, weights and the
+  inertia are all-reduced after each pass (exact: every rank gets the single-process centers up
+  to the order of the floating-point sums).
+* Minibatch (:meth:`KMeansModel.update`, run by :class:`~roofline.learners.ModelUpdate` in a
+  :class:`~roofline.learners.Learner`): scikit-learn's ``MiniBatchKMeans`` step, each center
+  moving to the running mean of every example ever assigned to it (per-center learning rate
+  ``w_batch / w_total``), with the random reassignment of centers that receive too little
+  weight.
+* k-means++ (:func:`kmeans_plusplus`): greedy k-means++ (``2 + log k`` candidates per center,
+  the one that lowers the potential most wins), the candidates' distances through ``A*S``;
+  with ``comm=`` it draws over every rank's examples.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from roofline import gmat
+from roofline.datasources import MatSource, Minibatch
+from roofline.gmat import Options, option
+
+from ._models import Model
+
+__all__ = ["KMeans", "KMeansModel", "KMeansOptions", "MiniBatchKMeans", "kmeans_plusplus"]
+
+logger = logging.getLogger(__name__)
+
+#: Columns per chunk of a Lloyd pass over an in-memory matrix: the ``k x chunk`` distance
+#: block stays at most this many values.
+_CHUNK_VALUES = 1 << 22
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels (raw arrays in, output buffers out; checked against numpy in the tests)
+
+
+@njit(cache=True, parallel=True)
+def _assign(DT, cnorm, xnorm, labels, mind):
+    """``labels[j] = argmin_c cnorm[c] - 2 DT[j, c]`` and ``mind[j]`` the squared distance
+    ``xnorm[j] + cnorm[c] - 2 DT[j, c]`` (clipped at 0) for each row ``j`` of ``DT`` (m x k,
+    the transposed ``C^T X``); the first minimum wins ties."""
+    m, k = DT.shape
+    for j in prange(m):
+        best = cnorm[0] - 2.0 * DT[j, 0]
+        bi = 0
+        for c in range(1, k):
+            v = cnorm[c] - 2.0 * DT[j, c]
+            if v < best:
+                best = v
+                bi = c
+        labels[j] = bi
+        d = best + xnorm[j]
+        mind[j] = d if d > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _cluster_order(labels, k, starts, order):
+    """Counting sort of ``labels``: ``order[starts[c]:starts[c+1]]`` are the examples of
+    cluster ``c`` in increasing order."""
+    m = labels.shape[0]
+    starts[:] = 0
+    for j in range(m):
+        starts[labels[j] + 1] += 1
+    for c in range(k):
+        starts[c + 1] += starts[c]
+    fill = starts[:k].copy()
+    for j in range(m):
+        c = labels[j]
+        order[fill[c]] = j
+        fill[c] += 1
+
+
+@njit(cache=True, parallel=True)
+def _csc_cluster_sums(indptr, indices, data, w, order, starts, sums, wsum):
+    """``sums[c, :] += sum_{j in c} w[j] x_j`` and ``wsum[c] += sum_{j in c} w[j]`` over CSC
+    columns, one cluster per thread (no write conflicts; deterministic order)."""
+    k = starts.shape[0] - 1
+    for c in prange(k):
+        acc = 0.0
+        for q in range(starts[c], starts[c + 1]):
+            j = order[q]
+            wj = w[j]
+            acc += wj
+            for p in range(indptr[j], indptr[j + 1]):
+                sums[c, indices[p]] += wj * data[p]
+        wsum[c] += acc
+
+
+@njit(cache=True, parallel=True)
+def _dense_cluster_sums(XT, w, order, starts, sums, wsum):
+    """The dense twin of :func:`_csc_cluster_sums` (``XT``: m x n, one example per row)."""
+    k = starts.shape[0] - 1
+    n = XT.shape[1]
+    for c in prange(k):
+        acc = 0.0
+        for q in range(starts[c], starts[c + 1]):
+            j = order[q]
+            wj = w[j]
+            acc += wj
+            for i in range(n):
+                sums[c, i] += wj * XT[j, i]
+        wsum[c] += acc
+
+
+@njit(cache=True, parallel=True)
+def _csc_sqnorms(indptr, data, out):
+    """``out[j] = ||x_j||^2`` of each CSC column."""
+    m = indptr.shape[0] - 1
+    for j in prange(m):
+        s = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            s += data[p] * data[p]
+        out[j] = s
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _sqnorms(X):
+    """Squared norms of the columns of ``X`` (float64)."""
+    if gmat.is_sparse(X):
+        out = np.empty(X.shape[1], np.float64)
+        if X.shape[1]:
+            _csc_sqnorms(X.indptr, X.data, out)
+        return out
+    return np.einsum("ij,ij->j", X, X, dtype=np.float64)
+
+
+def _weights(w, m):
+    return np.ones(m, np.float64) if w is None else np.asarray(w, np.float64)
+
+
+def _column(X, j):
+    """Column ``j`` of ``X`` as a dense float64 vector."""
+    if gmat.is_sparse(X):
+        v = np.zeros(X.shape[0], np.float64)
+        a, b = X.indptr[j], X.indptr[j + 1]
+        v[X.indices[a:b]] = X.data[a:b]
+        return v
+    return np.asarray(X[:, j], np.float64)
+
+
+def _chunks(X, w, chunk=None):
+    """``(X_part, w_part)`` column blocks of ``X`` (a matrix or a DataSource)."""
+    if not (gmat.is_sparse(X) or isinstance(X, np.ndarray)):  # a DataSource
+        for b in X:
+            yield b.X, b.w
+        return
+    m = X.shape[1]
+    chunk = chunk or m
+    for s in range(0, m, chunk):
+        e = min(s + chunk, m)
+        Xp = gmat.slice_columns(X, s, e, "X") if gmat.is_sparse(X) else X[:, s:e]
+        yield Xp, (None if w is None else w[s:e])
+
+
+def _check_comm(comm):
+    if comm is None:
+        return None
+    for name in ("allreduce", "allgather", "rank", "size"):
+        if not hasattr(comm, name):
+            raise TypeError(f"comm must be a roofline.comm Communicator, got "
+                            f"{type(comm).__name__}")
+    return comm
+
+
+# ---------------------------------------------------------------------------------------------
+# k-means++
+
+
+def _candidate_distances(X, P, xnorm):
+    """Squared distances ``(t, m)`` from the rows of ``P`` (t x n, float64) to the columns of
+    ``X``, through ``A*S`` (sparse) or a dense product."""
+    Pc = np.asfortranarray(P.astype(X.dtype, copy=False))
+    D = gmat.mult_as(Pc, X) if gmat.is_sparse(X) else Pc @ X
+    pn = np.einsum("ij,ij->i", Pc, Pc, dtype=np.float64)
+    out = xnorm[None, :] + pn[:, None] - 2.0 * D
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+def kmeans_plusplus(X, n_clusters, *, sample_weight=None, rng=None, n_local_trials=None,
+                    comm=None):
+    """Greedy k-means++ seeding (Arthur and Vassilvitskii; scikit-learn's greedy variant).
+
+    Parameters
+    ----------
+    X : CSC matrix or dense array, shape (n_features, m)
+        The examples (columns); with ``comm``, this rank's examples.
+    n_clusters : int
+        The number of centers.
+    sample_weight : array, shape (m,), optional
+        Example weights (the draw is proportional to ``w_j D(x_j)^2``).
+    rng : numpy.random.Generator or int, optional
+        The random generator (``np.random.default_rng(rng)`` for an int or None).  With
+        ``comm`` every rank must pass the same seed.
+    n_local_trials : int, optional
+        Candidates per center (``2 + int(log k)`` by default).
+    comm : roofline.comm.Communicator, optional
+        Draw over the examples of every rank (the same centers on every rank).
+
+    Returns
+    -------
+    centers : ndarray, shape (n_clusters, n_features), float64
+    indices : ndarray, shape (n_clusters, 2), int64
+        ``(rank, column)`` of the example each center was taken from.
+
+    Raises
+    ------
+    ValueError
+        ``n_clusters`` exceeds the number of examples (of all ranks).
+    """
+    comm = _check_comm(comm)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    n, m = X.shape
+    w = _weights(sample_weight, m)
+    total_m = m if comm is None else int(comm.allreduce(np.array([float(m)]))[0])
+    if n_clusters > total_m:
+        raise ValueError(f"n_clusters={n_clusters} exceeds the number of examples ({total_m})")
+    trials = n_local_trials or 2 + int(math.log(n_clusters))
+    xnorm = _sqnorms(X)
+    centers = np.empty((n_clusters, n), np.float64)
+    where = np.empty((n_clusters, 2), np.int64)
+
+    def gsum(values):  # sums over the ranks
+        values = np.asarray(values, np.float64)
+        return values if comm is None else comm.allreduce(values)
+
+    def pick(targets, weights):
+        """Global (rank, column) of each target in the cumulative sum of ``weights`` over the
+        ranks in rank order, and the points (dense rows)."""
+        cum = np.cumsum(weights)
+        local_total = cum[-1] if m else 0.0
+        if comm is None:
+            offsets, rank = np.array([0.0, local_total]), 0
+        else:
+            offsets = np.concatenate([[0.0], np.cumsum(comm.allgather(float(local_total)))])
+            rank = comm.rank
+        owner = np.clip(np.searchsorted(offsets[1:], targets, side="right"), 0,
+                        len(offsets) - 2)
+        if comm is not None:  # a rank without examples owns nothing: its nearest one below
+            sizes = comm.allgather(m)
+            holders = [r for r, s in enumerate(sizes) if s > 0]
+            for i, o in enumerate(owner):
+                below = [r for r in holders if r <= o]
+                owner[i] = below[-1] if below else holders[0]
+        mine = []
+        for i, (t, o) in enumerate(zip(targets, owner, strict=True)):
+            if o == rank:
+                j = int(min(np.searchsorted(cum, t - offsets[rank], side="right"), m - 1))
+                mine.append((i, j, _column(X, j)))
+        got = mine if comm is None else [x for part in comm.allgather(mine) for x in part]
+        got.sort(key=lambda e: e[0])
+        idx = np.array([[owner[i], j] for i, j, _ in got], np.int64).reshape(-1, 2)
+        pts = np.array([v for _, _, v in got], np.float64).reshape(-1, n)
+        return idx, pts
+
+    # first center: drawn with probability proportional to the weights
+    tot_w = float(gsum([w.sum()])[0])
+    idx, pts = pick(np.array([rng.uniform() * tot_w]), w)
+    centers[0], where[0] = pts[0], idx[0]
+    closest = _candidate_distances(X, pts, xnorm)[0]
+    pot = float(gsum([closest @ w])[0])
+    for c in range(1, n_clusters):
+        targets = rng.uniform(size=trials) * pot
+        idx, pts = pick(targets, w * closest)
+        dist = _candidate_distances(X, pts, xnorm)
+        np.minimum(closest[None, :], dist, out=dist)
+        pots = gsum(dist @ w)
+        best = int(np.argmin(pots))
+        pot = float(pots[best])
+        closest = dist[best]
+        centers[c], where[c] = pts[best], idx[best]
+    return centers, where
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class KMeansOptions(Options):
+    """Options of :class:`KMeansModel`."""
+
+    n_clusters: int = option(8, "k: the number of clusters", low=1)
+    dtype: str = option("float32", "value dtype of the centers", choices=("float32", "float64"))
+    init: str = option("k-means++", "how the first minibatch seeds the centers (minibatch "
+                                    "training)", choices=("k-means++", "random"))
+    seed: int = option(0, "seed of the initialisation and reassignment RNG", low=0)
+    reassignment_ratio: float = option(0.01, "minibatch: centers with less than this fraction "
+                                             "of the largest center's weight are moved to "
+                                             "random examples (0: never)", low=0.0)
+
+
+class KMeansModel(Model):
+    """k-means model: ``k`` centers, trained by Lloyd passes (:meth:`fit`) or minibatch updates
+    (:meth:`update`, inside a :class:`~roofline.learners.Learner` with
+    :class:`~roofline.learners.ModelUpdate`).
+
+    Parameters
+    ----------
+    opts : KMeansOptions, optional
+    **kwargs
+        Override fields of ``opts`` (``KMeansModel(n_clusters=10, dtype="float64")``).
+
+    Attributes
+    ----------
+    centers : ndarray, shape (k, n_features), Fortran order
+        The centers (rows), in the model dtype.
+    counts : ndarray, shape (k,), float64
+        The weight each center has absorbed (the minibatch step's per-center learning rates:
+        a center moves by ``w_batch / counts`` towards its minibatch mean).
+    """
+
+    def __init__(self, opts: KMeansOptions | None = None, **kwargs):
+        base = (opts or KMeansOptions()).to_dict()
+        base.update(kwargs)
+        self.opts = KMeansOptions.from_dict(base, "KMeansModel")
+        self.centers = None
+        self.counts = None
+        self._seeded = False
+        self._rng = np.random.default_rng(self.opts.seed)
+        self._n_steps = 0
+        self._last_reassign = 0
+
+    # -- parameters ---------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy.dtype: the value dtype of the centers."""
+        return np.dtype(self.opts.dtype)
+
+    @property
+    def n_clusters(self) -> int:
+        """int: ``k``."""
+        return self.opts.n_clusters
+
+    @property
+    def n_outputs(self) -> int:
+        """int: ``k``, the rows of the dense operand of ``A*S`` (the Learner's roofline gauge)."""
+        return self.opts.n_clusters
+
+    @property
+    def n_features(self) -> int | None:
+        """int or None: columns of ``centers``."""
+        return None if self.centers is None else int(self.centers.shape[1])
+
+    @property
+    def initialized(self) -> bool:
+        """bool: whether the centers are allocated."""
+        return self.centers is not None
+
+    def init(self, n_features: int, device: str = "cpu") -> None:
+        """Allocate zero centers; the first minibatch of :meth:`update` seeds them.
+
+        Parameters
+        ----------
+        n_features : int
+            Columns of ``centers`` (rows of the data).
+        device : {"cpu"}
+            Where the centers live (the CPU only, for now).
+
+        Raises
+        ------
+        ValueError
+            ``device`` is not ``"cpu"``.
+        """
+        if device != "cpu":
+            raise ValueError(f"KMeansModel runs on the CPU only, got device={device!r}")
+        self.centers = np.zeros((self.opts.n_clusters, n_features), self.dtype, order="F")
+        self.counts = np.zeros(self.opts.n_clusters, np.float64)
+        self._seeded = False
+
+    def to_device(self, device: str) -> None:
+        """Move the centers to ``device`` (only ``"cpu"``).
+
+        Parameters
+        ----------
+        device : {"cpu"}
+
+        Raises
+        ------
+        ValueError
+            ``device`` is not ``"cpu"``.
+        """
+        if device != "cpu":
+            raise ValueError(f"KMeansModel runs on the CPU only, got device={device!r}")
+
+    def set_parameters(self, centers, counts=None) -> None:
+        """Set the centers (copied into a Fortran-ordered array of the model dtype).
+
+        Parameters
+        ----------
+        centers : array, shape (k, n_features)
+        counts : array, shape (k,), optional
+            The weights absorbed so far (zeros when omitted).
+
+        Raises
+        ------
+        ValueError
+            ``centers`` is not ``(n_clusters, n_features)`` or not finite.
+        """
+        c = np.asarray(centers)
+        if c.ndim != 2 or c.shape[0] != self.opts.n_clusters:
+            raise ValueError(f"centers has shape {c.shape}, expected ({self.opts.n_clusters}, "
+                             f"n_features)")
+        if not np.all(np.isfinite(c)):
+            raise ValueError("centers has non-finite values")
+        self.centers = np.array(c, dtype=self.dtype, order="F", copy=True)
+        self.counts = (np.zeros(self.opts.n_clusters) if counts is None
+                       else np.array(counts, np.float64))
+        self._seeded = True
+
+    def parameters(self) -> dict:
+        """The trained arrays.
+
+        Returns
+        -------
+        dict
+            ``{"centers": centers, "counts": counts}``.
+        """
+        return {"centers": self.centers, "counts": self.counts}
+
+    def _check_ready(self, X, name="X"):
+        if self.centers is None:
+            raise RuntimeError("the model is not initialised: call init(n_features), "
+                               "set_parameters(centers) or train it")
+        if gmat.device_of(X) != "cpu":
+            raise TypeError(f"{name} is on the GPU but KMeansModel runs on the CPU")
+        if X.ndim != 2 or X.shape[0] != self.centers.shape[1]:
+            raise ValueError(f"{name} has {X.shape[0]} features (rows) but the model has "
+                             f"{self.centers.shape[1]}")
+        if X.dtype != self.dtype:
+            raise TypeError(f"{name} has dtype {X.dtype} but the model has dtype {self.dtype}; "
+                            f"convert the data or set KMeansModel(dtype='{X.dtype}')")
+
+    # -- assignment ---------------------------------------------------------------------------
+    def _cnorm(self):
+        return np.einsum("ij,ij->i", self.centers, self.centers, dtype=np.float64)
+
+    def assign(self, X, cache=None, cnorm=None, xnorm=None):
+        """Nearest center and squared distance of each example.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples, of the model's dtype.
+        cache : BufferCache, optional
+            Where to take the ``k x m`` distance block from.
+        cnorm, xnorm : ndarray, optional
+            ``||c||^2`` of the centers and ``||x_j||^2`` of the examples, when known.
+
+        Returns
+        -------
+        labels : ndarray, shape (m,), int32
+        mind : ndarray, shape (m,), float64
+            ``||x_j - c_{labels_j}||^2``.
+        """
+        self._check_ready(X)
+        k, m = self.opts.n_clusters, X.shape[1]
+        labels = np.empty(m, np.int32)
+        mind = np.empty(m, np.float64)
+        if m == 0:
+            return labels, mind
+        if cnorm is None:
+            cnorm = self._cnorm()
+        if xnorm is None:
+            xnorm = _sqnorms(X)
+        if gmat.is_sparse(X):
+            D = gmat.mult_as(self.centers, X, cache=cache, tag="kmeans.dist")
+        else:
+            D = (cache.empty((k, m), self.dtype, tag="kmeans.dist", order="F", like=X)
+                 if cache is not None else np.empty((k, m), self.dtype, order="F"))
+            np.matmul(self.centers, X, out=D)
+        _assign(D.T, cnorm, xnorm, labels, mind)
+        return labels, mind
+
+    def _sums_into(self, X, w, labels, sums, wsum, order=None, starts=None):
+        k, m = self.opts.n_clusters, X.shape[1]
+        if order is None:
+            order = np.empty(m, np.int64)
+            starts = np.empty(k + 1, np.int64)
+        _cluster_order(labels, k, starts, order)
+        if gmat.is_sparse(X):
+            _csc_cluster_sums(X.indptr, X.indices, X.data, w, order, starts, sums, wsum)
+        else:
+            XT = X.T if X.T.flags.c_contiguous else np.ascontiguousarray(X.T)
+            _dense_cluster_sums(XT, w, order, starts, sums, wsum)
+
+    # -- Model interface ----------------------------------------------------------------------
+    def loss(self, batch, cache=None):
+        """``(sum_j w_j min_c ||x_j - c||^2, sum_j w_j)`` of a minibatch.
+
+        Parameters
+        ----------
+        batch : Minibatch
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        loss_sum, weight_sum : float
+        """
+        _, mind = self.assign(batch.X, cache)
+        w = _weights(batch.w, batch.n_examples)
+        return float(mind @ w), float(w.sum())
+
+    def predict(self, X, cache=None):
+        """The nearest center of each example.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        ndarray, shape (m,), int32
+        """
+        return self.assign(X, cache)[0]
+
+    def transform(self, X, cache=None):
+        """Euclidean distances to every center.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        ndarray, shape (k, m), float64
+        """
+        self._check_ready(X)
+        D = (gmat.mult_as(self.centers, X, cache=cache, tag="kmeans.dist")
+             if gmat.is_sparse(X) else self.centers @ X)
+        out = self._cnorm()[:, None] + _sqnorms(X)[None, :] - 2.0 * D
+        np.maximum(out, 0.0, out=out)
+        return np.sqrt(out, out=out)
+
+    def seed_centers(self, X, w=None, comm=None) -> None:
+        """Seed the centers from examples (``opts.init``: k-means++ or distinct random
+        examples), with the model's RNG.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array, shape (n_features, m)
+            The examples (with ``comm``, this rank's).
+        w : array, shape (m,), optional
+        comm : roofline.comm.Communicator, optional
+
+        Raises
+        ------
+        ValueError
+            Fewer examples than ``n_clusters``.
+        """
+        k = self.opts.n_clusters
+        if self.opts.init == "k-means++":
+            C, _ = kmeans_plusplus(X, k, sample_weight=w, rng=self._rng, comm=comm)
+        else:
+            C = _random_centers(X, k, self._rng, comm)
+        if self.centers is None:
+            self.init(X.shape[0])
+        self.set_parameters(C)
+
+    def update(self, batch, cache=None):
+        """One minibatch step (scikit-learn's ``MiniBatchKMeans``): assign the examples, move
+        each center to the running weighted mean of all examples it has received, reassign
+        starved centers.  The first call seeds the centers from the minibatch.
+
+        Parameters
+        ----------
+        batch : Minibatch
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        loss_sum : float
+            The minibatch's inertia at the centers *before* the step.
+        weight_sum : float
+        """
+        X, m = batch.X, batch.n_examples
+        if self.centers is None:
+            self.init(X.shape[0])
+        w = _weights(batch.w, m)
+        if not self._seeded:
+            self.seed_centers(X, batch.w)
+        labels, mind = self.assign(X, cache)
+        k = self.opts.n_clusters
+        sums = np.zeros((k, X.shape[0]), np.float64)
+        wsum = np.zeros(k, np.float64)
+        self._sums_into(X, w, labels, sums, wsum)
+        hit = wsum > 0
+        old = self.counts[hit]
+        new = old + wsum[hit]
+        C = np.asarray(self.centers, np.float64)
+        C_hit = (C[hit] * old[:, None] + sums[hit]) / new[:, None]
+        self.centers[hit] = C_hit
+        self.counts[hit] = new
+        self._n_steps += 1
+        self._maybe_reassign(X, w)
+        return float(mind @ w), float(w.sum())
+
+    def _maybe_reassign(self, X, w):
+        """scikit-learn's random reassignment: every ``10 + min count`` steps, centers with
+        less than ``reassignment_ratio`` of the largest count move to random examples."""
+        ratio = self.opts.reassignment_ratio
+        if ratio <= 0 or X.shape[1] == 0:
+            return
+        if self._n_steps - self._last_reassign < 10 + self.counts.min():
+            return
+        self._last_reassign = self._n_steps
+        starved = self.counts < ratio * self.counts.max()
+        n_re = int(starved.sum())
+        if n_re == 0:
+            return
+        if n_re > 0.5 * X.shape[1]:
+            starved[np.argsort(self.counts)[int(0.5 * X.shape[1]):]] = False
+            n_re = int(starved.sum())
+        picks = self._rng.choice(X.shape[1], size=n_re, replace=False, p=w / w.sum())
+        for c, j in zip(np.flatnonzero(starved), picks, strict=True):
+            self.centers[c] = _column(X, j)
+        self.counts[starved] = self.counts[~starved].min() if (~starved).any() else 0.0
+        logger.debug("k-means: reassigned %d starved centers", n_re)
+
+    # -- Lloyd --------------------------------------------------------------------------------
+    def fit(self, X, *, sample_weight=None, max_iter=300, tol=0.0, comm=None, init=None):
+        """Lloyd's algorithm: passes until the labels stop changing, the squared center shift
+        falls to ``tol`` or ``max_iter`` passes.
+
+        Parameters
+        ----------
+        X : CSC matrix, dense array (n_features, m), or DataSource
+            The examples (with ``comm``: this rank's).  A DataSource is read once per pass.
+        sample_weight : array, shape (m,), optional
+            Example weights (matrices only; a DataSource carries its own).
+        max_iter : int
+            The most passes.
+        tol : float
+            Absolute tolerance on ``sum_c ||c_new - c_old||^2``.
+        comm : roofline.comm.Communicator, optional
+            Each rank holds its own examples; sums are all-reduced after each pass.
+        init : array (k, n_features), optional
+            Starting centers; by default the current ones when set, else seeded from ``X``
+            (a matrix) with ``opts.init``.
+
+        Returns
+        -------
+        KMeansResult
+            ``labels`` (this rank's examples; None for a DataSource), ``inertia``,
+            ``n_iter``, ``converged``, ``inertia_trace``.
+        """
+        comm = _check_comm(comm)
+        is_matrix = gmat.is_sparse(X) or isinstance(X, np.ndarray)
+        n = int(X.shape[0]) if is_matrix else int(X.n_features)
+        if init is not None:
+            if self.centers is None:
+                self.init(n)
+            self.set_parameters(init)
+        elif not self._seeded:
+            if not is_matrix:
+                raise ValueError("fit on a DataSource needs init= or seeded centers "
+                                 "(set_parameters or seed_centers)")
+            self.seed_centers(X, sample_weight, comm)
+        if is_matrix:
+            self._check_ready(X)
+            w_all = _weights(sample_weight, X.shape[1])
+            chunk = max(256, _CHUNK_VALUES // self.opts.n_clusters)
+            xnorm_all = _sqnorms(X)
+            m_local = X.shape[1]
+        else:
+            w_all = xnorm_all = None
+            chunk = None
+            m_local = None
+        k = self.opts.n_clusters
+        labels_old = None
+        trace = []
+        converged = strict = False
+        n_iter = 0
+        labels = None
+        for it in range(max_iter):
+            sums = np.zeros((k, n), np.float64)
+            wsum = np.zeros(k, np.float64)
+            labels, mind, inertia = self._lloyd_pass(X, w_all, xnorm_all, chunk, sums, wsum,
+                                                     m_local)
+            if comm is not None:
+                flat = comm.allreduce(np.concatenate([sums.ravel(), wsum, [inertia]]))
+                sums = flat[: k * n].reshape(k, n)
+                wsum = flat[k * n: k * n + k].copy()
+                inertia = float(flat[-1])
+            trace.append(inertia)
+            if np.any(wsum == 0):
+                if not is_matrix:
+                    raise RuntimeError("k-means on a DataSource produced an empty cluster; "
+                                       "seed the centers differently")
+                self._relocate_empty(X, w_all, labels, mind, sums, wsum, comm)
+            new = sums / wsum[:, None]
+            C_old = np.asarray(self.centers, np.float64)
+            shift = float(((new - C_old) ** 2).sum())
+            self.centers[...] = new
+            self.counts = wsum
+            n_iter = it + 1
+            same = labels_old is not None and labels is not None and np.array_equal(
+                labels, labels_old)
+            if comm is not None:
+                same = bool(comm.allreduce(np.array([0.0 if same else 1.0]))[0] == 0)
+            if same:
+                converged = strict = True
+                break
+            if shift <= tol:
+                converged = True
+                break
+            labels_old = labels
+        final = trace[-1] if trace else math.nan
+        if not strict and n_iter:  # the labels and inertia of the final centers
+            labels, _, final = self._lloyd_pass(X, w_all, xnorm_all, chunk, None, None,
+                                                m_local)
+            if comm is not None:
+                final = float(comm.allreduce(np.array([final]))[0])
+        logger.info("k-means Lloyd: %d passes, inertia %.6g, converged %s", n_iter, final,
+                    converged)
+        return KMeansResult(labels=labels, inertia=final, n_iter=n_iter, converged=converged,
+                            inertia_trace=trace)
+
+    def _lloyd_pass(self, X, w_all, xnorm_all, chunk, sums, wsum, m_local):
+        """One E-step (and the M-step's sums when ``sums`` is given) over ``X``."""
+        cnorm = self._cnorm()
+        inertia = 0.0
+        is_matrix = m_local is not None
+        labels = np.empty(m_local, np.int32) if is_matrix else None
+        mind_all = np.empty(m_local, np.float64) if is_matrix else None
+        s = 0
+        for Xp, wp in _chunks(X, w_all, chunk):
+            mp = Xp.shape[1]
+            if is_matrix:
+                xn = xnorm_all[s: s + mp]
+                w = w_all[s: s + mp]
+            else:
+                self._check_ready(Xp)
+                xn, w = None, _weights(wp, mp)
+            lab, mind = self.assign(Xp, None, cnorm=cnorm, xnorm=xn)
+            inertia += float(mind @ w)
+            if sums is not None:
+                self._sums_into(Xp, w, lab, sums, wsum)
+            if is_matrix:
+                labels[s: s + mp] = lab
+                mind_all[s: s + mp] = mind
+            s += mp
+        return labels, mind_all, inertia
+
+    def _relocate_empty(self, X, w, labels, mind, sums, wsum, comm):
+        """scikit-learn's rule: each empty cluster takes the example farthest from its center
+        (the farthest first), moved out of its old cluster's sums."""
+        empty = np.flatnonzero(wsum == 0)
+        e = len(empty)
+        far = np.argsort(-mind, kind="stable")[:e]
+        cand = [(float(mind[j]), -1 if comm is None else comm.rank, int(j), _column(X, j),
+                 float(w[j]), int(labels[j])) for j in far]
+        if comm is not None:
+            cand = [c for part in comm.allgather(cand) for c in part]
+        cand.sort(key=lambda c: (-c[0], c[1], c[2]))
+        for new_c, (_, _, _, x, wj, old_c) in zip(empty, cand[:e], strict=False):
+            sums[old_c] -= wj * x
+            wsum[old_c] -= wj
+            sums[new_c] = wj * x
+            wsum[new_c] = wj
+        logger.debug("k-means: relocated %d empty clusters", e)
+
+    # -- cost model ---------------------------------------------------------------------------
+    def flops_per_step(self, batch) -> int:
+        """Flops of a step: ``A*S`` (``2 k nnz``), the cluster sums (``2 nnz``) and the
+        assignment (``2 k m``).
+
+        Parameters
+        ----------
+        batch : Minibatch
+
+        Returns
+        -------
+        int
+        """
+        X = batch.X
+        nnz = X.nnz if gmat.is_sparse(X) else X.size
+        k, m = self.opts.n_clusters, X.shape[1]
+        return int(2 * k * nnz + 2 * nnz + 2 * k * m)
+
+    def cost(self, batch) -> gmat.Cost:
+        """Compulsory bytes and flops of a step, from the primitives' cost models: ``A*S``
+        (:func:`roofline.gmat.cost_mult_as` with ``k`` rows) plus the cluster sums (the sparse
+        structure read again and the ``k x n`` sums written once).
+
+        Parameters
+        ----------
+        batch : Minibatch
+            A sparse minibatch.
+
+        Returns
+        -------
+        roofline.gmat.Cost
+        """
+        X = batch.X
+        k = self.opts.n_clusters
+        c = gmat.cost_mult_as(X, k)
+        sums_bytes = c.breakdown["sparse"] + k * X.shape[0] * 8
+        return gmat.Cost("k-means step", k, X.dtype, c.nnz, c.bytes + sums_bytes,
+                         self.flops_per_step(batch),
+                         {**c.breakdown, "sums": sums_bytes})
+
+    def __repr__(self) -> str:
+        c = self.centers
+        shape = "uninitialised" if c is None else f"{c.shape[0]}x{c.shape[1]}"
+        return f"KMeansModel({shape}, dtype={self.opts.dtype})"
+
+
+@dataclass
+class KMeansResult:
+    """What :meth:`KMeansModel.fit` returns (the fields are the attributes)."""
+
+    labels: np.ndarray | None
+    inertia: float
+    n_iter: int
+    converged: bool
+    inertia_trace: list
+
+
+def _random_centers(X, k, rng, comm=None):
+    """``k`` distinct examples drawn uniformly (over every rank's with ``comm``)."""
+    m = X.shape[1]
+    sizes = [m] if comm is None else comm.allgather(m)
+    total = sum(sizes)
+    if k > total:
+        raise ValueError(f"n_clusters={k} exceeds the number of examples ({total})")
+    picks = np.sort(rng.choice(total, size=k, replace=False))
+    off = 0 if comm is None else sum(sizes[: comm.rank])
+    mine = [(i, _column(X, int(p - off))) for i, p in enumerate(picks) if off <= p < off + m]
+    if comm is not None:
+        mine = [x for part in comm.allgather(mine) for x in part]
+    mine.sort(key=lambda e: e[0])
+    return np.array([v for _, v in mine], np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# scikit-learn estimators
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _to_columns(est, X, reset):
+    """Validated rows-as-examples ``X`` to the column layout (CSC or an F-ordered dense view)
+    of dtype float32 (kept) or float64."""
+    X = validate_data(est, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                      reset=reset, order="C")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return sp.csc_matrix((X.data, X.indices, X.indptr), shape=(X.shape[1], X.shape[0])), X
+    return X.T, X
+
+
+def _tolerance(Xr, tol):
+    """scikit-learn's tolerance: ``tol`` times the mean variance of the features."""
+    if tol == 0:
+        return 0.0
+    if sp.issparse(Xr):
+        from sklearn.utils.sparsefuncs import mean_variance_axis
+
+        _, var = mean_variance_axis(Xr, axis=0)
+    else:
+        var = np.var(Xr, axis=0)
+    return float(np.mean(var) * tol)
+
+
+def _rng_of(random_state):
+    if random_state is None or isinstance(random_state, numbers.Integral):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    raise ValueError(f"random_state must be None, an int or a numpy Generator, got "
+                     f"{random_state!r}")
+
+
+class _KMeansBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                  BaseEstimator):
+    def _check_common(self, n_examples):
+        k = _check_int("n_clusters", self.n_clusters, 1)
+        if n_examples < k:
+            raise ValueError(f"n_samples={n_examples} should be >= n_clusters={k}")
+        if isinstance(self.init, str):
+            if self.init not in ("k-means++", "random"):
+                raise ValueError(f"init must be 'k-means++', 'random' or an array of shape "
+                                 f"(n_clusters, n_features), got {self.init!r}")
+        return k
+
+    def _init_array(self, n_features, dtype):
+        init = np.asarray(self.init, dtype=np.float64)
+        if init.shape != (self.n_clusters, n_features):
+            raise ValueError(f"init has shape {init.shape}, expected ({self.n_clusters}, "
+                             f"{n_features})")
+        return init
+
+    def _model(self, dtype, rng, init_mode=None):
+        seed = int(rng.integers(2**31 - 1))
+        return KMeansModel(n_clusters=self.n_clusters, dtype=np.dtype(dtype).name,
+                           init=init_mode or (self.init if isinstance(self.init, str)
+                                              else "k-means++"), seed=seed,
+                           **self._model_kwargs())
+
+    def _model_kwargs(self):
+        return {}
+
+    def _store(self, model):
+        self._model_ = model
+        self.cluster_centers_ = np.asarray(model.centers, dtype=model.dtype).copy(order="C")
+        self._n_features_out = self.n_clusters
+
+    def _xc(self, X):
+        check_is_fitted(self, "cluster_centers_")
+        Xc, _ = _to_columns(self, X, reset=False)
+        if Xc.dtype != self._model_.dtype:
+            Xc = Xc.astype(self._model_.dtype)
+        return Xc
+
+    def predict(self, X):
+        """The nearest center of each sample.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples,), int32
+        """
+        Xc = self._xc(X)
+        return self._model_.predict(Xc)
+
+    def transform(self, X):
+        """Euclidean distances of each sample to each center.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples, n_clusters)
+        """
+        Xc = self._xc(X)
+        return self._model_.transform(Xc).T
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit, then the labels of the training samples.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, shape (n_samples,), optional
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def score(self, X, y=None, sample_weight=None):
+        """Minus the inertia of ``X`` at the centers.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
+        Xc = self._xc(X)
+        _, mind = self._model_.assign(Xc)
+        sw = _check_sample_weight(sample_weight, Xc.T, dtype=np.float64)
+        return -float(mind @ sw)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class KMeans(_KMeansBase):
+    """k-means by Lloyd's algorithm on the primitives (scikit-learn's ``KMeans`` API).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    init : {"k-means++", "random"} or array of shape (n_clusters, n_features)
+    n_init : "auto" or int, default="auto"
+        Runs from different seeds, the lowest inertia kept (``"auto"``: 1 for k-means++ or an
+        array, 10 for random, as scikit-learn).
+    max_iter : int, default=300
+        Lloyd passes per run.
+    tol : float, default=1e-4
+        Relative tolerance on the squared center shift (times the mean feature variance, as
+        scikit-learn); the run also stops when no label changes.
+    random_state : int, numpy Generator or None
+    comm : roofline.comm.Communicator, optional
+        Distributed Lloyd: each rank passes its own samples to :meth:`fit`; the centers are the
+        same on every rank.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray (n_clusters, n_features)
+    labels_ : ndarray (n_samples,)
+        This rank's samples' labels.
+    inertia_ : float
+        Over every rank's samples.
+    n_iter_ : int
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
+                 tol=1e-4, random_state=None, comm=None):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.comm = comm
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, shape (n_samples,), optional
+
+        Returns
+        -------
+        self
+        """
+        Xc, Xr = _to_columns(self, X, reset=True)
+        comm = _check_comm(self.comm)
+        m = Xc.shape[1]
+        m_tot = m if comm is None else int(comm.allreduce(np.array([float(m)]))[0])
+        self._check_common(m_tot)
+        max_iter = _check_int("max_iter", self.max_iter, 1)
+        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
+            raise ValueError(f"tol must be a non-negative number, got {self.tol!r}")
+        if self.n_init == "auto":
+            n_init = 10 if isinstance(self.init, str) and self.init == "random" else 1
+        else:
+            n_init = _check_int("n_init", self.n_init, 1)
+        sw = _check_sample_weight(sample_weight, Xr, dtype=np.float64)
+        if np.any(sw < 0):
+            raise ValueError("sample_weight has negative values")
+        tol = _tolerance(Xr, self.tol)
+        if comm is not None:  # the mean variance over the ranks, roughly: average
+            tol = float(comm.allreduce(np.array([tol]))[0]) / comm.size
+        rng = _rng_of(self.random_state)
+        init = None if isinstance(self.init, str) else self._init_array(Xc.shape[0], Xc.dtype)
+        if init is not None:
+            n_init = 1
+        best = None
+        for _ in range(n_init):
+            model = self._model(Xc.dtype, rng)
+            if init is None:
+                model.seed_centers(Xc, sw, comm)
+            res = model.fit(Xc, sample_weight=sw, max_iter=max_iter, tol=tol, comm=comm,
+                            init=init)
+            if best is None or res.inertia < best[1].inertia:
+                best = (model, res)
+        model, res = best
+        self._store(model)
+        self.labels_ = res.labels
+        self.inertia_ = res.inertia
+        self.n_iter_ = res.n_iter
+        return self
+
+
+class MiniBatchKMeans(_KMeansBase):
+    """Minibatch k-means (scikit-learn's ``MiniBatchKMeans`` step) through a
+    :class:`~roofline.learners.Learner`.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    init : {"k-means++", "random"} or array of shape (n_clusters, n_features)
+        The first minibatch seeds the centers (or the array).
+    max_iter : int, default=100
+        Passes over the data.
+    batch_size : int, default=1024
+    tol : float, default=0.0
+        Stop when a pass lowers the mean minibatch inertia by less than this fraction.
+    reassignment_ratio : float, default=0.01
+    random_state : int, numpy Generator or None
+
+    Attributes
+    ----------
+    cluster_centers_, labels_, inertia_, n_iter_ (passes), n_steps_
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means++", max_iter=100, batch_size=1024,
+                 tol=0.0, reassignment_ratio=0.01, random_state=None):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.tol = tol
+        self.reassignment_ratio = reassignment_ratio
+        self.random_state = random_state
+
+    def _model_kwargs(self):
+        return {"reassignment_ratio": float(self.reassignment_ratio)}
+
+    def _train(self, Xc, sw, model, passes):
+        from ._learner import Learner
+        from ._optimizers import ModelUpdate
+
+        bs = _check_int("batch_size", self.batch_size, 1)
+        learner = Learner(MatSource(Xc, w=sw, batch_size=bs), model, ModelUpdate(),
+                          progress=False, n_passes=1)
+        prev = math.inf
+        done = 0
+        for _ in range(passes):
+            res = learner.train()
+            done += 1
+            cur = res.trace[-1]["train_loss"] if res.trace else math.nan
+            if self.tol and prev < math.inf and prev - cur < self.tol * abs(prev):
+                break
+            prev = cur
+        return done
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering by minibatch passes.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, shape (n_samples,), optional
+
+        Returns
+        -------
+        self
+        """
+        Xc, Xr = _to_columns(self, X, reset=True)
+        self._check_common(Xc.shape[1])
+        passes = _check_int("max_iter", self.max_iter, 1)
+        sw = _check_sample_weight(sample_weight, Xr, dtype=np.float64)
+        rng = _rng_of(self.random_state)
+        model = self._model(Xc.dtype, rng)
+        model.init(Xc.shape[0])
+        # seed from a random sample of the data (scikit-learn: init_size = 3 * batch_size)
+        size = min(Xc.shape[1], max(3 * int(self.batch_size), self.n_clusters))
+        if isinstance(self.init, str):
+            pick = np.sort(rng.choice(Xc.shape[1], size=size, replace=False))
+            Xs = Xc[:, pick]
+            if sp.issparse(Xs):
+                Xs = sp.csc_matrix(Xs)
+            model.seed_centers(Xs, sw[pick])
+        else:
+            model.set_parameters(self._init_array(Xc.shape[0], Xc.dtype))
+        self.n_iter_ = self._train(Xc, sw, model, passes)
+        self.n_steps_ = model._n_steps
+        self._store(model)
+        self.labels_, mind = model.assign(Xc)
+        self.inertia_ = float(mind @ sw)
+        return self
+
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One minibatch step on ``X`` (the first call seeds the centers from it).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, shape (n_samples,), optional
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "_model_")
+        Xc, Xr = _to_columns(self, X, reset=first)
+        sw = _check_sample_weight(sample_weight, Xr, dtype=np.float64)
+        if first:
+            self._check_common(Xc.shape[1])
+            model = self._model(Xc.dtype, _rng_of(self.random_state))
+            model.init(Xc.shape[0])
+            if not isinstance(self.init, str):
+                model.set_parameters(self._init_array(Xc.shape[0], Xc.dtype))
+        else:
+            model = self._model_
+            if Xc.dtype != model.dtype:
+                Xc = Xc.astype(model.dtype)
+        model.update(Minibatch(Xc, None, sw))
+        self._store(model)
+        self.n_steps_ = model._n_steps
+        return self
