@@ -11,7 +11,10 @@ of them over any point-to-point :class:`Transport`; the backends are transports:
 * ``tcp``: ``TCPTransport`` (``roofline.comm._tcp``), a mesh of sockets set up through a
   :class:`Coordinator`; ``python -m roofline.comm.launch -n K script.py`` starts K ranks.
 * ``disk``: :class:`DiskCluster`, a cluster simulated in one process whose messages are
-  checksummed files in a spool directory (bit-identical to the other backends).
+  checksummed files in a spool directory (bit-identical to the other backends); and
+  :class:`DiskNodeCluster`, whose nodes live on disk too (their states checksummed files, run
+  in turn within a memory cap, the Kylix layers exchanged as packet files sized by the disk
+  roofline), for simulated clusters larger than the machine's memory.
 * ``dask``: :func:`run_on_dask`, one rank per worker of a Dask cluster, joined over TCP.
 * ``mpi``: ``MPICommunicator`` (``roofline.comm._mpi_comm``, mpi4py imported lazily): MPI's
   own dense collectives, Kylix over MPI point-to-point for the sparse ones.
@@ -54,6 +57,7 @@ from ._base import (
 from ._dask import run_on_dask
 from ._disk import DiskTransport
 from ._disk_cluster import DiskCluster
+from ._disk_nodes import DiskNodeCluster, Node, NodeStore, StateError, load_state, save_state
 from ._env import from_environment, run
 from ._factories import tcp_communicator
 from ._inprocess import InProcessCommunicator, InProcessGroup
@@ -73,6 +77,7 @@ __all__ = [
     "ComputeScaling",
     "Coordinator",
     "DiskCluster",
+    "DiskNodeCluster",
     "DiskTransport",
     "InProcessCommunicator",
     "InProcessGroup",
@@ -82,11 +87,14 @@ __all__ = [
     "MessageError",
     "MismatchError",
     "Network",
+    "Node",
+    "NodeStore",
     "PeerError",
     "QueueGroup",
     "QueueTransport",
     "ReplicatedTransport",
     "SparsePlan",
+    "StateError",
     "Step",
     "Transport",
     "backends",
@@ -95,10 +103,12 @@ __all__ = [
     "kylix_degrees",
     "kylix_steps",
     "launch",
+    "load_state",
     "model_degrees",
     "register_backend",
     "run",
     "run_in_threads",
     "run_on_dask",
+    "save_state",
     "tcp_communicator",
 ]

@@ -1,0 +1,1101 @@
+"""A disk-simulated cluster whose nodes live on disk (BIDMach's "simulating a cluster on a single
+node"; issue 35).
+
+:class:`DiskNodeCluster` simulates ``n_nodes`` nodes on one machine whose memory need not hold
+them: every node's state (its model shard, data cursor, solver state: a dict of arrays and
+scalars) is a checksummed file, and the nodes run *in turn*, at most ``resident`` of them in
+memory at once (and, with ``memory_cap``, at most that many bytes of node data).  A round is
+
+1. **compute**: each node in turn loads its state and the result of the previous round's
+   collective, runs the user's ``step`` until its next collective (the step returns the
+   collective's request: :meth:`Node.allreduce` or :meth:`Node.sparse_allreduce`), saves its
+   state and its contribution, and leaves memory;
+2. **the collective**, as Kylix layers of file exchanges: in each layer every node in turn
+   loads what it holds, reads the messages its group sent it in the previous layer, reduces
+   them, and writes its outgoing messages for the next layer, batched into *packets* of at
+   least ``packet_bytes`` (one file each; by default the disk roofline's corner, so every
+   file write is at least half bandwidth-bound); the configuration of a sparse all-reduce, the
+   reduce going down and the sums coming back up are layers of the same kind;
+3. each node's result is saved next to its state, for its next step.
+
+The arithmetic is that of :class:`~roofline.comm.KylixCommunicator` step for step (the same
+unions, scatter-adds in group-member order and reduce-scatter order), so with the same degrees
+the results are those of the TCP, MPI or threads backends bit for bit.
+
+Files
+-----
+A node's files (state, contribution, plan, result) use one format: a header with a magic
+number, the lengths and a CRC-32 over a JSON description and the arrays' bytes, each array
+64-byte aligned; a file that fails its checks is a :class:`StateError` naming the node and the
+file, never read as valid.  Messages are slices of packet files, each with its own header
+(magic, sender, receiver, phase, length, CRC-32), checked when read
+(:class:`~roofline.comm.MessageError` naming the packet).  Every file is written to a
+temporary name and renamed into place (``fsync`` first when ``fsync=True``).
+
+Time
+----
+The I/O of a round is counted (files and bytes written and read, the seconds spent in the
+calls), and :meth:`~roofline.kernels.DiskRoofline.io_time` of the disk roofline predicts its
+time, so a run says how close it came to the disk's ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import struct
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._base import CommError, MessageError, MismatchError, check_reducible
+from ._kylix import (
+    _as_indices,
+    _bounds,
+    _check_degrees,
+    _decode,
+    _encode,
+    _gather,
+    _is_sorted,
+    _members,
+    _scatter_add,
+    _split_sorted,
+    _union,
+    _unique,
+    kylix_degrees,
+)
+
+__all__ = ["DiskNodeCluster", "Node", "NodeStore", "StateError", "load_state", "save_state"]
+
+logger = logging.getLogger(__name__)
+
+_SMAGIC = b"RFLS"
+_SVERSION = 1
+_SHEAD = struct.Struct("<4sIQQI4x")  # magic, version, JSON length, payload length, CRC-32
+_ALIGN = 64
+_MMAGIC = b"RFLM"
+_MHEAD = struct.Struct("<4sIIIQI4x")  # magic, src, dst, phase, payload length, CRC-32: 32 bytes
+
+
+class StateError(CommError):
+    """A node's file is missing, truncated or corrupted (it failed its checks).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong (naming the node and the file).
+    node : int, optional
+        The node whose file it is.
+    path : str, optional
+        The file.
+    """
+
+    def __init__(self, message, node=None, path=None):
+        super().__init__(message)
+        self.node, self.path = node, path
+
+
+# ---------------------------------------------------------------------------------------------
+# file I/O, counted
+
+
+class _IO:
+    """File writes and reads with their counts and seconds (thread-safe)."""
+
+    def __init__(self, fsync=False):
+        self.fsync = bool(fsync)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.reset()
+
+    def reset(self):
+        self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
+        self.seconds = 0.0
+
+    def _count(self, written, nbytes, seconds):
+        with self._lock:
+            if written:
+                self.files_written += 1
+                self.bytes_written += nbytes
+            else:
+                self.files_read += 1
+                self.bytes_read += nbytes
+            self.seconds += seconds
+        self._local.held = getattr(self._local, "held", 0) + nbytes
+
+    def turn_bytes(self, reset=False):
+        """Bytes this thread read and wrote since the last reset (a turn's footprint)."""
+        held = getattr(self._local, "held", 0)
+        if reset:
+            self._local.held = 0
+        return held
+
+    def write(self, path, bufs):
+        t0 = time.perf_counter()
+        tmp = path + ".tmp"
+        n = 0
+        try:
+            with open(tmp, "wb") as f:
+                for b in bufs:
+                    n += f.write(b)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise CommError(f"writing {path} failed: {e}") from e
+        self._count(True, n, time.perf_counter() - t0)
+        return n
+
+    def read(self, path, offset=0, length=None):
+        """The bytes of ``path`` from ``offset`` (all, or ``length``) in a new aligned buffer."""
+        t0 = time.perf_counter()
+        with open(path, "rb", buffering=0) as f:
+            if length is None:
+                length = os.fstat(f.fileno()).st_size - offset
+            buf = np.empty(length, np.uint8)
+            if offset:
+                f.seek(offset)
+            got = f.readinto(buf)
+        self._count(False, got, time.perf_counter() - t0)
+        return buf[:got]
+
+
+def _pad(n):
+    return (-n) % _ALIGN
+
+
+def _describe_state(state, what):
+    """(JSON description, array buffers) of a state dict."""
+    if not isinstance(state, dict):
+        raise TypeError(f"{what} must be a dict of arrays and scalars, got "
+                        f"{type(state).__name__}")
+    arrays, scalars, bufs = [], {}, []
+    off = 0
+    for key, v in state.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{what}: keys must be strings, got {key!r}")
+        if isinstance(v, (np.ndarray, np.generic)):
+            a = np.asarray(v)
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            if a.dtype.hasobject or a.dtype.kind not in "biufcSUmM":
+                raise TypeError(f"{what}[{key!r}]: arrays of dtype {a.dtype} cannot be saved "
+                                "(numbers, booleans, fixed-width strings only)")
+            arrays.append([key, a.dtype.str, list(a.shape), off, a.nbytes,
+                           isinstance(v, np.generic)])
+            bufs.append(a.reshape(-1).view(np.uint8) if a.size else b"")
+            bufs.append(b"\0" * _pad(a.nbytes))
+            off += a.nbytes + _pad(a.nbytes)
+        elif v is None or isinstance(v, (bool, int, float, str)):
+            scalars[key] = v
+        else:
+            raise TypeError(f"{what}[{key!r}] must be a numpy array or a scalar (int, float, "
+                            f"bool, str, None), got {type(v).__name__}")
+    return {"arrays": arrays, "scalars": scalars}, bufs, off
+
+
+def _state_bufs(state, what):
+    desc, bufs, n = _describe_state(state, what)
+    js = json.dumps(desc, allow_nan=True).encode()
+    js += b" " * _pad(_SHEAD.size + len(js))
+    crc = zlib.crc32(js)
+    for b in bufs:
+        crc = zlib.crc32(b, crc)
+    head = _SHEAD.pack(_SMAGIC, _SVERSION, len(js), n, crc)
+    return [head, js, *bufs]
+
+
+def _parse_state(buf, path, node):
+    """The state dict in ``buf`` (the file's bytes), or :class:`StateError`."""
+    who = "" if node is None else f"node {node}: "
+    if buf.size < _SHEAD.size:
+        raise StateError(f"{who}state file {path} is truncated ({buf.size} bytes, shorter than "
+                         "its header)", node, path)
+    magic, version, njs, n, crc = _SHEAD.unpack_from(buf)
+    if magic != _SMAGIC or version != _SVERSION:
+        raise StateError(f"{who}{path} is not a Roofline state file (magic {magic!r}, version "
+                         f"{version})", node, path)
+    if buf.size != _SHEAD.size + njs + n:
+        raise StateError(f"{who}state file {path} has {buf.size} bytes, its header says "
+                         f"{_SHEAD.size + njs + n} (truncated)", node, path)
+    body = buf[_SHEAD.size:]
+    if zlib.crc32(body) != crc:
+        raise StateError(f"{who}state file {path} fails its CRC-32 (corrupted on disk)",
+                         node, path)
+    desc = json.loads(bytes(body[:njs]))
+    data = body[njs:]
+    out = {}
+    for key, dt, shape, off, nbytes, scalar in desc["arrays"]:
+        a = data[off:off + nbytes].view(np.dtype(dt)).reshape(shape)
+        out[key] = a[()] if scalar else a
+    out.update(desc["scalars"])
+    return out
+
+
+def save_state(path, state, *, fsync=False):
+    """Write ``state`` (a dict of numpy arrays and scalars) to the checksummed file ``path``.
+
+    Arrays keep their dtype and shape (saved C-contiguous); numpy scalars keep their type;
+    Python ``int``, ``float``, ``bool``, ``str`` and ``None`` are exact (floats round-trip bit
+    for bit).
+
+    Parameters
+    ----------
+    path : str
+        The file (written to ``path + ".tmp"`` and renamed into place).
+    state : dict
+        String keys; numpy arrays (numbers, booleans, fixed-width strings) and scalars.
+    fsync : bool
+        ``fsync`` before the rename (durable).
+
+    Returns
+    -------
+    int
+        Bytes written.
+
+    Raises
+    ------
+    TypeError
+        A value that is not an array or a scalar, or a non-string key (the message names it).
+    """
+    return _IO(fsync).write(str(path), _state_bufs(state, "state"))
+
+
+def load_state(path, *, node=None):
+    """The state dict saved by :func:`save_state` in ``path``.
+
+    Parameters
+    ----------
+    path : str
+    node : int, optional
+        The node the file belongs to (named in errors).
+
+    Returns
+    -------
+    dict
+        Arrays (writable views of one buffer read from the file) and scalars.
+
+    Raises
+    ------
+    StateError
+        The file is missing, truncated, not a state file, or fails its CRC-32 (the message
+        names the node and the file).
+    """
+    try:
+        buf = _IO().read(str(path))
+    except FileNotFoundError:
+        raise StateError(f"{'' if node is None else f'node {node}: '}state file {path} is "
+                         "missing", node, str(path)) from None
+    return _parse_state(buf, str(path), node)
+
+
+class NodeStore:
+    """The checksummed files of ``n_nodes`` simulated nodes: ``root/nodes/<rank>/<name>.rfs``.
+
+    Parameters
+    ----------
+    root : str
+    n_nodes : int
+    io : _IO, optional
+        The counted I/O to use (the cluster's).
+    """
+
+    def __init__(self, root, n_nodes, io=None):
+        self.root, self.n_nodes = str(root), int(n_nodes)
+        self.io = _IO() if io is None else io
+        self._made = set()
+
+    def path(self, node, name="state"):
+        """The file of ``node``'s ``name``."""
+        return os.path.join(self.root, "nodes", str(int(node)), f"{name}.rfs")
+
+    def save(self, node, state, name="state"):
+        """Save ``state`` as ``node``'s ``name`` (see :func:`save_state`); bytes written."""
+        if node not in self._made:
+            os.makedirs(os.path.dirname(self.path(node, name)), exist_ok=True)
+            self._made.add(node)
+        return self.io.write(self.path(node, name), _state_bufs(state, f"node {node}'s {name}"))
+
+    def load(self, node, name="state"):
+        """``node``'s ``name`` (see :func:`load_state`); :class:`StateError` names node and
+        file when it is missing or fails its checks."""
+        path = self.path(node, name)
+        try:
+            buf = self.io.read(path)
+        except FileNotFoundError:
+            raise StateError(f"node {node}: its {name} file {path} is missing", node,
+                             path) from None
+        return _parse_state(buf, path, node)
+
+    def exists(self, node, name="state"):
+        return os.path.exists(self.path(node, name))
+
+    def remove(self, node, name):
+        try:
+            os.unlink(self.path(node, name))
+        except FileNotFoundError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# packets: a node's outgoing messages of one layer, batched into files of >= packet_bytes
+
+
+class _Spool:
+    """The messages of one phase: packet files under ``dirpath`` and where each message is."""
+
+    def __init__(self, dirpath, phase, packet_bytes, io):
+        self.dir, self.phase = dirpath, int(phase)
+        self.packet_bytes = max(1, int(packet_bytes))
+        self.io = io
+        self.index = {}  # (src, dst) -> (path, offset, length)
+        self._lock = threading.Lock()
+        os.makedirs(dirpath, exist_ok=True)
+
+    def send(self, src, messages):
+        """Write ``messages`` (a list of ``(dst, bufs)``) of node ``src`` as packets."""
+        cur, where, size, npk = [], [], 0, 0
+        found = {}
+
+        def flush():
+            nonlocal cur, where, size, npk
+            if not cur:
+                return
+            path = os.path.join(self.dir, f"{src}-{npk}.pkt")
+            self.io.write(path, cur)
+            for dst, off, n in where:
+                found[(src, dst)] = (path, off, n)
+            cur, where, size = [], [], 0
+            npk += 1
+
+        for dst, bufs in messages:
+            n = sum(memoryview(b).nbytes for b in bufs)
+            crc = zlib.crc32(_MHEAD.pack(_MMAGIC, src, dst, self.phase, n, 0))
+            for b in bufs:
+                crc = zlib.crc32(b, crc)
+            where.append((dst, size, _MHEAD.size + n))
+            cur.append(_MHEAD.pack(_MMAGIC, src, dst, self.phase, n, crc))
+            cur.extend(bufs)
+            size += _MHEAD.size + n
+            if size >= self.packet_bytes:
+                flush()
+        flush()
+        with self._lock:
+            self.index.update(found)
+
+    def recv(self, src, dst):
+        """The payload of the message from ``src`` to ``dst`` (checked)."""
+        try:
+            path, off, n = self.index[(src, dst)]
+        except KeyError:
+            raise MessageError(f"node {dst}: no message from node {src} in phase "
+                               f"{self.phase}") from None
+        buf = self.io.read(path, off, n)
+        if buf.size != n:
+            raise MessageError(f"{path}: the message from node {src} to node {dst} is "
+                               f"truncated ({buf.size} of {n} bytes)")
+        magic, s, d, ph, ln, crc = _MHEAD.unpack_from(buf)
+        if magic != _MMAGIC or (s, d, ph, ln) != (src, dst, self.phase, n - _MHEAD.size):
+            raise MessageError(f"{path}: at offset {off} not the message from node {src} to "
+                               f"node {dst} of phase {self.phase}")
+        if zlib.crc32(buf[_MHEAD.size:], zlib.crc32(_MHEAD.pack(_MMAGIC, s, d, ph, ln, 0))) \
+                != crc:
+            raise MessageError(f"{path}: the message from node {src} to node {dst} fails its "
+                               "CRC-32 (corrupted on disk)")
+        return buf[_MHEAD.size:]
+
+    def recv_array(self, src, dst):
+        return _decode(self.recv(src, dst))
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# what a node's step asks for
+
+
+class _Dense:
+    def __init__(self, x, op):
+        self.x, self.op = x, op
+
+
+class _Sparse:
+    def __init__(self, indices, values, want):
+        self.indices, self.values, self.want = indices, values, want
+
+
+class Node:
+    """What a node's ``step`` sees of itself: its rank, the cluster's size, the round, and the
+    collectives it may end its turn with.
+
+    Attributes
+    ----------
+    rank, size : int
+    round : int
+        The round being run (from 0).
+    """
+
+    def __init__(self, rank, size, rnd):
+        self.rank, self.size, self.round = rank, size, rnd
+
+    @staticmethod
+    def allreduce(x, op="sum"):
+        """The request for a dense all-reduce of ``x`` (return it from the step): the next
+        step receives the element-wise ``op`` (``"sum"`` or ``"max"``) over the nodes, the
+        same array on every node (:meth:`~roofline.comm.Communicator.allreduce`).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+        op : {"sum", "max"}
+
+        Returns
+        -------
+        object
+            The request.
+        """
+        if op not in ("sum", "max"):
+            raise ValueError(f"op must be one of ('sum', 'max'), got {op!r}")
+        return _Dense(x, op)
+
+    @staticmethod
+    def sparse_allreduce(indices, values, want=None):
+        """The request for a Kylix sparse all-reduce (return it from the step): the next step
+        receives the sums over the nodes at ``want`` (default ``indices``), as
+        :meth:`~roofline.comm.Communicator.sparse_allreduce`.
+
+        Parameters
+        ----------
+        indices : array-like of int
+        values : numpy.ndarray, shape (len(indices),) or (len(indices), k)
+        want : array-like of int, optional
+
+        Returns
+        -------
+        object
+            The request.
+        """
+        return _Sparse(indices, values, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# the cluster
+
+
+class DiskNodeCluster:
+    """``n_nodes`` simulated nodes whose states live in checksummed files under ``root``, run
+    in turn through rounds of compute and Kylix collectives exchanged as packet files.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Nodes (>= 1).
+    root : str
+        A writable directory (created if missing) for the nodes' files and the packets.
+    resident : int
+        The most nodes in memory at once (>= 1); with more than one, that many turns run in
+        threads side by side.
+    memory_cap : int, optional
+        The most bytes of node data (the files a turn reads and writes: states, contributions,
+        messages) held in memory at once; a turn is admitted only while the others' and the
+        largest turn seen fit under it, and a single turn above it is a :class:`CommError`.
+    degrees : sequence of int, optional
+        Kylix layer degrees (product ``n_nodes``); by default chosen per collective by
+        :func:`~roofline.comm.kylix_degrees` from the contributions' size so that every
+        message is at least ``packet_bytes``.
+    disk : DiskRoofline, optional
+        The disk's roofline (:func:`roofline.kernels.disk_roofline`); by default that of
+        ``root``'s file system, measured (and cached) on first need: for ``packet_bytes`` and
+        the predicted I/O time of each round.
+    packet_bytes : int, optional
+        The smallest packet file (and message, for the default degrees); default the disk's
+        corner (``disk.corner(fsync)``), the size at which a file reaches half its streaming
+        rate.
+    fsync : bool
+        Durable files (``fsync`` before each rename; the synced figures of the roofline).
+
+    Attributes
+    ----------
+    store : NodeStore
+        The nodes' files.
+    stats : list of dict
+        One per round of the last :meth:`run`: ``kind``, ``degrees``, ``seconds``,
+        ``io_seconds``, ``files_written``, ``bytes_written``, ``files_read``, ``bytes_read``,
+        ``predicted_io_seconds`` (the disk roofline's, None without one), ``max_resident``,
+        ``peak_bytes``, and ``layers``: per Kylix layer ``config_bytes``, ``down_bytes``,
+        ``up_bytes`` and ``messages`` sent between distinct nodes (the payloads as the other
+        backends count them in ``comm.stats``).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from roofline.comm import DiskNodeCluster
+    >>> def step(node, state, reduced):
+    ...     if reduced is not None:
+    ...         state["total"] = reduced
+    ...         return None
+    ...     return node.allreduce(state["x"])
+    >>> with tempfile.TemporaryDirectory() as root:
+    ...     c = DiskNodeCluster(4, root, packet_bytes=4096)
+    ...     c.init(lambda r: {"x": np.full(3, float(r))})
+    ...     _ = c.run(step, 2)
+    ...     c.load(3)["total"].tolist()
+    [6.0, 6.0, 6.0]
+    """
+
+    def __init__(self, n_nodes, root, *, resident=1, memory_cap=None, degrees=None, disk=None,
+                 packet_bytes=None, fsync=False):
+        if isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)):
+            raise TypeError(f"n_nodes must be an int, got {type(n_nodes).__name__}")
+        if n_nodes < 1:
+            raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
+        self.n_nodes = int(n_nodes)
+        if isinstance(resident, bool) or not isinstance(resident, (int, np.integer)) \
+                or resident < 1:
+            raise ValueError(f"resident must be an int >= 1, got {resident!r}")
+        self.resident = int(resident)
+        if memory_cap is not None and not memory_cap > 0:
+            raise ValueError(f"memory_cap must be a positive number of bytes, got "
+                             f"{memory_cap!r}")
+        self.memory_cap = None if memory_cap is None else int(memory_cap)
+        self.root = os.path.realpath(str(root))
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            probe = os.path.join(self.root, f".roofline-probe-{os.getpid()}")
+            with open(probe, "wb") as f:
+                f.write(b"x")
+            os.unlink(probe)
+        except OSError as e:
+            raise ValueError(f"root must be a writable directory, got {str(root)!r}: {e}") \
+                from e
+        self.degrees = None if degrees is None else _check_degrees(degrees, self.n_nodes)
+        if packet_bytes is not None and not int(packet_bytes) >= 1:
+            raise ValueError(f"packet_bytes must be >= 1, got {packet_bytes!r}")
+        self._packet_bytes = None if packet_bytes is None else int(packet_bytes)
+        self._disk = disk
+        self.fsync = bool(fsync)
+        self.io = _IO(self.fsync)
+        self.store = NodeStore(self.root, self.n_nodes, self.io)
+        self.stats = []
+        self._phase = 0
+        self._rounds = 0
+
+    # -- configuration ------------------------------------------------------------------
+    @property
+    def disk(self):
+        """The disk roofline in use (measured on ``root``'s file system on first need)."""
+        if self._disk is None:
+            from roofline import kernels  # numba: imported only when a figure is needed
+
+            self._disk = kernels.disk_roofline(self.root)
+        return self._disk
+
+    @property
+    def packet_bytes(self) -> int:
+        """The smallest packet file: ``packet_bytes`` as given, else the disk's corner."""
+        if self._packet_bytes is None:
+            self._packet_bytes = max(4096, int(math.ceil(self.disk.corner(self.fsync))))
+        return self._packet_bytes
+
+    def choose_degrees(self, nnz, itemsize):
+        """Kylix degrees for contributions of ``nnz`` entries of ``itemsize`` bytes per node:
+        the given ``degrees``, else :func:`~roofline.comm.kylix_degrees` with every message at
+        least :attr:`packet_bytes` (BIDMat's rule, the packet from the disk roofline).
+
+        Parameters
+        ----------
+        nnz : int
+        itemsize : int
+
+        Returns
+        -------
+        tuple of int
+        """
+        if self.degrees is not None:
+            return self.degrees
+        return kylix_degrees(self.n_nodes, nnz=max(1, int(nnz)), itemsize=int(itemsize),
+                             min_packet=self.packet_bytes)
+
+    # -- the nodes' states ----------------------------------------------------------------
+    def init(self, fn):
+        """Create every node's state: ``fn(rank)`` (a dict of arrays and scalars), saved node
+        by node (one in memory at a time).
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(rank) -> dict``.
+        """
+        for r in range(self.n_nodes):
+            self.store.save(r, fn(r))
+            self.store.remove(r, "result")
+
+    def load(self, rank):
+        """Node ``rank``'s state (see :func:`load_state`)."""
+        return self.store.load(self._check_rank(rank))
+
+    def result(self, rank):
+        """Node ``rank``'s result of the last collective (None when the last round had none)."""
+        rank = self._check_rank(rank)
+        if not self.store.exists(rank, "result"):
+            return None
+        return self.store.load(rank, "result")["reduced"]
+
+    def _check_rank(self, rank):
+        if not 0 <= int(rank) < self.n_nodes:
+            raise ValueError(f"rank must be in [0, {self.n_nodes}), got {rank}")
+        return int(rank)
+
+    def remove(self):
+        """Delete the nodes' files and packets (the directory ``root`` itself stays)."""
+        shutil.rmtree(os.path.join(self.root, "nodes"), ignore_errors=True)
+        shutil.rmtree(os.path.join(self.root, "spool"), ignore_errors=True)
+
+    # -- scheduling -----------------------------------------------------------------------
+    def _turns(self, fn, track):
+        """``fn(rank)`` for every node, at most ``resident`` at once (and within
+        ``memory_cap``); ``track`` collects the most nodes and bytes in memory."""
+        lock = threading.Condition()
+        state = {"nodes": 0, "bytes": 0, "largest": 0}
+
+        def turn(r):
+            with lock:
+                while state["nodes"] and self.memory_cap is not None and \
+                        state["bytes"] + state["largest"] > self.memory_cap:
+                    lock.wait()
+                est = state["largest"]
+                state["nodes"] += 1
+                state["bytes"] += est
+                track["max_resident"] = max(track["max_resident"], state["nodes"])
+            self.io.turn_bytes(reset=True)
+            try:
+                fn(r)
+            finally:
+                held = self.io.turn_bytes(reset=True)
+                with lock:
+                    state["nodes"] -= 1
+                    state["bytes"] -= est
+                    track["peak_bytes"] = max(track["peak_bytes"], state["bytes"] + held)
+                    state["largest"] = max(state["largest"], held)
+                    lock.notify_all()
+            if self.memory_cap is not None and held > self.memory_cap:
+                raise CommError(f"node {r} held {held} bytes in its turn, above memory_cap "
+                                f"{self.memory_cap}: raise the cap or make the nodes' states "
+                                "smaller (more nodes)")
+
+        if self.resident == 1:
+            for r in range(self.n_nodes):
+                turn(r)
+            return
+        with ThreadPoolExecutor(self.resident, thread_name_prefix="disk-node") as pool:
+            for f in [pool.submit(turn, r) for r in range(self.n_nodes)]:
+                f.result()
+
+    def _spool(self):
+        self._phase += 1
+        return _Spool(os.path.join(self.root, "spool", f"p{self._phase}"), self._phase,
+                      self.packet_bytes, self.io)
+
+    # -- rounds ---------------------------------------------------------------------------
+    def run(self, step, n_rounds):
+        """Run ``n_rounds`` rounds of ``step`` on every node.
+
+        In round ``t`` every node in turn runs ``step(node, state, reduced)``: ``node`` is its
+        :class:`Node` (rank, size, round), ``state`` its state dict (loaded from its file;
+        changes made in place are saved after the step), ``reduced`` the result of round
+        ``t - 1``'s collective at this node (None in round 0 or when that round had none).  The
+        step returns ``node.allreduce(x, op)``, ``node.sparse_allreduce(indices, values,
+        want)`` or None; every node returns the same kind of request in a round, and the
+        collective runs once every node has made its request.  The last round's results are
+        kept: :meth:`result`.
+
+        Parameters
+        ----------
+        step : callable
+        n_rounds : int
+
+        Returns
+        -------
+        list of dict
+            The rounds' statistics (also :attr:`stats`).
+
+        Raises
+        ------
+        MismatchError
+            The nodes asked for different collectives (or dtypes, shapes, operations) in one
+            round; the message names two of them.
+        StateError
+            A node's file is missing or corrupted (naming the node and the file).
+        """
+        if isinstance(n_rounds, bool) or not isinstance(n_rounds, (int, np.integer)) \
+                or n_rounds < 0:
+            raise ValueError(f"n_rounds must be an int >= 0, got {n_rounds!r}")
+        if not callable(step):
+            raise TypeError(f"step must be callable, got {type(step).__name__}")
+        self.stats = []
+        for _ in range(int(n_rounds)):
+            self.stats.append(self._round(step))
+        return self.stats
+
+    def _round(self, step):
+        rnd = self._rounds
+        self._rounds += 1
+        self.io.reset()
+        track = {"max_resident": 0, "peak_bytes": 0}
+        t0 = time.perf_counter()
+        meta = [None] * self.n_nodes
+
+        def compute(r):
+            state = self.store.load(r)
+            reduced = (self.store.load(r, "result")["reduced"]
+                       if self.store.exists(r, "result") else None)
+            req = step(Node(r, self.n_nodes, rnd), state, reduced)
+            self.store.save(r, state)
+            self.store.remove(r, "result")
+            meta[r] = self._contribute(r, req)
+
+        self._turns(compute, track)
+        kinds = {m["kind"] for m in meta}
+        out = {"round": rnd, "kind": meta[0]["kind"], "degrees": ()}
+        first = meta[0]
+        for r, m in enumerate(meta):
+            if m["agree"] != first["agree"]:
+                raise MismatchError(f"round {rnd}: nodes 0 and {r} disagree on the collective: "
+                                    f"node 0 asks for {first['agree']}, node {r} for "
+                                    f"{m['agree']}", [0, r])
+        t_compute = time.perf_counter() - t0
+        if kinds != {None}:
+            if first["kind"] == "allreduce":
+                degrees = self.choose_degrees(math.prod(first["shape"]),
+                                              np.dtype(first["dtype"]).itemsize)
+            else:
+                nnz = sum(m["nnz"] for m in meta) / self.n_nodes
+                degrees = self.choose_degrees(
+                    nnz, 8 + np.dtype(first["dtype"]).itemsize * max(1, math.prod(
+                        first["tail"])))
+            degrees = _check_degrees(degrees, self.n_nodes) if degrees else ()
+            out["degrees"] = degrees
+            layers = [{"config_bytes": 0, "down_bytes": 0, "up_bytes": 0, "messages": 0}
+                      for _ in degrees]
+            if first["kind"] == "allreduce":
+                _DenseRun(self, degrees, meta, layers, track).run()
+            else:
+                _SparseRun(self, degrees, meta, layers, track).run()
+            out["layers"] = layers
+        else:
+            out["layers"] = []
+        io = self.io
+        out.update(seconds=time.perf_counter() - t0, compute_phase_seconds=t_compute,
+                   io_seconds=io.seconds, files_written=io.files_written,
+                   bytes_written=io.bytes_written, files_read=io.files_read,
+                   bytes_read=io.bytes_read, **track)
+        out["predicted_io_seconds"] = (
+            None if self._disk is None else self._disk.io_time(
+                io.files_written, io.bytes_written, io.files_read, io.bytes_read, self.fsync))
+        logger.info("disk cluster round %d (%s, degrees %s): %.3f s, %d files / %d bytes "
+                    "written, %d reads / %d bytes", rnd, out["kind"], out["degrees"],
+                    out["seconds"], io.files_written, io.bytes_written, io.files_read,
+                    io.bytes_read)
+        return out
+
+    def _contribute(self, r, req):
+        """Save node ``r``'s contribution to its collective; what the others must agree on."""
+        if req is None:
+            return {"kind": None, "agree": ("none",)}
+        if isinstance(req, _Dense):
+            x = np.ascontiguousarray(req.x)
+            check_reducible(x, req.op, "x")
+            self.store.save(r, {"flat": x.reshape(-1)}, "contrib")
+            return {"kind": "allreduce", "op": req.op, "shape": x.shape, "dtype": x.dtype.str,
+                    "agree": ("allreduce", req.op, x.dtype.str, x.shape)}
+        if not isinstance(req, _Sparse):
+            raise TypeError(f"node {r}: step must return node.allreduce(...), "
+                            f"node.sparse_allreduce(...) or None, got {type(req).__name__}")
+        idx = _as_indices(req.indices, "indices")
+        want = idx if req.want is None else _as_indices(req.want, "want")
+        values = np.ascontiguousarray(req.values)
+        if values.shape[:1] != idx.shape:
+            raise ValueError(f"node {r}: values has {values.shape[0] if values.ndim else 0} "
+                             f"rows but there are {idx.shape[0]} indices")
+        if values.dtype.kind not in "fiu":
+            raise TypeError(f"node {r}: values must be numeric, got dtype {values.dtype}")
+        tail = values.shape[1:]
+        # KylixPlan's first steps: the sorted distinct indices and the values summed into them
+        uidx, inv = _unique(idx, return_inverse=True)
+        uwant, winv = _unique(want, return_inverse=True)
+        inv = None if uidx.size == idx.size and _is_sorted(idx) else inv
+        winv = None if uwant.size == want.size and _is_sorted(want) else winv
+        if inv is None:
+            acc = values
+        else:
+            acc = np.zeros((uidx.size, *tail), values.dtype)
+            if uidx.size == idx.size:
+                acc[inv] = values
+            else:
+                np.add.at(acc, inv, values)
+        saved = {"uidx": uidx, "uwant": uwant}
+        if winv is not None:
+            saved["winv"] = winv
+        self.store.save(r, saved, "cidx")
+        self.store.save(r, {"acc": acc}, "cacc")
+        top = max(int(uidx[-1]) + 1 if uidx.size else 0, int(uwant[-1]) + 1 if uwant.size else 0)
+        return {"kind": "sparse", "dtype": values.dtype.str, "tail": tail, "nnz": idx.size,
+                "top": top, "agree": ("sparse_allreduce", values.dtype.str, tail)}
+
+
+class _Run:
+    """One collective over the cluster's nodes, layer by layer through packet files."""
+
+    def __init__(self, cluster, degrees, meta, layers, track):
+        self.c, self.degrees, self.meta = cluster, tuple(degrees), meta
+        self.layers, self.track = layers, track
+        self.L = len(self.degrees)
+        self.cum = [1]
+        for k in self.degrees:
+            self.cum.append(self.cum[-1] * k)
+        self._lock = threading.Lock()
+
+    def members(self, r, layer):
+        return _members(r, self.cum[layer], self.degrees[layer])
+
+    def send(self, spool, r, layer, out, field):
+        """Node ``r`` sends ``out[j]`` (an array) to member ``j`` of its layer-``layer`` group
+        (its own part to itself, kept on disk until its next turn)."""
+        members = self.members(r, layer)
+        msgs = [(m, _encode(a)) for m, a in zip(members, out, strict=True)]
+        nbytes = sum(sum(memoryview(b).nbytes for b in bufs) for m, bufs in msgs if m != r)
+        with self._lock:
+            self.layers[layer][field] += nbytes
+            self.layers[layer]["messages"] += len(members) - 1
+        spool.send(r, msgs)
+
+    def recv(self, spool, r, layer):
+        """What the members of ``r``'s layer-``layer`` group sent it, in member order."""
+        return [spool.recv_array(m, r) for m in self.members(r, layer)]
+
+    def phase(self, fn, prev):
+        """One turn of every node (``fn(r, prev, new)``): reads ``prev``'s packets, writes a
+        new spool's, and removes ``prev`` afterwards."""
+        new = self.c._spool()
+        self.c._turns(lambda r: fn(r, prev, new), self.track)
+        if prev is not None:
+            prev.remove()
+        return new
+
+
+class _DenseRun(_Run):
+    """Kylix's dense all-reduce (``KylixCommunicator._allreduce``): reduce-scatter down,
+    all-gather up, each node holding only its current segment between turns."""
+
+    def run(self):
+        m0 = self.meta[0]
+        self.op, self.dtype, self.shape = m0["op"], np.dtype(m0["dtype"]), m0["shape"]
+        n = math.prod(self.shape)
+        # every node's segment at each depth (pure arithmetic on its digits)
+        self.segs = []
+        for r in range(self.c.n_nodes):
+            segs = [(0, n)]
+            for layer, k in enumerate(self.degrees):
+                me = self.members(r, layer).index(r)
+                segs.append(tuple(_bounds(*segs[-1], k)[me:me + 2]))
+            self.segs.append(segs)
+        spool = None
+        for layer in range(self.L + 1):
+            spool = self.phase(lambda r, prev, new, layer=layer: self.down(r, layer, prev, new),
+                               spool)
+        for layer in range(self.L - 1, -1, -1):
+            spool = self.phase(lambda r, prev, new, layer=layer: self.up(r, layer, prev, new),
+                               spool)
+        spool.remove()
+
+    def down(self, r, layer, prev, new):
+        store = self.c.store
+        if layer == 0:
+            cur = store.load(r, "contrib")["flat"]
+            store.remove(r, "contrib")
+        else:
+            got = self.recv(prev, r, layer - 1)
+            lo, hi = self.segs[r][layer]
+            for g in got:
+                if g.shape != (hi - lo,) or g.dtype != self.dtype:
+                    raise CommError(f"allreduce shape mismatch at layer {layer - 1} on node {r}")
+            cur = got[0].copy()
+            for g in got[1:]:  # group-member order, as KylixCommunicator
+                if self.op == "sum":
+                    cur += g
+                else:
+                    np.maximum(cur, g, out=cur)
+        if layer < self.L:
+            lo, hi = self.segs[r][layer]
+            b = _bounds(lo, hi, self.degrees[layer])
+            self.send(new, r, layer, [cur[b[j] - lo:b[j + 1] - lo]
+                                      for j in range(self.degrees[layer])], "down_bytes")
+        elif self.L == 0:
+            store.save(r, {"reduced": cur.reshape(self.shape)}, "result")
+        else:
+            self.send(new, r, self.L - 1, [cur] * self.degrees[self.L - 1], "up_bytes")
+
+    def up(self, r, layer, prev, new):
+        got = self.recv(prev, r, layer)
+        lo, hi = self.segs[r][layer]
+        b = _bounds(lo, hi, self.degrees[layer])
+        cur = np.empty(hi - lo, self.dtype)
+        for j, g in enumerate(got):
+            if g.shape != (b[j + 1] - b[j],):
+                raise CommError(f"allreduce shape mismatch at layer {layer} on node {r}")
+            cur[b[j] - lo:b[j + 1] - lo] = g
+        if layer > 0:
+            self.send(new, r, layer - 1, [cur] * self.degrees[layer - 1], "up_bytes")
+        else:
+            self.c.store.save(r, {"reduced": cur.reshape(self.shape)}, "result")
+
+
+class _SparseRun(_Run):
+    """Kylix's sparse all-reduce (``KylixCommunicator._configure`` and ``_reduce``): the
+    configuration layers, the reduce down and the sums back up, each node's routes (the maps
+    into its unions) kept in its files between turns."""
+
+    def run(self):
+        n = self.c.n_nodes
+        m0 = self.meta[0]
+        self.dtype, self.tail = np.dtype(m0["dtype"]), tuple(m0["tail"])
+        hi = max(m["top"] for m in self.meta)
+        self.range = [[(0, hi)] for _ in range(n)]  # each node's index range per depth
+        self.cuts = [[None] * self.L for _ in range(n)]  # sels, wsels cut positions per layer
+        self.n_union = [[0] * self.L for _ in range(n)]
+        spool = None
+        for layer in range(self.L + 1):
+            spool = self.phase(lambda r, prev, new, layer=layer: self.config(r, layer, prev,
+                                                                              new), spool)
+        for layer in range(self.L + 1):
+            spool = self.phase(lambda r, prev, new, layer=layer: self.down(r, layer, prev, new),
+                               spool)
+        for layer in range(self.L - 1, -1, -1):
+            spool = self.phase(lambda r, prev, new, layer=layer: self.up(r, layer, prev, new),
+                               spool)
+        spool.remove()
+        for r in range(n):
+            for name in ("cidx", "final", *(f"map{j}" for j in range(self.L))):
+                self.c.store.remove(r, name)
+
+    @staticmethod
+    def _slices(cuts):
+        return [slice(int(cuts[j]), int(cuts[j + 1])) for j in range(len(cuts) - 1)]
+
+    def config(self, r, layer, prev, new):
+        store = self.c.store
+        if layer == 0:
+            c = store.load(r, "cidx")
+            cur, wcur = c["uidx"], c["uwant"]
+        else:
+            got = self.recv(prev, r, layer - 1)
+            recv = [g[1:1 + int(g[0])] for g in got]
+            wrecv = [g[1 + int(g[0]):] for g in got]
+            cur, maps = _union(recv)
+            wcur, wmaps = _union(wrecv)
+            self.n_union[r][layer - 1] = cur.size
+            store.save(r, {"maps": np.concatenate(maps) if maps else np.zeros(0, np.int64),
+                           "lens": np.array([m.size for m in maps], np.int64),
+                           "wmaps": np.concatenate(wmaps) if wmaps else np.zeros(0, np.int64),
+                           "wlens": np.array([m.size for m in wmaps], np.int64)},
+                       f"map{layer - 1}")
+            me = self.members(r, layer - 1).index(r)
+            lo, hi = self.range[r][layer - 1]
+            self.range[r].append(tuple(_bounds(lo, hi, self.degrees[layer - 1])[me:me + 2]))
+        if layer < self.L:
+            k = self.degrees[layer]
+            lo, hi = self.range[r][layer]
+            parts, sels = _split_sorted(cur, lo, hi, k)
+            wparts, wsels = _split_sorted(wcur, lo, hi, k)
+            self.cuts[r][layer] = ([sels[0].start] + [s.stop for s in sels],
+                                   [wsels[0].start] + [s.stop for s in wsels])
+            out = [np.concatenate(([p.size], p, w)).astype(np.int64)
+                   for p, w in zip(parts, wparts, strict=True)]
+            self.send(new, r, layer, out, "config_bytes")
+        else:  # the bottom: wanted owner indices in the reduced union (as _configure)
+            pos = np.searchsorted(cur, wcur)
+            pos = np.minimum(pos, max(cur.size - 1, 0))
+            found = (cur[pos] == wcur) if cur.size else np.zeros(wcur.size, bool)
+            final = {"n_bottom": int(cur.size)}
+            if not found.all():
+                final["found"] = found
+                final["pos"] = pos
+            elif not (pos.size == cur.size and (pos.size == 0 or (
+                    pos[0] == 0 and pos[-1] == pos.size - 1))):
+                final["pos"] = pos
+            store.save(r, final, "final")
+
+    def _maps(self, r, layer, which):
+        m = self.c.store.load(r, f"map{layer}")
+        lens = m["lens" if which == "maps" else "wlens"]
+        cuts = np.concatenate(([0], np.cumsum(lens)))
+        return [m[which][cuts[j]:cuts[j + 1]] for j in range(lens.size)]
+
+    def _final(self, r, acc):
+        f = self.c.store.load(r, "final")
+        if "pos" not in f:
+            return acc
+        if "found" not in f:
+            return _gather(acc, f["pos"])
+        pos, found = f["pos"], f["found"]
+        res = np.zeros((pos.size, *self.tail), self.dtype)
+        if acc.shape[0]:
+            res[found] = acc[pos[found]]
+        return res
+
+    def down(self, r, layer, prev, new):
+        store = self.c.store
+        if layer == 0:
+            acc = store.load(r, "cacc")["acc"]
+            store.remove(r, "cacc")
+        else:
+            got = self.recv(prev, r, layer - 1)
+            for g in got:
+                if g.dtype != self.dtype or g.shape[1:] != self.tail:
+                    raise CommError(f"sparse reduce mismatch at layer {layer - 1}: node {r} "
+                                    f"has values {self.dtype}{self.tail}, a peer sent "
+                                    f"{g.dtype}{g.shape[1:]}")
+            acc = np.zeros((self.n_union[r][layer - 1], *self.tail), self.dtype)
+            for m, g in zip(self._maps(r, layer - 1, "maps"), got, strict=True):
+                _scatter_add(acc, m, g)  # group-member order, as KylixCommunicator
+        if layer < self.L:
+            sels = self._slices(self.cuts[r][layer][0])
+            self.send(new, r, layer, [acc[s] for s in sels], "down_bytes")
+            return
+        res = self._final(r, acc)
+        if self.L == 0:
+            self._result(r, res)
+        else:
+            self.send(new, r, self.L - 1,
+                      [_gather(res, m) for m in self._maps(r, self.L - 1, "wmaps")], "up_bytes")
+
+    def up(self, r, layer, prev, new):
+        got = self.recv(prev, r, layer)
+        wsels = self._slices(self.cuts[r][layer][1])
+        res = np.empty((wsels[-1].stop, *self.tail), self.dtype)
+        for s, g in zip(wsels, got, strict=True):
+            res[s] = g
+        if layer > 0:
+            self.send(new, r, layer - 1,
+                      [_gather(res, m) for m in self._maps(r, layer - 1, "wmaps")], "up_bytes")
+        else:
+            self._result(r, res)
+
+    def _result(self, r, res):
+        store = self.c.store
+        c = store.load(r, "cidx")
+        if "winv" in c:
+            res = res[c["winv"]]
+        store.save(r, {"reduced": res}, "result")
