@@ -116,7 +116,7 @@ def _build(cls, table: dict, where: str, base, wrapped=None):
         raise ValueError(f"{where}: cannot build {cls.__name__}: {exc}") from exc
 
 
-def datasource_from_config(config, *, base_dir=None):
+def datasource_from_config(config, *, base_dir=None, overrides=None):
     """Build a DataSource (and its stages) from a TOML file path or an equivalent dict.
 
     Parameters
@@ -126,6 +126,10 @@ def datasource_from_config(config, *, base_dir=None):
     base_dir : str, optional
         Directory for relative paths in a dict config (a file's own directory is used for a
         file).
+    overrides : dict, optional
+        Keys set over the ``[source]`` table's, checked like the table's own: e.g.
+        ``{"rank": comm.rank, "size": comm.size}`` for one rank of a distributed job (a
+        ``"files"`` source then reads its shards ``i % size == rank``).
 
     Returns
     -------
@@ -160,6 +164,8 @@ def datasource_from_config(config, *, base_dir=None):
     src_t = doc["source"]
     if not isinstance(src_t, dict):
         raise ValueError(f"{where}: [source] must be a table")
+    if overrides:
+        src_t = {**src_t, **overrides}
     typ = src_t.get("type")
     if typ not in SOURCE_TYPES:
         raise ValueError(

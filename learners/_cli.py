@@ -30,16 +30,37 @@ error naming the key and the file)::
                                  # (solver: one of roofline.glm.solver_names(runner="fit_glm"))
     [output]
     dir = "runs/demo"            # relative to the current directory
+    [comm]                       # how a distributed run's ranks meet (optional)
+    backend = "env"              # "env": roofline.comm.from_environment() (the launcher,
+                                 # mpiexec, or one process) | "dask": one rank per worker of
+    address = "tcp://host:8786"  # the Dask scheduler at address (--dask SCHEDULER overrides)
+
+The ``[solver]`` table runs every solver of :func:`roofline.glm.fit_glm` on any ``[data]``: a
+``type = "datasource"`` source is materialised into one CSC matrix (refused, naming ``[data]
+memory_budget_mb``, beyond that budget), or streamed every pass by
+:func:`roofline.glm.fit_glm_stream` with ``[solver] stream = true``.
+
+One config runs at every scale: alone, under ``python -m roofline.comm.launch -n K $(which
+roofline) train cfg.toml``, under ``mpiexec -n K roofline train cfg.toml`` and with ``roofline
+train cfg.toml --dask SCHEDULER``.  Each rank reads its own part of the training data (a
+``"files"`` source its shards ``i % size == rank``; any other source its minibatches ``i %
+size == rank``), the fit runs over the ranks' communicator (``fit_glm(comm=)``,
+``Learner(comm=)``), and rank 0 alone prints and writes the outputs (under Dask the client
+writes them, from rank 0's result).  ``roofline predict`` runs the same ways; rank 0 writes one
+prediction file in the data's order.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
 import sys
+import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +69,10 @@ from roofline import gmat
 from roofline.gmat import Options, load_toml, option, to_toml
 
 __all__ = ["main", "build_from_config"]
+
+#: The ``[data] memory_budget_mb`` default: the most the materialised training matrix of an
+#: in-memory ``[solver]`` fit may take in one process.
+MEMORY_BUDGET_MB = 2048.0
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +100,10 @@ class DataOptions(Options):
     # datasource
     train: str | None = option(None, "datasource: TOML of the training source", kind=str)
     heldout: str | None = option(None, "datasource: TOML of the held-out source", kind=str)
+    memory_budget_mb: float = option(MEMORY_BUDGET_MB, "datasource with an in-memory [solver]: "
+                                     "the most memory (MB) this process's training examples may "
+                                     "take materialised as one CSC matrix (else: [solver] "
+                                     "stream = true)", low=0.0, low_open=True)
 
     def _check(self, prefix):
         if self.type == "svmlight" and not self.path:
@@ -93,16 +122,39 @@ class SolverProblemOptions(Options):
                           low_open=True)
     penalty: str = option("l2", "R(w): ||w||^2 / 2 (l2) or ||w||_1 (l1)", choices=("l2", "l1"))
     seed: int = option(0, "seed of the coordinate permutations", low=0)
+    stream: bool = option(False, "train out of core: roofline.glm.fit_glm_stream streams the "
+                                 "[data] source every pass (penalty l2, the dual), instead of "
+                                 "fit_glm on the materialised matrix")
+
+
+@dataclass
+class CommOptions(Options):
+    """The ``[comm]`` table: how the ranks of a distributed run find each other."""
+
+    backend: str = option("env", "env: roofline.comm.from_environment() (the launcher, mpiexec, "
+                                 "or one process); dask: one rank per worker of the scheduler "
+                                 "at address", choices=("env", "dask"))
+    address: str | None = option(None, "dask: the scheduler's address (tcp://host:8786)",
+                                 kind=str)
+    n_ranks: int = option(0, "dask: number of ranks (0: one per worker)", low=0)
+    timeout: float = option(120.0, "dask: seconds a rank waits for a peer", low=0.0,
+                            low_open=True)
+
+    def _check(self, prefix):
+        if self.backend == "dask" and not self.address:
+            raise ValueError(f"{prefix}backend 'dask' needs the key 'address' (the scheduler's, "
+                             "or roofline train --dask SCHEDULER)")
 
 
 def _cd_losses():
-    """``[model]`` loss names (canonical and aliases) -> fit_glm's loss, from the one registry
-    (roofline.glm, and with it scikit-learn, is imported by the commands that fit, not by
-    ``roofline --help``)."""
+    """``[model]`` loss names (canonical and aliases) -> fit_glm's loss, for the losses that a
+    solver of :func:`roofline.glm.fit_glm` takes, from the one registry (roofline.glm, and with
+    it scikit-learn, is imported by the commands that fit, not by ``roofline --help``)."""
     from roofline import glm
 
+    fit = {loss for spec in glm.solvers(runner="fit_glm") for loss in spec.losses}
     return {name: glm.resolve_loss(name) for name in (*glm.LOSSES, *glm.LOSS_ALIASES)
-            if glm.resolve_loss(name) in glm.CD_LOSSES}
+            if glm.resolve_loss(name) in fit}
 
 
 def _solver_table(t: dict, where: str, loss: str):
@@ -119,6 +171,16 @@ def _solver_table(t: dict, where: str, loss: str):
         check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
+    if problem.stream:
+        from roofline.glm import CD_LOSSES
+
+        if opts.solver != "auto" or problem.penalty != "l2" or opts.dual is False \
+                or loss not in CD_LOSSES:
+            raise ValueError(
+                f"{where}: stream = true runs the out-of-core dual coordinate descent of "
+                f"roofline.glm.fit_glm_stream: it needs solver = 'auto' (got {opts.solver!r}), "
+                f"penalty = 'l2' (got {problem.penalty!r}), dual unset or true and a loss in "
+                f"{list(CD_LOSSES)} (got {loss!r})")
     return problem, opts
 
 
@@ -161,7 +223,37 @@ def _split(X, y, frac):
     return (X[:, :cut].tocsc(), y[:cut]), (X[:, cut:].tocsc(), y[cut:])
 
 
-def _sources(d: DataOptions, where: str, base: str):
+def _datasource(path: str, rank: int = 0, size: int = 1, *, for_predict: bool = False):
+    """The DataSource of a datasource TOML; one rank's shards of a ``"files"`` source
+    (``rank``/``size`` set over the file's: ``i % size == rank``).  For prediction a ``"files"``
+    source is read in file order (``order = "sequential"``) and sharded only when its stages keep
+    the order (prefetch, to_device): predictions then come back in the data's order."""
+    from roofline import datasources as ds
+
+    over = {}
+    if size > 1 or for_predict:
+        doc = load_toml(path)  # invalid TOML: a ValueError naming the file
+        src = doc.get("source") if isinstance(doc.get("source"), dict) else {}
+        stages = doc.get("stages") if isinstance(doc.get("stages"), list) else []
+        if src.get("type") == "files":
+            keeps_order = all(isinstance(t, dict) and t.get("type") in ("prefetch", "to_device")
+                              for t in stages)
+            if for_predict:
+                over["order"] = "sequential"
+            if size > 1 and (keeps_order or not for_predict):
+                if "rank" in src or "size" in src:
+                    raise ValueError(
+                        f"{path}: [source] sets 'rank'/'size', but this run shards the source "
+                        f"itself (rank {rank} of {size}): leave the keys out")
+                over.update(rank=rank, size=size)
+    return ds.datasource_from_config(path, overrides=over or None)
+
+
+def _sources(d: DataOptions, where: str, base: str, rank: int = 0, size: int = 1,
+             heldout: bool = True):
+    """``(train, held)`` DataSources of the ``[data]`` table: ``train`` sharded for one rank of
+    ``size`` when the source can be (a ``"files"`` datasource), ``held`` None without held-out
+    data or with ``heldout=False``."""
     from roofline import datasources as ds
 
     def resolve(p):
@@ -188,11 +280,12 @@ def _sources(d: DataOptions, where: str, base: str):
         else:
             tr, ho = _split(X, y, d.heldout_fraction)
     else:
-        train = ds.datasource_from_config(resolve(d.train))
-        held = ds.datasource_from_config(resolve(d.heldout)) if d.heldout else None
+        train = _datasource(resolve(d.train), rank, size)
+        held = _datasource(resolve(d.heldout)) if d.heldout and heldout else None
         return train, held
     train = ds.MatSource(tr[0], tr[1], batch_size=d.batch_size)
-    held = None if ho is None else ds.MatSource(ho[0], ho[1], batch_size=max(d.batch_size, 8192))
+    held = None if ho is None or not heldout else ds.MatSource(
+        ho[0], ho[1], batch_size=max(d.batch_size, 8192))
     return train, held
 
 
@@ -200,7 +293,8 @@ def build_from_config(path):
     """Parse and validate a training config; return ``(parts, resolved)``.
 
     ``parts`` holds the options objects (``data``, ``model``, ``optimizer`` (class, options),
-    ``mixins`` (list of (class, options)), ``learner``, ``output``); ``resolved`` is the complete
+    ``mixins`` (list of (class, options)), ``learner``, ``output``, ``solver``, ``comm``);
+    ``resolved`` is the complete
     config dict with every default filled in.
 
     Raises
@@ -217,7 +311,7 @@ def build_from_config(path):
     if os.path.isdir(path):
         raise ValueError(f"{path}: is a directory, not a TOML config file")
     doc = load_toml(path)
-    allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver"}
+    allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver", "comm"}
     for key in doc:
         if key not in allowed:
             raise ValueError(f"{path}: unknown top-level key {key!r}; allowed: "
@@ -249,6 +343,7 @@ def build_from_config(path):
         mixins.append((typ, o))
     learner = LearnerOptions.from_dict(_table(doc, "learner", path), f"{path} [learner]")
     output = OutputOptions.from_dict(_table(doc, "output", path), f"{path} [output]")
+    comm = CommOptions.from_dict(_table(doc, "comm", path), f"{path} [comm]")
     solver = None
     if "solver" in doc:
         where = f"{path} [solver]"
@@ -260,10 +355,7 @@ def build_from_config(path):
         cd_losses = _cd_losses()
         if model.loss not in cd_losses:
             raise ValueError(f"{where}: [model] loss {model.loss!r} has no coordinate-descent "
-                             f"solver; use one of {sorted(cd_losses)}")
-        if data.type == "datasource":
-            raise ValueError(f"{where}: needs in-memory data ([data] type 'criteo_like' or "
-                             "'svmlight'), got type 'datasource'")
+                             f"or Newton solver; use one of {sorted(cd_losses)}")
         solver = _solver_table(_table(doc, "solver", path), where, cd_losses[model.loss])
     resolved = {
         "data": data.to_dict(), "model": model.to_dict(),
@@ -274,8 +366,10 @@ def build_from_config(path):
     if solver is not None:
         resolved = {k: resolved[k] for k in ("data", "model", "output")}
         resolved["solver"] = {**solver[0].to_dict(), **solver[1].to_dict()}
+    if "comm" in doc:
+        resolved["comm"] = comm.to_dict()
     parts = dict(data=data, model=model, optimizer=(opt_cls, opt), mixins=mixins,
-                 learner=learner, output=output, solver=solver,
+                 learner=learner, output=output, solver=solver, comm=comm,
                  base=os.path.dirname(os.path.abspath(path)))
     return parts, resolved
 
@@ -289,65 +383,371 @@ def _fmt(x):
     return "nan" if isinstance(x, float) and math.isnan(x) else f"{x:.5f}"
 
 
-def cmd_train(args) -> int:
+class _Job:
+    """One rank's part in a run: its communicator (None alone or in a group of one), its rank
+    and size, and where the lead's (rank 0's) lines go: printed, or kept in ``lines`` (a Dask
+    worker's, printed by the client).  The other ranks print nothing."""
+
+    def __init__(self, comm=None, lines=None):
+        self.rank = 0 if comm is None else int(comm.rank)
+        self.size = 1 if comm is None else int(comm.size)
+        self.comm = comm if self.size > 1 else None
+        self.lead = self.rank == 0
+        self.lines = lines
+
+    def say(self, text: str) -> None:
+        if not self.lead:
+            return
+        if self.lines is None:
+            print(text, flush=True)
+        else:
+            self.lines.append(text)
+
+
+@contextlib.contextmanager
+def _quiet(job):
+    """The ranks other than 0 raise no warnings (rank 0 shows the job's)."""
+    if job.lead:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _environment_comm():
+    """The communicator of however this process was started
+    (:func:`roofline.comm.from_environment`: the launcher's, MPI's, or a group of one)."""
+    from roofline.comm import from_environment
+
+    comm = from_environment()
+    try:
+        yield comm
+    finally:
+        comm.close()
+
+
+def _comm_options(copts, args):
+    """The ``[comm]`` options, ``--dask SCHEDULER`` over them."""
+    address = getattr(args, "dask", None)
+    if not address:
+        return copts or CommOptions()
+    base = copts or CommOptions()
+    return CommOptions(backend="dask", address=address, n_ranks=base.n_ranks,
+                       timeout=base.timeout)
+
+
+def _on_dask(copts, fn, args):
+    """``fn(comm, *args)`` on one rank per worker of the Dask scheduler at ``copts.address``;
+    rank 0's result."""
+    try:
+        import distributed
+    except ImportError as e:
+        raise ImportError("running on Dask (--dask, [comm] backend = 'dask') needs "
+                          "dask.distributed (pip install 'roofline[dask]')") from e
+    from roofline.comm import run_on_dask
+
+    with distributed.Client(copts.address, timeout=copts.timeout) as client:
+        results = run_on_dask(client, fn, n=copts.n_ranks or None, args=args,
+                              timeout=copts.timeout)
+    return results[0]
+
+
+def _innermost(src):
+    """The first source of a chain of stages (``.source``)."""
+    seen = 0
+    while getattr(src, "source", None) is not None and seen < 100:
+        src, seen = src.source, seen + 1
+    return src
+
+
+def _glm_form(y, dtype):
+    """Labels in the GLM form of the minibatch models ({-1, 1} -> {0, 1})."""
+    y = np.asarray(y)
+    return (y > 0).astype(dtype) if set(np.unique(y)) <= {-1.0, 1.0} else y.astype(dtype)
+
+
+def _materialise(job, src, d: DataOptions, config: str):
+    """``(X, y, w)``: this rank's training examples as one CSC matrix (a sharded source: its
+    shards; otherwise minibatches ``i % size == rank``), refused beyond ``[data]
+    memory_budget_mb``."""
+    import scipy.sparse as sp
+
+    from roofline.datasources import MatSource
+
+    from ._learner import _source_shard
+
+    stripe = job.size > 1 and _source_shard(src)[1] == 1
+    if isinstance(src, MatSource) and not stripe:
+        return src.X, src.y, src.w
+    budget = d.memory_budget_mb * 2.0 ** 20
+    data, indices, counts, ys, ws = [], [], [], [], []
+    nbytes, n, weighted = 0, 0, False
+    for i, mb in enumerate(src):
+        if stripe and i % job.size != job.rank:
+            continue
+        X = mb.X if gmat.is_sparse(mb.X) else sp.csc_matrix(np.asarray(mb.X))
+        if mb.y is None:
+            raise ValueError(f"{config} [data]: minibatch {i} of {src!r} has no labels")
+        X = X.tocsc()
+        w = None if mb.w is None else np.asarray(mb.w, dtype=np.float64)
+        weighted = weighted or w is not None
+        data.append(X.data)
+        indices.append(X.indices)
+        counts.append(np.diff(X.indptr))
+        ys.append(np.asarray(mb.y))
+        ws.append(w)
+        n += X.shape[1]
+        nbytes += (X.data.nbytes + X.indices.nbytes + 8 * X.shape[1] + ys[-1].nbytes
+                   + (0 if w is None else w.nbytes))
+        if nbytes > budget:
+            raise ValueError(
+                f"{config} [data]: materialising the training source {src!r} for the in-memory "
+                f"[solver] takes more than memory_budget_mb = {d.memory_budget_mb:g} "
+                f"({nbytes / 2.0 ** 20:.1f} MB at {n} examples); raise [data] memory_budget_mb, "
+                "or set [solver] stream = true to train out of core")
+    nf = int(src.n_features)
+    if not data:
+        X = sp.csc_matrix((nf, 0), dtype=np.float64)
+        return X, np.zeros(0), None
+    nnz = sum(len(a) for a in data)
+    itype = np.int32 if nnz < 2 ** 31 else np.int64
+    indptr = np.zeros(n + 1, dtype=itype)
+    np.cumsum(np.concatenate(counts), out=indptr[1:])
+    X = sp.csc_matrix((np.concatenate(data), np.concatenate(indices).astype(itype, copy=False),
+                       indptr), shape=(nf, n))
+    y = np.concatenate(ys, axis=-1)
+    w = None
+    if weighted:
+        w = np.concatenate([np.ones(len(yy)) if ww is None else ww
+                            for yy, ww in zip(ys, ws, strict=True)])
+    return X, y, w
+
+
+def _fit_stream(job, train, loss, problem, opts, mopts, where, verbose):
+    """:func:`roofline.glm.fit_glm_stream` over ``train`` (with ``comm=`` over the ranks, each
+    streaming its own shards), the ``[solver]`` options it takes passed on."""
+    import inspect
+
+    from roofline.glm import fit_glm_stream
+
+    from ._learner import _source_shard
+
+    params = inspect.signature(fit_glm_stream).parameters
+    kw = {}
+    for k in ("tol", "max_iter", "intercept_scaling", "check_every"):
+        v = getattr(opts, k)
+        if k in params and not (k == "check_every" and v == "auto"):
+            kw[k] = v
+    if job.comm is not None:
+        if "comm" not in params:
+            raise ValueError(f"{where}: stream = true runs in one process here "
+                             "(roofline.glm.fit_glm_stream takes no comm=); run it without a "
+                             "launcher, or set stream = false")
+        if _source_shard(train)[1] != job.size:
+            raise ValueError(f"{where}: stream = true on {job.size} ranks needs a [data] "
+                             "datasource of type 'files' (each rank streams its own shards)")
+        kw["comm"] = job.comm
+    return fit_glm_stream(train, loss=loss, alpha=problem.alpha,
+                          fit_intercept=mopts.fit_intercept, random_state=problem.seed,
+                          verbose=verbose, **kw)
+
+
+def _train(job, parts, config, workdir):
+    """Build and fit on this rank; on rank 0 write the outputs to ``workdir`` and return
+    ``{"files", "trace", "plot", "title"}`` (None on the other ranks)."""
+    if parts["solver"] is not None:
+        return _train_solver(job, parts, config, workdir)
+    return _train_learner(job, parts, config, workdir)
+
+
+def _train_learner(job, parts, config, workdir):
     from ._learner import Learner
     from ._models import GLM
 
-    parts, resolved = build_from_config(args.config)
-    if args.output:
-        parts["output"] = OutputOptions(dir=args.output)
-        resolved["output"] = parts["output"].to_dict()
-    out = parts["output"].dir
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"output directory {out} exists and is not a directory")
-    os.makedirs(out, exist_ok=True)
-    if args.plot is not None:  # fail before training, not after it
-        from roofline.gmat import require_matplotlib
-
-        require_matplotlib("roofline train --plot")
-    if parts["solver"] is not None:
-        return _train_cd(parts, resolved, args.config, out, args)
     t0 = time.perf_counter()
-    train, held = _sources(parts["data"], args.config, parts["base"])
+    train, held = _sources(parts["data"], config, parts["base"], job.rank, job.size)
     t_data = time.perf_counter() - t0
     mix_classes = _mixins()
     mixins = [mix_classes[t](opts=o) for t, o in parts["mixins"]]
     model = GLM(parts["model"])
     if parts["data"].type != "datasource" and model.opts.dtype != parts["data"].dtype:
-        raise ValueError(f"{args.config}: [model] dtype {model.opts.dtype!r} differs from "
+        raise ValueError(f"{config}: [model] dtype {model.opts.dtype!r} differs from "
                          f"[data] dtype {parts['data'].dtype!r}")
     opt_cls, opt_opts = parts["optimizer"]
     lopts = parts["learner"]
-    if lopts.checkpoint is None:
+    if lopts.checkpoint is None and job.comm is None and workdir is not None:
+        # pass-end checkpoints of a run in one process (a data-parallel run's would be one
+        # file per rank, written where [learner] checkpoint says)
         lopts = type(lopts).from_dict({**lopts.to_dict(),
-                                       "checkpoint": os.path.join(out, "model.npz")})
-    learner = Learner(train, model, opt_cls(opt_opts), mixins=mixins, heldout=held, opts=lopts)
+                                       "checkpoint": os.path.join(workdir, "model.npz")})
+    learner = Learner(train, model, opt_cls(opt_opts), mixins=mixins, heldout=held, opts=lopts,
+                      comm=job.comm)
+    job.say(f"data: {train!r} (built in {t_data:.1f} s)"
+            + (f"\nheld out: {held!r}" if held is not None else "")
+            + (f"\nranks: {job.size} (this is rank 0)" if job.comm is not None else ""))
+    res = learner.train()
+    if not job.lead:
+        return None
+    learner.save_checkpoint(os.path.join(workdir, "model.npz"), extra={"final": True})
+    learner.write_trace(os.path.join(workdir, "trace.csv"))
+    learner.write_trace(os.path.join(workdir, "trace.json"))
+    job.say(f"{'step':>8} {'examples':>10} {'train_loss':>11} {'heldout_loss':>13} "
+            f"{'examples/s':>11}")
+    for r in res.trace:
+        job.say(f"{r['step']:>8} {r['examples']:>10} {_fmt(r['train_loss']):>11} "
+                f"{_fmt(r['heldout_loss']):>13} {r['examples_per_s']:>11.0f}")
+    job.say(f"trained on {res.n_examples} examples in {res.seconds:.2f} s: "
+            f"{res.examples_per_s:,.0f} examples/s; best held-out loss "
+            f"{_fmt(res.best_heldout_loss)}" + (" (stopped early)" if res.stopped_early else ""))
+    return {"files": ["model.npz", "trace.csv", "trace.json"], "trace": res.trace,
+            "plot": "learner", "title": None}
+
+
+def _train_solver(job, parts, config, workdir):
+    """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm` (over the ranks'
+    communicator when there are several) on this rank's training examples, materialised, or
+    :func:`fit_glm_stream` over the source (``stream = true``); rank 0 writes ``model.npz`` (a
+    GLM checkpoint ``roofline predict`` reads) and ``trace.json`` (the solver's objective and
+    duality gap at every check)."""
+    import json
+
+    from roofline.glm import check_solver, fit_glm
+
+    from ._checkpoint import save_checkpoint
+    from ._models import GLM
+
+    problem, opts = parts["solver"]
+    mopts = parts["model"]
+    where = f"{config} [solver]"
+    if mopts.n_outputs != 1:
+        raise ValueError(f"{where}: coordinate descent fits one output; [model] has "
+                         f"n_outputs={mopts.n_outputs}")
+    loss = _cd_losses()[mopts.loss]
+    if job.comm is not None and not problem.stream:
+        try:
+            check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual,
+                         comm=True)
+        except ValueError as e:
+            raise ValueError(f"{where}: on {job.size} ranks: {e}") from None
+    train, held = _sources(parts["data"], config, parts["base"], job.rank, job.size,
+                           heldout=job.lead)
+    verbose = int(logging.getLogger().isEnabledFor(logging.INFO))
+    if problem.stream:
+        res = _fit_stream(job, train, loss, problem, opts, mopts, where, verbose)
+    else:
+        X, y, w = _materialise(job, train, parts["data"], config)
+        res = fit_glm(X, y, loss=loss, alpha=problem.alpha, penalty=problem.penalty,
+                      fit_intercept=mopts.fit_intercept, random_state=problem.seed,
+                      options=opts, verbose=verbose, comm=job.comm, sample_weight=w)
+    if not job.lead:
+        return None
+    model = GLM(mopts)
+    model.set_parameters(np.asarray(res.coef).reshape(1, -1), np.array([res.intercept]))
+    save_checkpoint(os.path.join(workdir, "model.npz"), model,
+                    extra={"final": True, "solver": res.solver, "n_iter": res.n_iter,
+                           "converged": res.converged, "ranks": job.size})
+    trace = [{"check": i, "objective": float(P), "gap": float(G), "seconds": float(T)}
+             for i, (P, G, T) in enumerate(zip(res.objective, res.gap_history, res.times,
+                                                   strict=True))]
+    with open(os.path.join(workdir, "trace.json"), "w") as f:
+        json.dump(trace, f, indent=1)
+    chosen = res.solver
+    if not problem.stream and opts.solver != res.solver:  # "auto": say what ran, and why
+        chosen = f"{res.solver} (auto: {res.info.get('auto_reason', 'chosen from the data')})"
+    job.say(f"{chosen}: {res.n_iter} iterations in {res.time:.2f} s, objective "
+            f"{res.objective[-1]:.8g}, relative duality gap {res.relative_gap:.3e}"
+            + ("" if res.converged else f" (did not reach tol={opts.tol:g})")
+            + (f" ({job.size} ranks)" if job.comm is not None else ""))
+    if held is not None:
+        tot, weight = 0.0, 0.0
+        for b in held:
+            if b.y is not None:
+                b.y = _glm_form(b.y, mopts.dtype)
+            ls, ws = model.loss(b)
+            tot, weight = tot + float(ls), weight + float(ws)
+        job.say(f"held-out {mopts.loss} loss: {_fmt(tot / weight if weight else float('nan'))}")
+    return {"files": ["model.npz", "trace.json"], "trace": trace, "plot": "solver",
+            "title": res.solver}
+
+
+def _train_rank(comm, parts, config):
+    """One rank of ``roofline train --dask``: rank 0 returns its outputs' bytes and lines."""
+    job = _Job(comm, lines=[])
+    with tempfile.TemporaryDirectory(prefix="roofline-train-") as tmp, _quiet(job):
+        rep = _train(job, parts, config, tmp if job.lead else None)
+        if rep is None:
+            return None
+        rep["blobs"] = {}
+        for name in rep["files"]:
+            with open(os.path.join(tmp, name), "rb") as f:
+                rep["blobs"][name] = f.read()
+    rep["lines"] = job.lines
+    return rep
+
+
+def _write_config(out, resolved):
     with open(os.path.join(out, "config.toml"), "w") as f:
         f.write(_config_toml(resolved))
-    print(f"data: {train!r} (built in {t_data:.1f} s)"
-          + (f"\nheld out: {held!r}" if held is not None else ""))
-    res = learner.train()
-    learner.save_checkpoint(os.path.join(out, "model.npz"), extra={"final": True})
-    learner.write_trace(os.path.join(out, "trace.csv"))
-    learner.write_trace(os.path.join(out, "trace.json"))
-    print(f"{'step':>8} {'examples':>10} {'train_loss':>11} {'heldout_loss':>13} "
-          f"{'examples/s':>11}")
-    for r in res.trace:
-        print(f"{r['step']:>8} {r['examples']:>10} {_fmt(r['train_loss']):>11} "
-              f"{_fmt(r['heldout_loss']):>13} {r['examples_per_s']:>11.0f}")
-    print(f"trained on {res.n_examples} examples in {res.seconds:.2f} s: "
-          f"{res.examples_per_s:,.0f} examples/s; best held-out loss "
-          f"{_fmt(res.best_heldout_loss)}" + (" (stopped early)" if res.stopped_early else ""))
-    wrote = "model.npz, trace.csv, trace.json, config.toml"
+
+
+def _finish_train(rep, out, args):
+    """Rank 0's (or the Dask client's) last step: the files a Dask rank sent, its lines, the
+    plot, and what was written."""
+    for name, blob in rep.get("blobs", {}).items():
+        tmp = os.path.join(out, f".{name}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, os.path.join(out, name))
+    for line in rep.get("lines", ()):
+        print(line)
+    wrote = ", ".join([*rep["files"], "config.toml"])
     png = _plot_path(args, out)
     if png is not None:
-        from ._plot import plot_trace
+        if rep["plot"] == "learner":
+            from ._plot import plot_trace
 
-        axes = plot_trace(res.trace, path=png, title=os.path.basename(out.rstrip("/")))
-        _close(axes[0].figure)
+            axes = plot_trace(rep["trace"], path=png, title=os.path.basename(out.rstrip("/")))
+            _close(axes[0].figure)
+        else:
+            from ._plot import plot_cd_trace
+
+            ax = plot_cd_trace(rep["trace"], path=png, title=f"{rep['title']}")
+            _close(ax.figure)
         wrote += f"; plot: {png}"
     print(f"wrote {out}/{wrote}")
     return 0
+
+
+def cmd_train(args) -> int:
+    parts, resolved = build_from_config(args.config)
+    if args.output:
+        parts["output"] = OutputOptions(dir=args.output)
+        resolved["output"] = parts["output"].to_dict()
+    copts = _comm_options(parts["comm"], args)
+    out = parts["output"].dir
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"output directory {out} exists and is not a directory")
+    if args.plot is not None:  # fail before training, not after it
+        from roofline.gmat import require_matplotlib
+
+        require_matplotlib("roofline train --plot")
+    if copts.backend == "dask":
+        rep = _on_dask(copts, _train_rank, (parts, os.path.abspath(args.config)))
+        os.makedirs(out, exist_ok=True)
+        _write_config(out, resolved)
+        return _finish_train(rep, out, args)
+    with _environment_comm() as comm:
+        job = _Job(comm)
+        with _quiet(job):
+            if job.lead:
+                os.makedirs(out, exist_ok=True)
+                _write_config(out, resolved)
+            rep = _train(job, parts, args.config, out if job.lead else None)
+        if not job.lead:
+            return 0
+    return _finish_train(rep, out, args)
 
 
 def _plot_path(args, out):
@@ -366,94 +766,86 @@ def _close(fig):
     plt.close(fig)
 
 
-def _train_cd(parts, resolved, config, out, args=None) -> int:
-    """``roofline train`` with a ``[solver]`` table: one :func:`fit_glm` on the training
-    split; writes ``model.npz`` (a GLM checkpoint ``roofline predict`` reads), ``config.toml``
-    and ``trace.json`` (the solver's objective and duality gap at every check)."""
-    import json
-
-    from roofline.glm import fit_glm
-
-    from ._checkpoint import save_checkpoint
-    from ._models import GLM
-
-    problem, opts = parts["solver"]
-    mopts = parts["model"]
-    if mopts.n_outputs != 1:
-        raise ValueError(f"{config} [solver]: coordinate descent fits one output; [model] has "
-                         f"n_outputs={mopts.n_outputs}")
-    train, held = _sources(parts["data"], config, parts["base"])
-    with open(os.path.join(out, "config.toml"), "w") as f:
-        f.write(_config_toml(resolved))
-    res = fit_glm(train.X, train.y, loss=_cd_losses()[mopts.loss], alpha=problem.alpha,
-                     penalty=problem.penalty, fit_intercept=mopts.fit_intercept,
-                     random_state=problem.seed, options=opts,
-                     verbose=int(logging.getLogger().isEnabledFor(logging.INFO)))
-    model = GLM(mopts)
-    model.set_parameters(res.coef.reshape(1, -1), np.array([res.intercept]))
-    save_checkpoint(os.path.join(out, "model.npz"), model,
-                    extra={"final": True, "solver": res.solver, "n_iter": res.n_iter,
-                           "converged": res.converged})
-    trace = [{"check": i, "objective": float(P), "gap": float(G), "seconds": float(T)}
-             for i, (P, G, T) in enumerate(zip(res.objective, res.gap_history, res.times,
-                                                   strict=True))]
-    with open(os.path.join(out, "trace.json"), "w") as f:
-        json.dump(trace, f, indent=1)
-    chosen = res.solver
-    if opts.solver != res.solver:  # "auto": say what ran, and why
-        chosen = f"{res.solver} (auto: {res.info.get('auto_reason', 'chosen from the data')})"
-    print(f"{chosen}: {res.n_iter} iterations in {res.time:.2f} s, objective "
-          f"{res.objective[-1]:.8g}, relative duality gap {res.relative_gap:.3e}"
-          + ("" if res.converged else f" (did not reach tol={opts.tol:g})"))
-    if held is not None:
-        loss, weight = 0.0, 0.0
-        for b in held:
-            ls, ws = model.loss(b)
-            loss, weight = loss + float(ls), weight + float(ws)
-        print(f"held-out {mopts.loss} loss: {_fmt(loss / weight if weight else float('nan'))}")
-    wrote = "model.npz, trace.json, config.toml"
-    png = _plot_path(args, out)
-    if png is not None:
-        from ._plot import plot_cd_trace
-
-        ax = plot_cd_trace(trace, path=png, title=f"{res.solver}")
-        _close(ax.figure)
-        wrote += f"; plot: {png}"
-    print(f"wrote {out}/{wrote}")
-    return 0
-
-
-def cmd_predict(args) -> int:
+def _predict(job, model_path, data):
+    """This rank's predictions (a sharded source: its shards; otherwise its minibatches ``i %
+    size == rank``) and loss sums; on rank 0 ``(P, loss, weight)``, all ranks' predictions in
+    the data's order (None on the other ranks)."""
     from roofline import datasources as ds
 
     from ._checkpoint import load_checkpoint
+    from ._learner import _source_shard
 
-    ck = load_checkpoint(args.model)
+    ck = load_checkpoint(model_path)
     model = ck.model
     dt = model.opts.dtype
-    if args.data.endswith(".toml"):
-        doc = load_toml(args.data)
+    if data.endswith(".toml"):
+        doc = load_toml(data)
         if "data" in doc:  # a training config: predict its held-out split
-            parts, _ = build_from_config(args.data)
-            _, src = _sources(parts["data"], args.data, parts["base"])
+            parts, _ = build_from_config(data)
+            _, src = _sources(parts["data"], data, parts["base"])
             if src is None:
-                raise ValueError(f"{args.data}: the config has no held-out data to predict")
+                raise ValueError(f"{data}: the config has no held-out data to predict")
         else:
-            src = ds.datasource_from_config(args.data)
+            src = _datasource(data, job.rank, job.size, for_predict=True)
     else:
-        X, y = ds.load_svmlight(args.data, n_features=model.n_features, dtype=dt)
-        y = (y > 0).astype(dt) if set(np.unique(y)) <= {-1.0, 1.0} else y.astype(dt)
-        src = ds.MatSource(X, y, batch_size=65536)
+        X, y = ds.load_svmlight(data, n_features=model.n_features, dtype=dt)
+        src = ds.MatSource(X, _glm_form(y, dt), batch_size=65536)
     if getattr(src, "n_features", model.n_features) != model.n_features:
-        raise ValueError(f"{args.data} has {src.n_features} features, the model "
-                         f"{args.model} has {model.n_features}")
-    preds, loss, weight = [], 0.0, 0.0
-    for b in src:
-        preds.append(model.predict(b.X))
+        raise ValueError(f"{data} has {src.n_features} features, the model "
+                         f"{model_path} has {model.n_features}")
+    sharded = _source_shard(src)[1] > 1
+    pieces, mine = {}, []
+    loss, weight = 0.0, 0.0
+    for i, b in enumerate(src):
+        if not sharded and i % job.size != job.rank:
+            continue
+        p = np.asarray(model.predict(b.X))
+        if sharded:
+            mine.append(p)
+        else:
+            pieces[i] = p
         if b.y is not None:
+            b.y = _glm_form(b.y, dt)
             ls, ws = model.loss(b)
-            loss, weight = loss + ls, weight + ws
-    P = np.concatenate(preds, axis=-1) if preds else np.zeros(0)
+            loss, weight = loss + float(ls), weight + float(ws)
+    if sharded:  # this rank's shards, in file order: one piece per shard, keyed by its index
+        fs = _innermost(src)
+        P = np.concatenate(mine, axis=-1) if mine else np.zeros(0)
+        cuts = np.cumsum(fs.shard_sizes)[:-1]
+        pieces = dict(zip(fs.shard_ids, np.split(P, cuts, axis=-1), strict=True))
+    if job.comm is not None:
+        loss, weight = (float(v) for v in job.comm.allreduce(np.array([loss, weight])))
+        gathered = job.comm.gather(pieces)
+    else:
+        gathered = [pieces]
+    if not job.lead:
+        return None
+    merged = {k: v for part in gathered for k, v in part.items()}
+    P = (np.concatenate([merged[k] for k in sorted(merged)], axis=-1) if merged
+         else np.zeros(0))
+    return P, loss, weight, model.opts.loss
+
+
+def _predict_rank(comm, model_path, data):
+    """One rank of ``roofline predict --dask``."""
+    job = _Job(comm, lines=[])
+    with _quiet(job):
+        return _predict(job, model_path, data)
+
+
+def cmd_predict(args) -> int:
+    copts = _comm_options(None, args)
+    if copts.backend == "dask":
+        rep = _on_dask(copts, _predict_rank, (os.path.abspath(args.model),
+                                             os.path.abspath(args.data)))
+    else:
+        with _environment_comm() as comm:
+            job = _Job(comm)
+            with _quiet(job):
+                rep = _predict(job, args.model, args.data)
+            if not job.lead:
+                return 0
+    P, loss, weight, loss_name = rep
     if args.output:
         if args.output.endswith(".npy"):
             np.save(args.output, P)
@@ -461,7 +853,7 @@ def cmd_predict(args) -> int:
             np.savetxt(args.output, np.atleast_2d(P).T, fmt="%.7g")
         print(f"wrote {P.shape[-1]} predictions to {args.output}")
     if weight:
-        print(f"mean {model.opts.loss} loss on {args.data}: {loss / weight:.6f}")
+        print(f"mean {loss_name} loss on {args.data}: {loss / weight:.6f}")
     return 0
 
 
@@ -488,12 +880,18 @@ def _parser():
                    help="also draw the trace (loss and throughput against examples) to a PNG: "
                         "PATH, or trace.png in the output directory; needs matplotlib "
                         "(pip install 'roofline[plot]')")
+    t.add_argument("--dask", metavar="SCHEDULER",
+                   help="run on the Dask cluster of this scheduler (tcp://host:8786), one rank "
+                        "per worker (overrides the [comm] table); the data paths must be "
+                        "readable by the workers")
     t.set_defaults(func=cmd_train)
     q = sub.add_parser("predict", help="predict with a trained model")
     q.add_argument("model", help="model.npz written by 'roofline train'")
     q.add_argument("data", help="svmlight file, datasource TOML, or a training config (its "
                                 "held-out split)")
     q.add_argument("-o", "--output", help="write predictions (.npy, or text)")
+    q.add_argument("--dask", metavar="SCHEDULER",
+                   help="predict on the Dask cluster of this scheduler, one rank per worker")
     q.set_defaults(func=cmd_predict)
     i = sub.add_parser("info", help="print this machine's roofline report")
     i.add_argument("--remeasure", action="store_true", help="re-measure instead of the cache")
@@ -509,6 +907,13 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ImportError) as e:  # OSError: names the file
+        print(f"roofline {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # a distributed run's CommError names the failed rank
+        from roofline.comm import CommError
+
+        if not isinstance(e, CommError):
+            raise
         print(f"roofline {args.command}: error: {e}", file=sys.stderr)
         return 2
 
