@@ -84,7 +84,7 @@ def test_next_chunk_is_produced_while_the_current_one_trains(depth):
 def test_stream_bad_input():
     X, y = _data(n=100)
     bad = y.astype(float) + 1
-    with pytest.raises(ValueError, match="minibatch 0 y must hold binary labels"):
+    with pytest.raises(ValueError, match="chunk 0 y must hold binary labels"):
         fit_glm_stream(MatSource(X, bad, batch_size=40), loss="logistic", alpha=0.1)
     with pytest.raises(ValueError, match="has no labels"):
         fit_glm_stream(MatSource(X, None, batch_size=40), loss="logistic", alpha=0.1)
