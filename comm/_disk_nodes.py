@@ -509,8 +509,9 @@ class DiskNodeCluster:
         threads side by side.
     memory_cap : int, optional
         The most bytes of node data (the files a turn reads and writes: states, contributions,
-        messages) held in memory at once; a turn is admitted only while the others' and the
-        largest turn seen fit under it, and a single turn above it is a :class:`CommError`.
+        messages) held in memory at once: a turn is admitted only while the running turns and
+        the largest turn of the phase so far fit under it (the first turn of a phase runs
+        alone), and a single turn above it is a :class:`CommError`.
     degrees : sequence of int, optional
         Kylix layer degrees (product ``n_nodes``); by default chosen per collective by
         :func:`~roofline.comm.kylix_degrees` from the contributions' size so that every
@@ -671,9 +672,10 @@ class DiskNodeCluster:
         state = {"nodes": 0, "bytes": 0, "largest": 0}
 
         def turn(r):
-            with lock:
-                while state["nodes"] and self.memory_cap is not None and \
-                        state["bytes"] + state["largest"] > self.memory_cap:
+            with lock:  # the first turn runs alone: its footprint is the others' estimate
+                while state["nodes"] and self.memory_cap is not None and (
+                        not state["largest"]
+                        or state["bytes"] + state["largest"] > self.memory_cap):
                     lock.wait()
                 est = state["largest"]
                 state["nodes"] += 1

@@ -1,0 +1,399 @@
+"""The disk-simulated cluster whose nodes live on disk (DiskNodeCluster, issue 35): states
+through checksummed files, the memory bound, results bit for bit those of Kylix over TCP,
+degrees from a given disk roofline, and bad input."""
+
+import os
+
+import numpy as np
+import pytest
+
+from roofline.comm import (
+    CommError,
+    DiskNodeCluster,
+    KylixCommunicator,
+    MessageError,
+    MismatchError,
+    NodeStore,
+    QueueGroup,
+    StateError,
+    kylix_degrees,
+    load_state,
+    run,
+    run_in_threads,
+    save_state,
+)
+from roofline.kernels import DiskRoofline
+
+#: A disk roofline given explicitly (no measurement): 50 us per small file written, 10 us
+#: read, 2 GB/s written, 4 GB/s read: a corner of 60 us * 1.33 GB/s = 80 kB.
+DISK = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                    write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                    synced_write_bandwidth=1e9)
+
+K, DEGREES = 4, (2, 2)
+LAM = 0.5
+
+
+def _sparse_data(K, seed=0):
+    """Power-law index sets with duplicates, unsorted, and some nodes wanting other indices."""
+    rng = np.random.default_rng(seed)
+    idx = [((rng.zipf(1.3, size=600) - 1) % 4000).astype(np.int64) for _ in range(K)]
+    vals = [rng.standard_normal(i.size) for i in idx]
+    wants = [None if r % 2 == 0 else rng.integers(0, 4500, 200) for r in range(K)]
+    return idx, vals, wants
+
+
+def _glm_data(K, seed=1, n=240, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (X @ rng.standard_normal(d) + 0.5 * rng.standard_normal(n) > 0).astype(float)
+    parts = np.array_split(np.arange(n), K)
+    return X, y, [(X[p], y[p]) for p in parts]
+
+
+def _local(X, y, w):
+    """The gradient and Hessian of the logistic loss of a shard, flattened for one reduce."""
+    p = 1.0 / (1.0 + np.exp(-(X @ w)))
+    g = X.T @ (p - y)
+    H = (X * (p * (1 - p))[:, None]).T @ X
+    return np.concatenate([g, H.ravel()])
+
+
+def _newton_update(w, summed):
+    """One Newton step of sum(logistic loss) + LAM/2 |w|^2 from the all-reduced gradient and
+    Hessian (the same arithmetic on every node)."""
+    d = w.size
+    g = summed[:d] + LAM * w
+    H = summed[d:].reshape(d, d) + LAM * np.eye(d)
+    return w - np.linalg.solve(H, g)
+
+
+N_NEWTON = 8
+
+
+def _tcp_job(comm, degrees, sparse, glm):
+    """One rank over TCP: the Kylix sparse all-reduce, then the distributed Newton loop."""
+    c = KylixCommunicator(comm.transport, degrees, tag=7)
+    idx, vals, wants = sparse
+    r = c.rank
+    s = c.sparse_allreduce(idx[r], vals[r], wants[r])
+    X, y = glm[r]
+    w = np.zeros(X.shape[1])
+    for _ in range(N_NEWTON):
+        w = _newton_update(w, c.allreduce(_local(X, y, w)))
+    return s, w
+
+
+def _sim_step(node, state, reduced):
+    """The same job as a DiskNodeCluster step: round 0 the sparse all-reduce, then Newton."""
+    if node.round == 0:
+        return node.sparse_allreduce(state["idx"], state["vals"],
+                                     state["want"] if state["has_want"] else None)
+    if node.round == 1:
+        state["sparse"] = reduced
+    else:
+        state["w"] = _newton_update(state["w"], reduced)
+    if node.round == N_NEWTON + 1:
+        return None
+    return node.allreduce(_local(state["X"], state["y"], state["w"]))
+
+
+def _init_sim(sparse, glm):
+    idx, vals, wants = sparse
+
+    def init(r):
+        X, y = glm[r]
+        return {"idx": idx[r], "vals": vals[r], "has_want": wants[r] is not None,
+                "want": np.zeros(0, np.int64) if wants[r] is None else wants[r],
+                "X": X, "y": y, "w": np.zeros(X.shape[1])}
+
+    return init
+
+
+@pytest.mark.multiprocess
+def test_sparse_allreduce_and_a_newton_fit_bit_identical_to_tcp(tmp_path):
+    sparse = _sparse_data(K)
+    X, y, glm = _glm_data(K)
+    tcp = run(_tcp_job, K, backend="tcp", args=(DEGREES, sparse, glm), timeout=60)
+    cl = DiskNodeCluster(K, tmp_path, degrees=DEGREES, disk=DISK)
+    cl.init(_init_sim(sparse, glm))
+    stats = cl.run(_sim_step, N_NEWTON + 2)
+    idx, vals, wants = sparse
+    dense = np.zeros(4500)
+    for i, v in zip(idx, vals, strict=True):
+        np.add.at(dense, i, v)
+    for r in range(K):
+        st = cl.load(r)
+        assert st["sparse"].tobytes() == tcp[r][0].tobytes()
+        assert st["w"].tobytes() == tcp[r][1].tobytes()
+        np.testing.assert_allclose(st["sparse"], dense[idx[r] if wants[r] is None else wants[r]],
+                                   rtol=1e-12, atol=1e-12)
+    # the fit is the optimum of the whole problem: scikit-learn's, C = 1 / LAM
+    from sklearn.linear_model import LogisticRegression
+
+    ref = LogisticRegression(C=1 / LAM, fit_intercept=False, tol=1e-12, max_iter=1000).fit(X, y)
+    np.testing.assert_allclose(cl.load(0)["w"], ref.coef_[0], rtol=1e-6, atol=1e-7)
+    assert [s["degrees"] for s in stats[:-1]] == [DEGREES] * (N_NEWTON + 1)
+    assert stats[-1]["kind"] is None
+    assert stats[0]["layers"][0]["down_bytes"] > 0 and stats[0]["predicted_io_seconds"] > 0
+
+
+@pytest.mark.parametrize("n,degrees,tail", [(1, (), ()), (6, (3, 2), ()), (8, (2, 2, 2), (3,)),
+                                            (12, (4, 3), ())])
+def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail):
+    rng = np.random.default_rng(n)
+    idx = [rng.integers(0, 3000, rng.integers(0, 500)) for _ in range(n)]
+    vals = [rng.standard_normal((i.size, *tail)).astype(np.float32) for i in idx]
+    xs = [rng.standard_normal((5, 7)) for _ in range(n)]
+    group = QueueGroup(n)
+
+    def one(r):
+        c = KylixCommunicator(group.transport(r), degrees)
+        return c.sparse_allreduce(idx[r], vals[r]), c.allreduce(xs[r], "max")
+
+    ref = run_in_threads(one, n, [group])
+    cl = DiskNodeCluster(n, tmp_path, degrees=degrees, packet_bytes=2048, resident=3)
+    cl.init(lambda r: {"i": idx[r], "v": vals[r], "x": xs[r]})
+
+    def step(node, state, reduced):
+        if node.round == 0:
+            return node.sparse_allreduce(state["i"], state["v"])
+        if node.round == 1:
+            state["s"] = reduced
+            return node.allreduce(state["x"], "max")
+        state["m"] = reduced
+        return None
+
+    cl.run(step, 3)
+    for r in range(n):
+        st = cl.load(r)
+        assert st["s"].dtype == np.float32 and st["s"].shape == ref[r][0].shape
+        assert st["s"].tobytes() == ref[r][0].tobytes()
+        assert st["m"].tobytes() == ref[r][1].tobytes()
+    assert not os.listdir(tmp_path / "spool")  # every packet removed after its phase
+
+
+def test_state_round_trip_is_exact(tmp_path):
+    state = {"w": np.arange(7, dtype=np.float32).reshape(7, 1), "empty": np.zeros((0, 3)),
+             "F": np.asfortranarray(np.arange(6.0).reshape(2, 3)), "cursor": 12345678901234,
+             "lr": 0.1, "neg0": -0.0, "nan": float("nan"), "name": "shard-3", "none": None,
+             "flag": True, "seed": np.int64(-5), "bits": np.array([True, False]),
+             "big": np.float64(1e308)}
+    path = tmp_path / "s.rfs"
+    save_state(path, state)
+    got = load_state(path)
+    assert set(got) == set(state)
+    for k, v in state.items():
+        if isinstance(v, np.ndarray):
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape
+            np.testing.assert_array_equal(got[k], v)
+        elif isinstance(v, np.generic):
+            assert type(got[k]) is type(v) and got[k] == v
+        elif isinstance(v, float) and np.isnan(v):
+            assert np.isnan(got[k])
+        else:
+            assert type(got[k]) is type(v) and got[k] == v
+    assert np.copysign(1.0, got["neg0"]) == -1.0
+    with pytest.raises(TypeError, match=r"state\['obj'\]"):
+        save_state(path, {"obj": [1, 2]})
+    with pytest.raises(TypeError, match="dtype object"):
+        save_state(path, {"o": np.array([None])})
+
+
+def test_a_corrupted_or_truncated_state_file_names_the_node_and_file(tmp_path):
+    cl = DiskNodeCluster(3, tmp_path, packet_bytes=4096)
+    cl.init(lambda r: {"w": np.full(100, float(r))})
+    path = cl.store.path(1)
+    data = bytearray(open(path, "rb").read())
+    data[-50] ^= 0x01  # one bit flipped in the array
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(StateError, match=r"node 1: state file .*1/state\.rfs fails its CRC-32") \
+            as e:
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+    assert e.value.node == 1 and e.value.path == path
+    open(path, "wb").write(bytes(data[:-10]))
+    with pytest.raises(StateError, match="truncated"):
+        cl.load(1)
+    os.unlink(path)
+    with pytest.raises(StateError, match="node 1: its state file .* is missing"):
+        cl.load(1)
+
+
+def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch):
+    from roofline.comm import _disk_nodes
+
+    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1 << 20)
+    cl.init(lambda r: {"w": np.full(1000, float(r))})
+    real = _disk_nodes._Spool.send
+
+    def corrupting(self, src, messages):
+        real(self, src, messages)
+        if src == 2 and self.phase == 1:
+            path = os.path.join(self.dir, "2-0.pkt")
+            data = bytearray(open(path, "rb").read())
+            data[200] ^= 0xFF
+            open(path, "wb").write(bytes(data))
+
+    monkeypatch.setattr(_disk_nodes._Spool, "send", corrupting)
+    with pytest.raises(MessageError, match="from node 2 to node 0 fails its CRC-32"):
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+
+
+def test_at_most_resident_nodes_are_in_memory(tmp_path):
+    inside, seen = [0], []
+    import threading
+    import time
+
+    lock = threading.Lock()
+
+    def step(node, state, reduced):
+        with lock:
+            inside[0] += 1
+            seen.append(inside[0])
+        time.sleep(0.002)  # let the other turns start if they could
+        with lock:
+            inside[0] -= 1
+        if node.round == 1:
+            state["sum"] = reduced
+            return None
+        return node.allreduce(state["w"])
+
+    for resident in (1, 3):
+        seen.clear()
+        cl = DiskNodeCluster(12, tmp_path / str(resident), resident=resident, degrees=(4, 3),
+                             packet_bytes=4096)
+        cl.init(lambda r: {"w": np.full(1000, float(r))})
+        stats = cl.run(step, 2)
+        assert max(seen) <= resident and all(s["max_resident"] <= resident for s in stats)
+        assert max(s["max_resident"] for s in stats) == resident
+        np.testing.assert_array_equal(cl.load(5)["sum"], np.full(1000, 66.0))
+
+
+def test_the_memory_cap_bounds_the_bytes_held(tmp_path):
+    n, size = 16, 20_000  # 160 kB of state per node, 2.6 MB in all
+    cl = DiskNodeCluster(n, tmp_path, resident=4, memory_cap=1_000_000, degrees=(4, 4),
+                         packet_bytes=8192)
+    cl.init(lambda r: {"w": np.full(size, float(r))})
+
+    def step(node, state, reduced):
+        if reduced is not None:
+            state["w"] = reduced / node.size
+        return node.allreduce(state["w"])
+
+    stats = cl.run(step, 2)
+    total = n * size * 8
+    for s in stats:
+        assert 0 < s["peak_bytes"] <= 1_000_000 < total
+    np.testing.assert_array_equal(cl.load(3)["w"], np.full(size, 7.5))
+    small = DiskNodeCluster(n, tmp_path / "small", memory_cap=100_000, degrees=(4, 4),
+                            packet_bytes=8192)
+    small.init(lambda r: {"w": np.full(size, float(r))})
+    with pytest.raises(CommError, match=r"node 0 held \d+ bytes in its turn, above memory_cap "
+                                        "100000"):
+        small.run(step, 1)
+
+
+def test_degrees_and_packets_from_a_given_disk_roofline(tmp_path):
+    corner = DISK.corner()
+    assert corner == pytest.approx(60e-6 / (1 / 2e9 + 1 / 4e9))
+    cl = DiskNodeCluster(64, tmp_path, disk=DISK)
+    assert cl.packet_bytes == int(np.ceil(corner))
+    # 64 nodes of 4 10^5 entries of 12 bytes: 4.8 MB per node, at most 60 messages of 80 kB
+    deg = cl.choose_degrees(400_000, 12)
+    assert deg == kylix_degrees(64, nnz=400_000, itemsize=12, min_packet=cl.packet_bytes)
+    assert deg == (32, 2) and 400_000 * 12 / deg[0] >= corner
+    # a synced disk has a far larger corner: fewer, larger messages (a flatter first layer)
+    synced = DiskNodeCluster(64, tmp_path / "s", disk=DISK, fsync=True)
+    assert synced.packet_bytes == int(np.ceil(DISK.corner(True))) > cl.packet_bytes
+    assert synced.choose_degrees(400_000, 12) == (2, 2, 2, 2, 2, 2)
+    # the prediction of a round's I/O: latency per file, bytes at the streaming rates
+    assert DISK.io_time(10, 2e9, 100, 4e9) == pytest.approx(10 * 50e-6 + 1 + 100 * 10e-6 + 1)
+    # packets: with a packet size of 80 kB, a node's 4 messages of 8 kB share one file
+    cl = DiskNodeCluster(4, tmp_path / "p", disk=DISK, degrees=(4,))
+    cl.init(lambda r: {"w": np.ones(4096)})
+    st = cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)[0]
+    # 4 state saves + 4 contributions + 4 packets down + 4 up + 4 results
+    assert st["files_written"] == 20
+
+
+def test_nodes_that_disagree_are_a_mismatch(tmp_path):
+    cl = DiskNodeCluster(3, tmp_path, packet_bytes=4096)
+    cl.init(lambda r: {"w": np.ones(3 + (r == 2))})
+    with pytest.raises(MismatchError, match="nodes 0 and 2 disagree"):
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+
+
+def test_bad_input_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="n_nodes must be >= 1"):
+        DiskNodeCluster(0, tmp_path)
+    with pytest.raises(TypeError, match="n_nodes must be an int"):
+        DiskNodeCluster(2.5, tmp_path)
+    with pytest.raises(ValueError, match="resident must be an int >= 1"):
+        DiskNodeCluster(2, tmp_path, resident=0)
+    with pytest.raises(ValueError, match="memory_cap must be a positive"):
+        DiskNodeCluster(2, tmp_path, memory_cap=0)
+    with pytest.raises(ValueError, match="degrees"):
+        DiskNodeCluster(6, tmp_path, degrees=(4, 2))
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for bad in (a_file, a_file / "sub"):  # a file, and a directory that cannot be made
+        with pytest.raises(ValueError, match="root must be a writable directory"):
+            DiskNodeCluster(2, bad)
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # as root, permissions are not enforced
+            with pytest.raises(ValueError, match="root must be a writable directory"):
+                DiskNodeCluster(2, locked)
+    finally:
+        locked.chmod(0o700)
+    cl = DiskNodeCluster(2, tmp_path / "ok", packet_bytes=4096)
+    cl.init(lambda r: {"w": np.ones(2)})
+    with pytest.raises(ValueError, match="n_rounds must be an int >= 0"):
+        cl.run(lambda *a: None, -1)
+    with pytest.raises(TypeError, match="step must return node.allreduce"):
+        cl.run(lambda node, state, reduced: state["w"], 1)
+    with pytest.raises(ValueError, match="rank must be in"):
+        cl.load(2)
+    with pytest.raises(ValueError, match="op must be one of"):
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"], "prod"), 1)
+
+
+def test_the_store_names_the_node(tmp_path):
+    store = NodeStore(tmp_path, 2)
+    store.save(1, {"a": np.ones(3)}, "plan")
+    assert store.load(1, "plan")["a"].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(StateError, match="node 0: its plan file .* is missing"):
+        store.load(0, "plan")
+
+
+@pytest.mark.slow
+def test_1024_nodes_larger_than_the_memory_cap(tmp_path):
+    n, d = 1024, 4000  # 32 kB of state per node: 33 MB in all, against a cap of 8 MB
+    cap = 8 << 20
+    cl = DiskNodeCluster(n, tmp_path, memory_cap=cap, disk=DISK, packet_bytes=16384)
+
+    def init(r):
+        rng = np.random.default_rng(r)
+        return {"w": rng.standard_normal(d),
+                "idx": np.unique(((rng.random(600) ** 2) * 50_000).astype(np.int64))}
+
+    cl.init(init)
+
+    def step(node, state, reduced):
+        if node.round == 1:
+            state["s"] = reduced
+            return None
+        return node.sparse_allreduce(state["idx"], np.ones(state["idx"].size))
+
+    stats = cl.run(step, 2)
+    assert len(stats[0]["degrees"]) > 1 and np.prod(stats[0]["degrees"]) == n
+    assert stats[0]["peak_bytes"] <= cap < n * d * 8
+    counts = np.zeros(50_000)
+    for r in range(n):
+        np.add.at(counts, init(r)["idx"], 1.0)
+    for r in (0, 511, 1023):
+        np.testing.assert_array_equal(cl.load(r)["s"], counts[init(r)["idx"]])
+    down = [lay["down_bytes"] for lay in stats[0]["layers"]]
+    assert down[-1] < down[0]  # nested: colliding indices travel once per layer
