@@ -6,7 +6,7 @@ the datasources use the parsers and hashes.  ``__all__`` is what those callers (
 tests) use, one private module per job:
 
 ``_csc``        sparse primitives ``A*S``, ``A*S^T``, SDDMM over CSC; work partitioning
-``_machine``    micro-benchmarks of the machine roofline (stream, FMA, gather)
+``_machine``    micro-benchmarks of the machine roofline (stream, FMA, gather) and the disk's
 ``_simd``       SIMD lane probes
 ``_losses``     the one loss table (LOSS_TABLE), the scalar losses (value, derivatives, conjugate)
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
@@ -14,8 +14,6 @@ tests) use, one private module per job:
 ``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
-``_cuda_cd``    TPA-SCD of the dual on the GPU and its device-side problem (DeviceDual)
-``_cuda_stream`` Snap ML's double-buffered host-to-device chunk pipeline (DeviceChunkStream)
 ``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
                 micro-benchmarks (numba.cuda imported on first launch; simulator-tested)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
@@ -82,10 +80,9 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
-from ._cuda_cd import DeviceDual, cuda_ready, gpu_dual_tpa
+from ._cuda_cd import gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
 from ._cuda_losses import gpu_glm_loss_deriv
-from ._cuda_stream import DeviceChunkStream
 from ._cuda_primitives import (
     gpu_fma,
     gpu_layout,
@@ -155,9 +152,6 @@ from ._svmlight import find_line_starts, svmlight_parse
 from ._threads import limit_blas_threads, parallel_njit, quiet_openmp
 
 __all__ = [
-    "DiskRoofline",
-    "disk_roofline",
-    "measure_disk",
     "AST_BLOCK_SHIFT",
     "GATHER_DISTANCE",
     "GATHER_VECTORS",
@@ -175,6 +169,7 @@ __all__ = [
     "SQUARED",
     "SQUARED_HINGE",
     "TRANSPOSE_TILE",
+    "DiskRoofline",
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "arrays_equal",
@@ -222,6 +217,7 @@ __all__ = [
     "csc_sddmm_vec",
     "csc_transpose_index",
     "default_threads",
+    "disk_roofline",
     "find_line_starts",
     "fma_loop",
     "gather_rows",
@@ -233,9 +229,6 @@ __all__ = [
     "glm_loss_deriv",
     "glm_loss_deriv_cols",
     "gpu_dual_tpa",
-    "DeviceDual",
-    "DeviceChunkStream",
-    "cuda_ready",
     "gpu_fma",
     "gpu_glm_loss_deriv",
     "gpu_glm_scatter_update",
@@ -251,6 +244,7 @@ __all__ = [
     "limit_blas_threads",
     "limit_threads",
     "log_bucket_thresholds",
+    "measure_disk",
     "murmur3_32",
     "murmur3_32_hex8",
     "murmur3_32_int",
