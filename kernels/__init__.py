@@ -6,7 +6,7 @@ the datasources use the parsers and hashes.  ``__all__`` is what those callers (
 tests) use, one private module per job:
 
 ``_csc``        sparse primitives ``A*S``, ``A*S^T``, SDDMM over CSC; work partitioning
-``_machine``    micro-benchmarks of the machine roofline (stream, FMA, gather) and the disk's
+``_machine``    micro-benchmarks of the machine and disk rooflines (stream, FMA, gather, files)
 ``_simd``       SIMD lane probes
 ``_losses``     the one loss table (LOSS_TABLE), the scalar losses (value, derivatives, conjugate)
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
