@@ -805,7 +805,8 @@ class DiskNodeCluster:
                    bytes_read=io.bytes_read, **track)
         out["predicted_io_seconds"] = (
             None if self._disk is None else self._disk.io_time(
-                io.files_written, io.bytes_written, io.files_read, io.bytes_read, self.fsync))
+                io.files_written, io.bytes_written, io.files_read, io.bytes_read, self.fsync,
+                checksummed=True))
         logger.info("disk cluster round %d (%s, degrees %s): %.3f s, %d files / %d bytes "
                     "written, %d reads / %d bytes", rnd, out["kind"], out["degrees"],
                     out["seconds"], io.files_written, io.bytes_written, io.files_read,

@@ -15,6 +15,7 @@ import os
 import socket
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,6 +168,9 @@ class DiskRoofline:
     synced_write_latency, synced_write_bandwidth : float
         The same writes with ``fsync`` before the close: the durable cost per file and the
         device's sustained write rate.
+    checksum_bandwidth : float
+        Bytes/s of the CRC-32 (``zlib.crc32``) that checksummed files compute over every byte
+        written and read (0: not measured).
     size_bytes : int
         The size of the streamed file.
     host : str
@@ -183,6 +187,7 @@ class DiskRoofline:
     read_bandwidth: float
     synced_write_latency: float
     synced_write_bandwidth: float
+    checksum_bandwidth: float = 0.0
     size_bytes: int = 0
     host: str = ""
     measured_at: float = 0.0
@@ -234,7 +239,7 @@ class DiskRoofline:
         return self.latency(fsync) * self.bandwidth(fsync)
 
     def io_time(self, files_written=0, bytes_written=0, files_read=0, bytes_read=0,
-                fsync: bool = False) -> float:
+                fsync: bool = False, checksummed: bool = False) -> float:
         """Predicted seconds of the given file traffic (files written and read whole or in
         slices, each costing its latency, and the bytes at the streaming rates).
 
@@ -244,6 +249,8 @@ class DiskRoofline:
             The traffic.
         fsync : bool
             Durable writes.
+        checksummed : bool
+            Add a CRC-32 over every byte at ``checksum_bandwidth`` (when measured).
 
         Returns
         -------
@@ -251,8 +258,11 @@ class DiskRoofline:
         """
         wl = self.synced_write_latency if fsync else self.write_latency
         wb = self.synced_write_bandwidth if fsync else self.write_bandwidth
-        return (files_written * wl + bytes_written / wb + files_read * self.read_latency
-                + bytes_read / self.read_bandwidth)
+        t = (files_written * wl + bytes_written / wb + files_read * self.read_latency
+             + bytes_read / self.read_bandwidth)
+        if checksummed and self.checksum_bandwidth > 0:
+            t += (bytes_written + bytes_read) / self.checksum_bandwidth
+        return t
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
@@ -262,7 +272,8 @@ class DiskRoofline:
                 f"{self.synced_write_latency * 1e3:.2f} ms\n"
                 f"  streaming      write {self.write_bandwidth / 1e9:6.2f} GB/s, read "
                 f"{self.read_bandwidth / 1e9:.2f} GB/s; synced write "
-                f"{self.synced_write_bandwidth / 1e9:.2f} GB/s\n"
+                f"{self.synced_write_bandwidth / 1e9:.2f} GB/s; CRC-32 "
+                f"{self.checksum_bandwidth / 1e9:.2f} GB/s\n"
                 f"  corner         {self.corner() / 2**20:8.3f} MiB (page cache), "
                 f"{self.corner(True) / 2**20:.3f} MiB (synced)")
 
@@ -353,6 +364,8 @@ def measure_disk(path, *, size_bytes: int = 64 * 2**20, n_small: int = 200,
                     pass
             read = max(read, n_blocks * block.size / (time.perf_counter() - t0))
             os.unlink(big)
+        whole = np.tile(block, n_blocks)  # beyond the caches, as the streamed file
+        crc = whole.size / _median_time(lambda i: zlib.crc32(whole), max(1, repeat))
     finally:
         import shutil
 
@@ -360,8 +373,8 @@ def measure_disk(path, *, size_bytes: int = 64 * 2**20, n_small: int = 200,
     return DiskRoofline(path=path, write_latency=wl, read_latency=rl,
                         write_bandwidth=rates[False], read_bandwidth=read,
                         synced_write_latency=swl, synced_write_bandwidth=rates[True],
-                        size_bytes=n_blocks * block.size, host=socket.gethostname(),
-                        measured_at=time.time(), load=load)
+                        checksum_bandwidth=crc, size_bytes=n_blocks * block.size,
+                        host=socket.gethostname(), measured_at=time.time(), load=load)
 
 
 def _disk_cache_path() -> str:
@@ -407,7 +420,7 @@ def disk_roofline(path=None, *, remeasure: bool = False) -> DiskRoofline:
         pass
     except (OSError, ValueError) as exc:
         logger.warning("ignoring unreadable disk roofline cache %s: %s", cache, exc)
-    if not remeasure and key in entries:
+    if not remeasure and key in entries and entries[key].get("checksum_bandwidth"):
         try:
             return DiskRoofline(**entries[key])
         except TypeError:

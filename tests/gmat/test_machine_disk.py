@@ -36,6 +36,10 @@ def test_measure_disk_gives_consistent_figures(tmp_path):
     # at the corner a file takes twice its streaming time: half the bandwidth
     s = m.corner()
     assert s / m.io_time(1, s, 1, s) == pytest.approx(b / 2)
+    # checksummed files add a CRC-32 over every byte
+    assert m.checksum_bandwidth > 0
+    assert m.io_time(1, s, 1, s, checksummed=True) == pytest.approx(
+        m.io_time(1, s, 1, s) + 2 * s / m.checksum_bandwidth)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".roofline-disk")]
     assert "corner" in str(m)
 
