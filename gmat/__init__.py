@@ -11,6 +11,9 @@ Public submodules: :mod:`roofline.glm.cd` (coordinate-descent steps) and
 the peers' conventions, the fused ADAGrad GLM step).
 """
 
+# the fused E-step of roofline.learners' LDA (numba, CPU; arguments as the kernel documents)
+from roofline.kernels import lda_e_step, lda_e_step_serial
+
 from ._arrays import (
     SUPPORTED_DTYPES,
     as_dense,
@@ -76,6 +79,8 @@ __all__ = [
     "get_array_module",
     "gpu_available",
     "is_sparse",
+    "lda_e_step",
+    "lda_e_step_serial",
     "load_toml",
     "loads_toml",
     "log1pexp",

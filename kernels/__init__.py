@@ -12,6 +12,7 @@ tests) use, one private module per job:
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
+``_lda``        LDA's variational E-step, fused per document (roofline.learners' LDA)
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
 ``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
@@ -106,6 +107,7 @@ from ._glm import (
     glm_loss_deriv_cols,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
+from ._lda import digamma, lda_e_step, lda_e_step_serial
 from ._losses import (
     HINGE,
     LABEL_FORMS,
@@ -240,7 +242,10 @@ __all__ = [
     "gpu_sddmm",
     "gpu_seg_len",
     "gpu_stream",
+    "digamma",
     "lanes",
+    "lda_e_step",
+    "lda_e_step_serial",
     "limit_blas_threads",
     "limit_threads",
     "log_bucket_thresholds",

@@ -85,6 +85,12 @@ logger = logging.getLogger(__name__)
 #: fraction of the columns being computed.
 _COMPACT_BELOW = 0.5
 
+#: The fused E-step runs on numba's threads from this much work (nonzeros x topics) on.
+_PARALLEL_MIN_WORK = 1 << 15
+
+#: The fused E-step deals the documents round-robin to this many parallel tasks.
+_E_STEP_TASKS = 64
+
 
 def _special(xp):
     """``(digamma, gammaln)`` for arrays of module ``xp`` (numpy or cupy)."""
@@ -148,6 +154,10 @@ class LDAOptions(Options):
                                            "document", low=1)
     mean_change_tol: float = option(1e-3, "E-step: a document stops when the mean absolute "
                                           "change of its gamma is below this", low=0.0)
+    e_step: str = option("fused", "the E-step: 'fused' (one numba kernel, document by "
+                                  "document, CPU) or 'primitives' (SDDMM and A*S per "
+                                  "iteration over the minibatch)",
+                         choices=("fused", "primitives"))
     same: int = option(10, "gibbs: samples per token (SAME's replication m)", low=1)
     doc_iter: int = option(5, "gibbs: sampling sweeps over a minibatch's tokens", low=1)
     dtype: str = option("float32", "value dtype of the model and the data",
@@ -385,9 +395,51 @@ class LDA(Model):
         return self._e_step(X, random_init, sstats, gamma)
 
     def _e_step(self, X, random_init, want_sstats, gamma=None):
+        if self.opts.e_step == "fused" and self.device == "cpu":
+            return self._e_step_fused(X, random_init, want_sstats, gamma)
+        return self._e_step_primitives(X, random_init, want_sstats, gamma)
+
+    def _e_step_fused(self, X, random_init, want_sstats, gamma=None):
+        """The E-step through the fused per-document kernel (``gmat.lda_e_step``), then the
+        sufficient statistics through ``A*S^T``."""
+        K, m = self.n_components, X.shape[1]
+        dt, B = self.dtype, self._exp_elog_beta
+        nnz = int(X.indptr[-1])
+        if gamma is None:
+            gammaT = np.ascontiguousarray(self._initial_gamma(m, random_init).T)
+        else:
+            gammaT = np.array(np.asarray(gamma).T, dtype=dt, order="C", copy=True)
+        TT = np.empty((m, K), dt)
+        R = np.empty(nnz, dt)
+        iters = np.zeros(m, np.int64)
+        args = (B.T, X.indptr, X.indices, X.data, gammaT, TT, R, self.alpha,
+                self.opts.max_doc_update_iter, self.opts.mean_change_tol,
+                float(np.finfo(dt).eps), iters)
+        if nnz * K >= _PARALLEL_MIN_WORK and m > 1:
+            faults = gmat.lda_e_step(*args, min(m, _E_STEP_TASKS))
+        else:
+            faults = gmat.lda_e_step_serial(*args)
+        if faults:
+            raise ValueError(f"X has {faults} documents with word indices outside "
+                             f"[0, {self.n_features})")
+        lengths = np.diff(X.indptr)
+        self.last_estep = {"iterations": int(iters.max()) if m else 0,
+                           "nnz_work": int(np.dot(iters, lengths)), "documents": m}
+        gamma, T = gammaT.T, TT.T
+        S = None
+        if want_sstats:
+            Rm = gmat.csc_from_arrays(type(X), R, X.indices[:nnz], X.indptr, X.shape)
+            S = gmat.mult_ast(T, Rm)
+            S *= B
+            self.last_estep["nnz_work"] += nnz
+        return gamma, S
+
+    def _e_step_primitives(self, X, random_init, want_sstats, gamma=None):
+        """The E-step through the primitives: per iteration one SDDMM and one A*S over the
+        documents still changing."""
         xp = gmat.get_array_module(self.components_)
         psi, _ = _special(xp)
-        K, m = self.n_components, X.shape[1]
+        m = X.shape[1]
         dt, alpha, B = self.dtype, self.alpha, self._exp_elog_beta
         eps = float(np.finfo(dt).eps)
         tol, max_iter = self.opts.mean_change_tol, self.opts.max_doc_update_iter

@@ -1,0 +1,185 @@
+"""numba kernels of Latent Dirichlet Allocation's variational E-step (one column = one document).
+
+:func:`lda_e_step` runs the E-step's fixed-point iterations document by document, in parallel
+over the documents: a document's word columns of ``exp(E[log beta])`` stay in the core's cache
+for all its iterations, and a document stops as soon as its own ``gamma`` has converged (as in
+scikit-learn's per-document loop), where the same iterations through the primitives (SDDMM,
+then A*S, over the whole minibatch) pass over every document's nonzeros and wake the thread pool
+twice per iteration.  It leaves the per-nonzero ratios ``X / N`` behind, so that the sufficient
+statistics are one ``A*S^T`` primitive.
+
+Layout as in :mod:`roofline.kernels._csc`: the dense ``K x n`` operands are passed transposed and
+C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  Arithmetic is done in
+float64 whatever the storage dtype.
+
+:func:`digamma` is scikit-learn's ``psi`` (``sklearn/decomposition/_online_lda_fast.pyx``): the
+recurrence up to 6, then the asymptotic series.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ._threads import parallel_njit
+
+__all__ = ["digamma", "lda_e_step", "lda_e_step_serial"]
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def digamma(x):
+    """The digamma function of ``x > 0`` (scikit-learn's ``psi``)."""
+    r = 0.0
+    while x <= 6.0:
+        r -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    t = f * (-1.0 / 12.0 + f * (1.0 / 120.0 + f * (-1.0 / 252.0 + f * (1.0 / 240.0
+                                                                       + f * (-1.0 / 132.0)))))
+    return r + math.log(x) - 0.5 / x + t
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _exp_elog(g, t, K):
+    """``t = exp(psi(g) - psi(sum g))``."""
+    s = 0.0
+    for k in range(K):
+        s += g[k]
+    ps = digamma(s)
+    for k in range(K):
+        t[k] = math.exp(digamma(g[k]) - ps)
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+              g, t, acc):
+    """The E-step of document ``j``; returns its iterations, or -1 for an out-of-range word.
+
+    The document's rows of ``BT`` are copied into a local block first (read from L1 by every
+    iteration)."""
+    K = BT.shape[1]
+    V = BT.shape[0]
+    s, e = indptr[j], indptr[j + 1]
+    nd = e - s
+    for p in range(s, e):
+        if np.uint64(indices[p]) >= np.uint64(V):
+            return -1
+    Bd = np.empty((nd, K))
+    c = np.empty(nd)
+    for q in range(nd):
+        w = np.uint64(indices[s + q])
+        c[q] = data[s + q]
+        for k in range(K):
+            Bd[q, k] = BT[w, k]
+    for k in range(K):
+        g[k] = gammaT[j, k]
+    _exp_elog(g, t, K)
+    it = 0
+    while it < max_iter:
+        it += 1
+        for k in range(K):
+            acc[k] = 0.0
+        for q in range(nd):
+            norm = 0.0
+            for k in range(K):
+                norm += t[k] * Bd[q, k]
+            r = c[q] / (norm + eps)
+            for k in range(K):
+                acc[k] += r * Bd[q, k]
+        change = 0.0
+        for k in range(K):
+            v = alpha + t[k] * acc[k]
+            change += abs(v - g[k])
+            g[k] = v
+        _exp_elog(g, t, K)
+        if change / K < tol:
+            break
+    for q in range(nd):
+        norm = 0.0
+        for k in range(K):
+            norm += t[k] * Bd[q, k]
+        R[s + q] = c[q] / (norm + eps)
+    for k in range(K):
+        gammaT[j, k] = g[k]
+        TT[j, k] = t[k]
+    return it
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def lda_e_step(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps, iters,
+               n_chunks):
+    """The variational E-step of every document (column), in parallel over the documents.
+
+    For document ``j`` (nonzeros ``p`` in ``indptr[j]:indptr[j+1]``, word ``indices[p]``, count
+    ``data[p]``), from ``g = gammaT[j]`` and ``t = exp(psi(g) - psi(sum g))``, repeat at most
+    ``max_iter`` times::
+
+        N_p = sum_k t_k BT[w_p, k] + eps
+        g_k = alpha + t_k sum_p (data[p] / N_p) BT[w_p, k];   t = exp(psi(g) - psi(sum g))
+
+    stopping after the first iteration whose mean absolute change of ``g`` is below ``tol``
+    (scikit-learn's ``_update_doc_distribution``).  Then ``R[p] = data[p] / N_p`` at the final
+    ``t``.
+
+    Parameters
+    ----------
+    BT : ndarray (V, K), C-contiguous
+        ``exp(E[log beta])`` transposed.
+    indptr, indices, data : ndarray
+        The documents, CSC (``V x m``).
+    gammaT : ndarray (m, K), C-contiguous
+        In: the starting ``gamma``; out: the converged one.
+    TT : ndarray (m, K)
+        Out: ``exp(E[log theta])``.
+    R : ndarray (nnz,)
+        Out: the ratios ``data / N``.
+    alpha, tol, eps : float
+    max_iter : int
+    iters : ndarray (m,) int64
+        Out: each document's iterations (-1: a word index out of range; nothing written).
+    n_chunks : int
+        Documents are dealt round-robin to this many parallel tasks (balances power-law
+        document lengths).
+
+    Returns
+    -------
+    int
+        The number of documents with an out-of-range word index (0 for valid input).
+    """
+    m = gammaT.shape[0]
+    K = BT.shape[1]
+    faults = 0
+    for c in prange(n_chunks):
+        g = np.empty(K)
+        t = np.empty(K)
+        acc = np.empty(K)
+        bad = 0
+        for j in range(c, m, n_chunks):
+            it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
+                           eps, g, t, acc)
+            iters[j] = it
+            if it < 0:
+                bad += 1
+        faults += bad
+    return faults
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def lda_e_step_serial(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+                      iters):
+    """:func:`lda_e_step` on the calling thread (small minibatches; same arguments but
+    ``n_chunks``)."""
+    K = BT.shape[1]
+    g = np.empty(K)
+    t = np.empty(K)
+    acc = np.empty(K)
+    faults = 0
+    for j in range(gammaT.shape[0]):
+        it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+                       g, t, acc)
+        iters[j] = it
+        if it < 0:
+            faults += 1
+    return faults
