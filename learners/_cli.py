@@ -184,6 +184,29 @@ def _solver_table(t: dict, where: str, loss: str):
     return problem, opts
 
 
+#: fit_glm_stream's arguments that the CLI sets itself (from [model], [solver] and the ranks)
+_STREAM_SET = {"source", "loss", "alpha", "fit_intercept", "random_state", "comm", "verbose",
+               "on_chunk", "tol", "max_iter", "intercept_scaling", "check_every"}
+
+
+def _stream_table(t: dict, where: str, streaming: bool) -> dict:
+    """The ``[stream]`` table: further keyword arguments of :func:`roofline.glm.fit_glm_stream`
+    (``shuffle``, ``cache``, ``workdir``, ...: those of its signature that no other table sets),
+    checked by name here and by value when it runs."""
+    import inspect
+
+    from roofline.glm import fit_glm_stream
+
+    if not streaming:
+        raise ValueError(f"{where}: a [stream] table needs [solver] stream = true")
+    allowed = sorted(set(inspect.signature(fit_glm_stream).parameters) - _STREAM_SET)
+    for k in t:
+        if k not in allowed:
+            raise ValueError(f"{where}: unknown key {k!r} (allowed: {', '.join(allowed)}; "
+                             "tol, max_iter, check_every and intercept_scaling go in [solver])")
+    return dict(t)
+
+
 @dataclass
 class OutputOptions(Options):
     """The ``[output]`` table."""
@@ -311,7 +334,8 @@ def build_from_config(path):
     if os.path.isdir(path):
         raise ValueError(f"{path}: is a directory, not a TOML config file")
     doc = load_toml(path)
-    allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver", "comm"}
+    allowed = {"data", "model", "optimizer", "mixins", "learner", "output", "solver", "comm",
+               "stream"}
     for key in doc:
         if key not in allowed:
             raise ValueError(f"{path}: unknown top-level key {key!r}; allowed: "
@@ -357,6 +381,8 @@ def build_from_config(path):
             raise ValueError(f"{where}: [model] loss {model.loss!r} has no coordinate-descent "
                              f"or Newton solver; use one of {sorted(cd_losses)}")
         solver = _solver_table(_table(doc, "solver", path), where, cd_losses[model.loss])
+    stream = _stream_table(_table(doc, "stream", path), f"{path} [stream]",
+                           solver is not None and solver[0].stream) if "stream" in doc else {}
     resolved = {
         "data": data.to_dict(), "model": model.to_dict(),
         "optimizer": {"type": opt_type, **opt.to_dict()},
@@ -368,8 +394,10 @@ def build_from_config(path):
         resolved["solver"] = {**solver[0].to_dict(), **solver[1].to_dict()}
     if "comm" in doc:
         resolved["comm"] = comm.to_dict()
+    if stream:
+        resolved["stream"] = dict(stream)
     parts = dict(data=data, model=model, optimizer=(opt_cls, opt), mixins=mixins,
-                 learner=learner, output=output, solver=solver, comm=comm,
+                 learner=learner, output=output, solver=solver, comm=comm, stream=stream,
                  base=os.path.dirname(os.path.abspath(path)))
     return parts, resolved
 
@@ -525,9 +553,10 @@ def _materialise(job, src, d: DataOptions, config: str):
     return X, y, w
 
 
-def _fit_stream(job, train, loss, problem, opts, mopts, where, verbose):
+def _fit_stream(job, train, loss, problem, opts, mopts, stream, where, verbose):
     """:func:`roofline.glm.fit_glm_stream` over ``train`` (with ``comm=`` over the ranks, each
-    streaming its own shards), the ``[solver]`` options it takes passed on."""
+    streaming its own shards), the ``[solver]`` options it takes and the ``[stream]`` table
+    passed on."""
     import inspect
 
     from roofline.glm import fit_glm_stream
@@ -549,9 +578,15 @@ def _fit_stream(job, train, loss, problem, opts, mopts, where, verbose):
             raise ValueError(f"{where}: stream = true on {job.size} ranks needs a [data] "
                              "datasource of type 'files' (each rank streams its own shards)")
         kw["comm"] = job.comm
-    return fit_glm_stream(train, loss=loss, alpha=problem.alpha,
-                          fit_intercept=mopts.fit_intercept, random_state=problem.seed,
-                          verbose=verbose, **kw)
+    try:
+        return fit_glm_stream(train, loss=loss, alpha=problem.alpha,
+                              fit_intercept=mopts.fit_intercept, random_state=problem.seed,
+                              verbose=verbose, **kw, **stream)
+    except (ValueError, TypeError) as e:
+        bad = [k for k in stream if k in str(e)]
+        if not bad:
+            raise
+        raise type(e)(f"{where.replace('[solver]', '[stream]')}: {e}") from None
 
 
 def _train(job, parts, config, workdir):
@@ -635,7 +670,8 @@ def _train_solver(job, parts, config, workdir):
                            heldout=job.lead)
     verbose = int(logging.getLogger().isEnabledFor(logging.INFO))
     if problem.stream:
-        res = _fit_stream(job, train, loss, problem, opts, mopts, where, verbose)
+        res = _fit_stream(job, train, loss, problem, opts, mopts, parts["stream"], where,
+                          verbose)
     else:
         X, y, w = _materialise(job, train, parts["data"], config)
         res = fit_glm(X, y, loss=loss, alpha=problem.alpha, penalty=problem.penalty,

@@ -1,0 +1,127 @@
+"""``roofline train`` runs every solver of ``fit_glm`` from a datasource config (issue 35): the
+source materialised into one CSC matrix (within ``[data] memory_budget_mb``) or streamed every
+pass by ``fit_glm_stream`` (``[solver] stream = true``); checked against the exact ridge
+solution, the Python API on the same examples, and an in-memory dual solve."""
+
+import numpy as np
+import pytest
+
+from roofline import glm
+from roofline.glm import GLMSolverOptions, fit_glm
+from roofline.learners import load_checkpoint
+from roofline.learners._cli import main
+from tests.learners._cli_shards import config, write_problem
+
+N = 1600  # training examples of write_problem
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shards")
+    X, y = write_problem(str(d), n=N)
+    return str(d), X, y
+
+
+def _coef(out):
+    m = load_checkpoint(f"{out}/model.npz").model
+    return m.coef.ravel(), float(np.asarray(m.intercept).ravel()[0])
+
+
+@pytest.mark.parametrize("solver", glm.solver_names(runner="fit_glm", loss="squared",
+                                                    auto=False))
+def test_every_solver_from_a_datasource_config_reaches_the_ridge_solution(shards, solver,
+                                                                          capsys):
+    d, X, y = shards
+    alpha = 1e-2
+    cfg = config(d, f'[solver]\nalpha = {alpha}\nsolver = "{solver}"\ntol = 1e-10\n'
+                    'max_iter = 3000\n', loss="squared", model="fit_intercept = false",
+                 name=f"{solver}.toml", out=solver)
+    assert main(["train", cfg]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"{solver}: ") and "held-out squared loss" in printed
+    # the exact minimiser of mean (w^T x - y)^2 / 2 + alpha ||w||^2 / 2 on the training shards
+    Xd = X[:, :N].toarray()
+    w_star = np.linalg.solve(Xd @ Xd.T / N + alpha * np.eye(Xd.shape[0]), Xd @ y[:N] / N)
+    coef, b = _coef(f"{d}/{solver}")
+    assert b == 0.0
+    assert np.linalg.norm(coef - w_star) <= 1e-4 * np.linalg.norm(w_star)
+
+
+def test_the_config_path_fits_exactly_what_the_python_api_fits(shards):
+    """The materialised shards are the training examples: the CLI's model is fit_glm's on
+    them, bit for bit (Newton is deterministic)."""
+    d, X, y = shards
+    cfg = config(d, '[solver]\nalpha = 1e-3\nsolver = "newton"\ntol = 1e-9\n', name="api.toml",
+                 out="api")
+    assert main(["train", cfg]) == 0
+    ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="logistic", alpha=1e-3,
+                  options=GLMSolverOptions(solver="newton", tol=1e-9), random_state=0)
+    coef, b = _coef(f"{d}/api")
+    np.testing.assert_array_equal(coef, ref.coef)
+    assert b == ref.intercept
+
+
+def test_newton_takes_the_squared_hinge_from_a_config(shards):
+    d, X, y = shards
+    cfg = config(d, '[solver]\nalpha = 1e-2\nsolver = "newton"\ntol = 1e-9\n',
+                 loss="squared_hinge", name="sqh.toml", out="sqh")
+    assert main(["train", cfg]) == 0
+    ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="squared_hinge", alpha=1e-2, solver="newton",
+                  tol=1e-9)
+    np.testing.assert_allclose(_coef(f"{d}/sqh")[0], ref.coef, rtol=1e-9, atol=1e-12)
+
+
+def test_stream_true_trains_out_of_core_to_the_in_memory_optimum(shards, capsys):
+    d, X, y = shards
+    cfg = config(d, '[solver]\nalpha = 1e-2\nstream = true\ntol = 1e-9\nmax_iter = 200\n\n'
+                    '[stream]\nshuffle = 2\ncache = "memory"\n', name="stream.toml",
+                 out="stream")
+    assert main(["train", cfg]) == 0
+    assert "held-out logistic loss" in capsys.readouterr().out
+    # the same problem in memory: the dual, the intercept a regularised constant feature
+    ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="logistic", alpha=1e-2, solver="scd",
+                  dual=True, tol=1e-11, max_iter=5000)
+    coef, b = _coef(f"{d}/stream")
+    assert np.linalg.norm(coef - ref.coef) <= 1e-3 * np.linalg.norm(ref.coef)
+    assert abs(b - ref.intercept) <= 1e-3 * max(1.0, abs(ref.intercept))
+
+
+def test_predict_a_datasource_in_its_order(shards, tmp_path):
+    d, X, y = shards
+    cfg = config(d, '[solver]\nalpha = 1e-2\nsolver = "newton"\n', name="pred.toml", out="pred")
+    assert main(["train", cfg]) == 0
+    m = load_checkpoint(f"{d}/pred/model.npz").model
+    assert main(["predict", f"{d}/pred/model.npz", f"{d}/test.toml", "-o",
+                 str(tmp_path / "p.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), m.predict(X[:, N:].tocsc()),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver_lines,data,match", [
+    ('[solver]\nalpha = 1e-2\n', "memory_budget_mb = 0.01",
+     r"cfg_bad.toml \[data\]: materialising the training source .* more than "
+     r"memory_budget_mb = 0.01"),
+    ('[solver]\nalpha = 1e-2\nstream = true\nsolver = "newton"\n', "",
+     r"cfg_bad.toml \[solver\]: stream = true .* needs solver = 'auto' \(got 'newton'\)"),
+    ('[solver]\nalpha = 1e-2\n\n[stream]\nshuffle = 1\n', "",
+     r"cfg_bad.toml \[stream\]: a \[stream\] table needs \[solver\] stream = true"),
+    ('[solver]\nalpha = 1e-2\nstream = true\n\n[stream]\nshufle = 1\n', "",
+     r"cfg_bad.toml \[stream\]: unknown key 'shufle' \(allowed: .*shuffle"),
+    ('[solver]\nalpha = 1e-2\nstream = true\n\n[stream]\nshuffle = -1\n', "",
+     r"cfg_bad.toml \[stream\]: shuffle must be"),
+    ('[solver]\nalpha = 1e-2\n\n[comm]\nbackend = "dask"\n', "",
+     r"cfg_bad.toml \[comm\]: backend 'dask' needs the key 'address'"),
+    ('[solver]\nalpha = 1e-2\n\n[comm]\nbackend = "spark"\n', "",
+     r"cfg_bad.toml \[comm\]: option 'backend' must be one of"),
+    ('[solver]\nalpha = 1e-2\n\n[comm]\nranks = 2\n', "",
+     r"cfg_bad.toml \[comm\]: unknown key 'ranks'"),
+])
+def test_bad_configs_name_the_file_and_the_key(shards, capsys, solver_lines, data, match):
+    d, _, _ = shards
+    cfg = config(d, solver_lines, data=data, name="cfg_bad.toml", out="bad")
+    assert main(["train", cfg]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("roofline train: error: ")
+    import re
+
+    assert re.search(match, err), err
