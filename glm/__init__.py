@@ -94,7 +94,7 @@ variables of the CD solvers (one per example) are called ``a``, never ``alpha``.
 
 from . import cd, newton
 from ._auto import LBFGS_AUTO_SCALE, choose_solver
-from ._cocoa import check_pure_blocks, pure_blocks
+from ._cocoa import check_pure_blocks, pure_blocks, worker_shards
 from ._fit import GLMResult, GLMSolverOptions, fit_glm
 from ._fused import (
     MAX_NNZ,
@@ -203,4 +203,5 @@ __all__ = [
     "solvers",
     "unregister_solver",
     "verbose_logging",
+    "worker_shards",
 ]

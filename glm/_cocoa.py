@@ -47,6 +47,7 @@ __all__ = [
     "primal_worker",
     "pure_block_worker",
     "pure_blocks",
+    "worker_shards",
 ]
 
 logger = logging.getLogger(__name__)
@@ -487,6 +488,62 @@ def _split(rng, m, K):
     return [np.sort(p) for p in np.array_split(rng.permutation(m), K)]
 
 
+#: The tag of the partition's random stream (a third word: never a worker's ``[seed, r]``).
+_SHARD_STREAM = 0x5EED5
+
+
+def _worker_seed(seed: int, worker: int) -> int:
+    """Worker ``worker``'s seed from the job's seed: the same in one process (``n_workers=K``)
+    and over ``comm=`` (rank ``p``'s thread ``m`` is worker ``p * M + m``)."""
+    return int(np.random.default_rng([int(seed), int(worker)]).integers(2**62))
+
+
+def _shards_of_seed(seed: int, m: int, K: int):
+    return _split(np.random.default_rng([int(seed), int(K), _SHARD_STREAM]), m, K)
+
+
+def worker_shards(n, n_workers, random_state=None):
+    """The index sets that ``fit_glm(n_workers=K, random_state=...)`` gives its workers.
+
+    The CoCoA family in one process shares out the examples (the dual, ``pure-block``) or the
+    features (the primal) at random; giving rank ``r`` of a ``comm=`` job the shard
+    ``worker_shards(n, K, random_state)[r]`` (and the same ``random_state``) runs the same
+    iterates over K processes as in one.
+
+    Parameters
+    ----------
+    n : int
+        What is shared out: the examples (the dual and ``pure-block``) or the features (the
+        primal's ``penalty="l1"`` / ``dual=False``).
+    n_workers : int
+        The workers (``n_workers`` of ``fit_glm``; the ranks over ``comm=``).
+    random_state : int, Generator or None
+        ``fit_glm``'s ``random_state``.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_workers`` sorted int64 index arrays, a partition of ``range(n)`` (sizes as
+        ``np.array_split``'s).
+
+    Raises
+    ------
+    ValueError
+        ``n_workers`` below 1 or above ``n``.
+
+    Examples
+    --------
+    >>> from roofline.glm import worker_shards
+    >>> [len(s) for s in worker_shards(10, 3, random_state=0)]
+    [4, 3, 3]
+    """
+    n, K = int(n), int(n_workers)
+    if not 1 <= K <= max(n, 1):
+        raise ValueError(f"n_workers must be between 1 and n={n}, got {n_workers!r}")
+    seed = int(np.random.default_rng(random_state).integers(2**62))
+    return _shards_of_seed(seed, n, K)
+
+
 def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dual, solver, *,
                     K, n_nodes, inner_rounds, local_epochs, blocks, max_iter, check_every, rng,
                     trace, comm_stats):
@@ -528,16 +585,19 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
         raise ValueError(f"local_epochs must be positive, got {local_epochs!r}")
     ctx = WorkerConfig(loss, l1, alpha, fit_intercept, intercept_scaling, n, max_iter, check_every,
                trace, N, M, R, local_epochs)
-    seeds = rng.integers(0, 2**63 - 1, size=K)
+    # the job's seed is the draw fit_on_comm broadcasts: the same shards, worker seeds and
+    # block order as K ranks over comm= holding worker_shards(...) (one iterate, however run)
+    seed = int(rng.integers(2**62))
+    seeds = [_worker_seed(seed, r) for r in range(K)]
     info = {"n_workers": K}
     if solver == "pure-block":
         blocks = pure_blocks(X) if blocks is None else check_pure_blocks(X, blocks)
         order = np.argsort(blocks, kind="stable")
         cuts = np.flatnonzero(np.diff(blocks[order])) + 1
         block_feats = [f.astype(np.int64) for f in np.split(order, cuts)]
-        shards = _split(rng, n, K)
+        shards = _shards_of_seed(seed, n, K)
         group = InProcessGroup(K, name="world")
-        order_seed = int(seeds[0])
+        order_seed = seed
         out = run_in_threads(
             lambda r: pure_block_worker(ctx, group.communicator(r), X[:, shards[r]],
                                         y[shards[r]], block_feats, order_seed),
@@ -548,7 +608,7 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
     else:
         hier = _Hierarchy(N, M)
         if dual:
-            parts = _split(rng, n, K)
+            parts = _shards_of_seed(seed, n, K)
             out = run_in_threads(
                 lambda r: dual_worker(ctx, hier.comms(r), X[:, parts[r]], y[parts[r]],
                                       int(seeds[r])), K, hier.groups)
@@ -561,7 +621,7 @@ def fit_distributed(X, y, loss, l1, alpha, fit_intercept, intercept_scaling, dua
             w = w.copy()
             it, conv = out[0][2], out[0][3]
         else:
-            parts = _split(rng, d, K)
+            parts = _shards_of_seed(seed, d, K)
             Xr = X.tocsr()
             out = run_in_threads(
                 lambda r: primal_worker(ctx, hier.comms(r), Xr[parts[r]].tocsc(), y,
@@ -687,8 +747,7 @@ def fit_on_comm(comm, X, y, loss, l1, alpha, fit_intercept, intercept_scaling, d
     node = InProcessGroup(M, name=f"node{comm.rank}")
     crosses = [comm] + [comm.dup() for _ in range(M - 1)]  # one cross-node channel per thread
     parts = np.array_split(np.arange(share), M)
-    seeds = [int(np.random.default_rng([int(seed), comm.rank * M + m]).integers(2**62))
-             for m in range(M)]
+    seeds = [_worker_seed(seed, comm.rank * M + m) for m in range(M)]
 
     def one(m):
         world = _TwoLevel(node.communicator(m), crosses[m]) if M > 1 else comm
