@@ -405,23 +405,26 @@ class _StreamRun:
         """``shuffle=0``: the source's order, each chunk on its own."""
         n_chunks = 0
         for k, X, y in _chunks(self.source, self.depth, self.code, self.d):
-            self._check_size(k, X)
+            self._check_size(k, X, f"pass {self.n_pass}")
             if self.on_chunk is not None:
                 self.on_chunk(self.n_pass, k)
             a = self.duals.get(k)
             self._step(X, y, a, cd.col_sqnorms(X, parallel=False), v, sigma, d_k)
             self.duals.put(k, a)
             n_chunks += 1
-        if n_chunks != len(self.sizes):
-            raise ValueError(f"pass {self.n_pass} of {self.source!r} gave {n_chunks} chunks, the "
-                             f"first pass {len(self.sizes)}")
+        self._check_count(n_chunks, f"pass {self.n_pass}")
 
-    def _check_size(self, k, X):
+    def _check_size(self, k, X, what):
         if k >= len(self.sizes) or X.shape[1] != self.sizes[k]:
             first = self.sizes[k] if k < len(self.sizes) else "no"
-            raise ValueError(f"chunk {k} of {self.source!r} has {X.shape[1]} examples in pass "
-                             f"{self.n_pass} but {first} in the first pass: the source must give "
-                             "the same chunks every pass")
+            raise ValueError(f"chunk {k} of {self.source!r} has {X.shape[1]} examples in {what} "
+                             f"but {first} in the first pass: the source must give the same "
+                             "chunks every pass")
+
+    def _check_count(self, n_chunks, what):
+        if n_chunks != len(self.sizes):
+            raise ValueError(f"{what} of {self.source!r} gave {n_chunks} chunks, the first pass "
+                             f"{len(self.sizes)}")
 
     def _load(self, group):
         return [self.chunks.get(k) + (self.duals.get(k),) for k in group]
@@ -484,11 +487,15 @@ class _StreamRun:
         b = icpt * wf[d] if icpt else 0.0
         acc = np.zeros(v.size + 2)  # [X a, icpt sum a, loss sum, conjugate sum]
         v_new = acc[:v.size]
+        what = f"the check after pass {self.n_pass}"
         if self.shuffle:
             parts = (self.chunks.get(k)[:2] for k in range(len(self.sizes)))
         else:
             parts = ((X, y) for _, X, y in _chunks(self.source, self.depth, self.code, d))
+        n_chunks = 0
         for k, (X, y) in enumerate(parts):
+            self._check_size(k, X, what)
+            n_chunks += 1
             a = self.duals.get(k)
             # serial: the prefetch thread may be running numba parallel kernels of the source
             z = cd.matvec(X, wf[:d], None, b, parallel=False)
@@ -497,6 +504,7 @@ class _StreamRun:
             cd.matvec_t(X, a, v_new[:d])
             if icpt:
                 v_new[d] += icpt * a.sum()
+        self._check_count(n_chunks, what)
         acc = self.world.allreduce(acc)
         v_new, L, conj = acc[:v.size], acc[-2], acc[-1]
         n = self.n
