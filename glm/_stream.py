@@ -30,7 +30,7 @@ A random chunk order *and* chunks regrouped at random each pass fix both: with t
 ``shuffle = B`` chunks, drawn at random, swept in one joint permutation, the same 30 chunks
 reached 1.6e-11 (``B = 2``) and 2e-12 (``B = 5``) after 40 passes, as one chunk does.  That is
 the schedule here: the first pass streams the source in its order (each chunk's examples
-permuted) and keeps the validated chunks in a cache (``cache="disk"``: one ``.npz`` a chunk in
+permuted) and keeps the validated chunks in a cache (``cache="disk"``: one raw file a chunk in
 ``workdir``; ``"memory"``); each later pass draws a permutation of the chunks and sweeps them
 ``B`` at a time, reading the next group from the cache on a background thread while the
 current one trains.  ``shuffle=0`` is the first version's schedule (the source re-read every
@@ -132,25 +132,48 @@ class _MemoryChunks:
 
 
 class _DiskChunks:
-    """One ``chunk_<k>.npz`` a chunk (CSC arrays, labels, squared norms) in ``directory``."""
+    """One ``chunk_<k>.bin`` a chunk in ``directory``: its CSC arrays, labels and squared norms
+    back to back (each padded to 8 bytes), read back in one call; the layout stays in memory.
+
+    (A ``.npz`` a chunk read ~4 ms per 1000 Criteo-like examples, most of it the zip layer's
+    CRC, and the training waited on it; one raw read is what the disk gives.)"""
 
     def __init__(self, directory):
         self.dir = directory
-        self.shapes = []
+        self.layout = []  # per chunk: shape, nbytes, [(dtype, count, offset)] * 5
 
     def _path(self, k):
-        return os.path.join(self.dir, f"chunk_{k}.npz")
+        return os.path.join(self.dir, f"chunk_{k}.bin")
 
     def put(self, k, X, y, colsq):
-        self.shapes.append(X.shape)
-        _save_atomic(self._path(k), lambda f: np.savez(
-            f, data=X.data, indices=X.indices, indptr=X.indptr, y=y, colsq=colsq))
+        nnz = int(X.indptr[-1])
+        arrays = [np.ascontiguousarray(a) for a in
+                  (X.data[:nnz], X.indices[:nnz], X.indptr, y, colsq)]
+        fields, off = [], 0
+        for a in arrays:
+            fields.append((a.dtype, a.size, off))
+            off += -(-a.nbytes // 8) * 8
+
+        def save(f):
+            for a, (_, _, o) in zip(arrays, fields, strict=True):
+                f.seek(o)
+                f.write(a.tobytes())
+            f.truncate(off)
+
+        _save_atomic(self._path(k), save)
+        self.layout.append((X.shape, off, fields))
 
     def get(self, k):
-        with np.load(self._path(k)) as z:
-            X = sp.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=self.shapes[k],
-                              copy=False)
-            return X, z["y"], z["colsq"]
+        shape, nbytes, fields = self.layout[k]
+        buf = np.empty(nbytes, np.uint8)
+        with open(self._path(k), "rb") as f:
+            got = f.readinto(buf)
+        if got != nbytes:
+            raise OSError(f"{self._path(k)}: read {got} of its {nbytes} bytes (the chunk cache "
+                          "changed under the run)")
+        data, indices, indptr, y, colsq = (np.frombuffer(buf, dt, n, o) for dt, n, o in fields)
+        X = sp.csc_matrix((data, indices, indptr), shape=shape, copy=False)
+        return X, y, colsq
 
 
 class _MemoryDuals:
@@ -274,9 +297,9 @@ def fit_glm_stream(
         own (no cache; converges more slowly the more chunks there are: see the module's
         notes).
     cache : {"disk", "memory"}
-        Where the first pass keeps the chunks for the shuffled passes: ``"disk"``, an ``.npz``
-        file a chunk in ``workdir``; ``"memory"``, the chunks as the source gave them (data
-        that fit).  Unused with ``shuffle=0``.
+        Where the first pass keeps the chunks for the shuffled passes: ``"disk"``, a file a
+        chunk (``chunk_<k>.bin``) in ``workdir``; ``"memory"``, the chunks as the source gave
+        them (data that fit).  Unused with ``shuffle=0``.
     workdir : str, optional
         The directory of the disk cache and of the dual files (``dual_<k>.npy``, left there
         when given); ``None``: a temporary directory, removed when the fit returns.  Over

@@ -73,7 +73,7 @@ def test_three_ranks_with_the_dual_state_on_disk(tmp_path):
     _check(out, single, dist)
     for r in range(3):  # each rank its own directory of chunks and duals
         files = sorted(os.listdir(tmp_path / f"rank{r}"))
-        assert "chunk_0.npz" in files and "dual_0.npy" in files
+        assert "chunk_0.bin" in files and "dual_0.npy" in files
 
 
 def test_ranks_agree_bit_for_bit_with_one_rank_of_one():

@@ -70,6 +70,6 @@ def test_a_given_workdir_keeps_the_chunks_and_duals(tmp_path):
     X, y = _data(300)
     res = _fit(X, y, dual_on_disk=True, workdir=str(tmp_path / "w"))
     files = sorted(os.listdir(tmp_path / "w"))
-    assert files == sorted([f"chunk_{k}.npz" for k in range(3)]
+    assert files == sorted([f"chunk_{k}.bin" for k in range(3)]
                            + [f"dual_{k}.npy" for k in range(3)])
     assert res.info["n_chunks"] == 3
