@@ -1,0 +1,1219 @@
+"""Non-negative matrix factorization on the primitives: :class:`NMFModel` (a Learner model,
+online NMF) and the scikit-learn estimators :class:`NMF` and :class:`MiniBatchNMF`.
+
+Layout (the gmat one: one column = one example): the data ``X`` (``n_features x m``,
+non-negative, sparse CSC or dense) is approximated by ``W^T H`` with
+
+* ``components`` = ``W`` of shape ``(r, n_features)``, Fortran order (the model, the dense
+  operand of ``A*S``; scikit-learn's ``components_``), and
+* ``codes`` = ``H`` of shape ``(r, m)``: one code column per example (scikit-learn's ``W``,
+  transposed: what :meth:`NMF.transform` returns, as rows).
+
+Objectives (scikit-learn's beta-divergences, sums over all entries)::
+
+    frobenius            D(X, W^T H) = 1/2 ||X - W^T H||_F^2
+    kullback-leibler     D(X, W^T H) = sum_ij X_ij log(X_ij / V_ij) - X_ij + V_ij,  V = W^T H
+
+plus, with ``alpha_W``/``alpha_H``/``l1_ratio`` (scikit-learn's regularisation, scaled as
+there: ``alpha_W`` on the codes times ``n_features``, ``alpha_H`` on the components times the
+number of examples)::
+
+    + a_W l1 ||H||_1 + a_W (1 - l1)/2 ||H||_F^2 + a_H l1 ||W||_1 + a_H (1 - l1)/2 ||W||_F^2
+
+Algorithms (both alternate: the codes first, then the components, as scikit-learn)
+--------------------------------------------------------------------------------
+* ``mu``: Lee and Seung's multiplicative updates.  Frobenius: ``H *= (W X) / (W W^T H)`` and
+  ``W *= (H X^T) / (H H^T W)``, the numerators one ``A*S`` and one ``A*S^T``.  KL: the ratio
+  ``X / (W^T H)`` at the nonzeros of a sparse ``X`` is one SDDMM, then ``H *= (W R) / (W 1)``
+  and ``W *= (H R^T) / (H 1)`` (``A*S`` and ``A*S^T`` of ``R``).
+* ``cd``: coordinate descent (HALS, scikit-learn's ``cd`` solver): each row of ``H`` (then of
+  ``W``) in turn, exactly minimised and clipped at zero, from the Gram matrix and one ``A*S``
+  (``A*S^T``) product.  Frobenius only.
+* Minibatch (:meth:`NMFModel.update`, online NMF for streams): each minibatch's codes are
+  solved with the components fixed (a few inner iterations), then the components move using
+  statistics accumulated over the minibatches with a forgetting factor ``rho``: for ``mu``
+  scikit-learn's ``MiniBatchNMF`` rule (``W = A / B`` with ``A <- rho A + W * (H X^T)``,
+  ``B <- rho B + H H^T W``), for ``cd`` Mairal et al.'s online rule (``A <- rho A + H H^T``,
+  ``B <- rho B + H X^T``, one HALS sweep of ``W`` on them).
+* With ``comm=`` (full batch, :meth:`NMFModel.fit`) each rank holds its own examples (and
+  codes): the components' statistics (``H X^T`` and ``H H^T``, or ``H R^T`` and ``H 1``) are
+  all-reduced each iteration, so every rank has the single-process components.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from roofline import gmat
+from roofline.datasources import MatSource, Minibatch
+from roofline.gmat import Options, option
+
+from ._models import Model
+
+__all__ = ["NMF", "MiniBatchNMF", "NMFModel", "NMFOptions", "nmf_init"]
+
+logger = logging.getLogger(__name__)
+
+#: Floor of denominators and of ``W^T H`` at the nonzeros (scikit-learn's EPSILON).
+EPSILON = float(np.finfo(np.float32).eps)
+_EPS64 = float(np.finfo(np.float64).eps)
+
+_BETA = {"frobenius": 2, "kullback-leibler": 1, 2: 2, 1: 1}
+
+
+def _beta_of(beta_loss):
+    try:
+        return _BETA[beta_loss]
+    except (KeyError, TypeError):
+        raise ValueError(f"beta_loss must be 'frobenius' (2) or 'kullback-leibler' (1), got "
+                         f"{beta_loss!r}") from None
+
+
+def check_nonnegative(X, name="X"):
+    """Raise ``ValueError`` naming ``name`` when ``X`` has a negative or non-finite value.
+
+    Parameters
+    ----------
+    X : CSC matrix or dense array
+    name : str
+
+    Raises
+    ------
+    ValueError
+    """
+    vals = X.data if gmat.is_sparse(X) else X
+    if vals.size and not np.all(np.isfinite(vals)):
+        raise ValueError(f"{name} has non-finite values (NaN or inf); NMF needs finite "
+                         f"non-negative data")
+    if vals.size and vals.min() < 0:
+        raise ValueError(f"{name} has negative values (min {vals.min():g}); NMF needs "
+                         f"non-negative data")
+
+
+# ---------------------------------------------------------------------------------------------
+# the products, one place for sparse (primitives) and dense (BLAS) data
+
+
+def _wx(Wt, X, cache=None):
+    """``W X`` (r x m): ``A*S`` for sparse ``X``."""
+    if gmat.is_sparse(X):
+        return gmat.mult_as(Wt, X, cache=cache, tag="nmf.wx")
+    return Wt @ X
+
+
+def _hxt(H, X, cache=None):
+    """``H X^T`` (r x n): ``A*S^T`` for sparse ``X``."""
+    if gmat.is_sparse(X):
+        return gmat.mult_ast(np.asfortranarray(H), X, cache=cache, tag="nmf.hxt")
+    return H @ X.T
+
+
+def _ratio(X, Wt, H, cache=None):
+    """``R = X / max(W^T H, EPSILON)`` at the nonzeros of ``X`` (SDDMM) or everywhere (dense);
+    also returns the clipped ``W^T H`` values."""
+    if gmat.is_sparse(X):
+        V = gmat.sddmm(X, Wt, np.asfortranarray(H), scale=False, cache=cache,
+                       tag="nmf.wh")
+        v = V.data
+        np.maximum(v, EPSILON, out=v)
+        R = gmat.csc_from_arrays(type(X), X.data / v, X.indices, X.indptr, X.shape)
+        return R, v
+    V = Wt.T @ H
+    np.maximum(V, EPSILON, out=V)
+    return X / V, V
+
+
+def divergence(X, Wt, H, beta, wx=None):
+    """The beta-divergence ``D(X, W^T H)`` (1/2 squared Frobenius or generalised KL; see the
+    module docstring), as scikit-learn's ``_beta_divergence``.
+
+    Parameters
+    ----------
+    X : CSC matrix or dense array (n_features, m)
+    Wt : array (r, n_features)
+        The components.
+    H : array (r, m)
+        The codes.
+    beta : {2, 1}
+    wx : array (r, m), optional
+        ``W X`` when already computed (Frobenius).
+
+    Returns
+    -------
+    float
+    """
+    if beta == 2:
+        xx = float(np.dot(X.data, X.data)) if gmat.is_sparse(X) else float(
+            np.einsum("ij,ij->", X, X, dtype=np.float64))
+        if wx is None:
+            wx = _wx(Wt, X)
+        cross = float(np.einsum("ij,ij->", wx, H, dtype=np.float64))
+        G = Wt.astype(np.float64) @ Wt.T.astype(np.float64)
+        HH = H.astype(np.float64) @ H.T.astype(np.float64)
+        return max(0.5 * (xx - 2 * cross + float(np.sum(G * HH))), 0.0)
+    if gmat.is_sparse(X):
+        V = gmat.sddmm(X, Wt, np.asfortranarray(H), scale=False).data.astype(np.float64)
+        x = X.data.astype(np.float64)
+    else:
+        V = (Wt.T @ H).astype(np.float64).ravel()
+        x = X.astype(np.float64).ravel()
+    keep = x > EPSILON
+    x, V = x[keep], V[keep]
+    np.maximum(V, EPSILON, out=V)
+    s = float(np.dot(Wt.sum(axis=1, dtype=np.float64), H.sum(axis=1, dtype=np.float64)))
+    return float(np.dot(x, np.log(x / V)) + s - x.sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# the updates
+
+
+def _mu_codes(X, Wt, H, beta, l1, l2, cache=None, wx=None, G=None):
+    """One multiplicative update of the codes ``H`` (in place); returns ``W X`` (Frobenius,
+    reusable while ``W`` is unchanged)."""
+    if beta == 2:
+        num = (wx if wx is not None else _wx(Wt, X, cache)).copy()
+        den = (G if G is not None else Wt @ Wt.T) @ H
+    else:
+        R, _ = _ratio(X, Wt, H, cache)
+        num = _wx(Wt, R, cache).copy() if gmat.is_sparse(R) else Wt @ R
+        den = np.broadcast_to(Wt.sum(axis=1)[:, None], H.shape).copy()
+    if l1 > 0:
+        den += l1
+    if l2 > 0:
+        den += l2 * H
+    den[den == 0] = EPSILON
+    num /= den
+    H *= num
+    return wx if beta == 2 else None
+
+
+def _mu_components_stats(X, Wt, H, beta, cache=None):
+    """The numerator and denominator pieces of the components' update: Frobenius
+    ``(H X^T, H H^T)``, KL ``(H R^T, H 1)``."""
+    if beta == 2:
+        return _hxt(H, X, cache), H @ H.T
+    R, _ = _ratio(X, Wt, H, cache)
+    return (_hxt(H, R, cache) if gmat.is_sparse(R) else H @ R.T), H.sum(axis=1)
+
+
+def _mu_components(Wt, num, aux, beta, l1, l2):
+    """``W *= num / den`` (in place) from the statistics of :func:`_mu_components_stats`."""
+    num = np.array(num, dtype=Wt.dtype, order="F")
+    if beta == 2:
+        den = aux.astype(Wt.dtype) @ Wt
+    else:
+        s = np.array(aux, dtype=Wt.dtype)
+        s[s == 0] = 1.0
+        den = np.broadcast_to(s[:, None], Wt.shape).copy()
+    if l1 > 0:
+        den += l1
+    if l2 > 0:
+        den += l2 * Wt
+    den[den == 0] = EPSILON
+    num /= den
+    Wt *= num
+    if beta <= 1:
+        Wt[Wt < _EPS64] = 0
+
+
+def _hals(F, G, B, l1=0.0, l2=0.0):
+    """One HALS sweep (scikit-learn's ``_update_cdnmf_fast`` over all columns at once):
+    minimise ``1/2 tr(F^T G F) - tr(F^T B)`` (+ l1, l2) row by row of ``F`` (in place), clipped
+    at 0.  Returns the sum of the absolute projected gradients before each row's update."""
+    G = G.astype(F.dtype, copy=True)
+    if l2 > 0:
+        G.flat[:: G.shape[0] + 1] += l2
+    B = np.asarray(B, dtype=F.dtype)
+    if l1 > 0:
+        B = B - l1
+    violation = 0.0
+    for t in range(F.shape[0]):
+        grad = G[t] @ F - B[t]
+        row = F[t]
+        pg = np.where(row == 0, np.minimum(grad, 0), grad)
+        violation += float(np.abs(pg).sum(dtype=np.float64))
+        h = G[t, t]
+        if h != 0:
+            np.maximum(row - grad / h, 0, out=row)
+    return violation
+
+
+# ---------------------------------------------------------------------------------------------
+# initialisation
+
+
+def nmf_init(X, n_components, init="nndsvda", rng=None, eps=1e-6):
+    """Initial components and codes (scikit-learn's ``random``, ``nndsvd`` and ``nndsvda``).
+
+    Parameters
+    ----------
+    X : CSC matrix or dense array (n_features, m)
+        Non-negative data.
+    n_components : int
+    init : {"random", "nndsvd", "nndsvda"}
+        ``random``: ``|N(0, 1)| * sqrt(mean(X) / r)``; ``nndsvd``: Boutsidis and Gallopoulos'
+        non-negative SVD; ``nndsvda``: its zeros filled with ``mean(X)``.
+    rng : numpy.random.Generator or int, optional
+    eps : float
+        NNDSVD values below this are zeroed.
+
+    Returns
+    -------
+    Wt : ndarray (r, n_features), Fortran order
+    H : ndarray (r, m), Fortran order
+    """
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    n, m = X.shape
+    r = n_components
+    total = float(X.data.sum()) if gmat.is_sparse(X) else float(X.sum(dtype=np.float64))
+    mean = total / (n * m)
+    dt = X.dtype
+    if init == "random":
+        avg = math.sqrt(mean / r)
+        Wt = np.abs(avg * rng.standard_normal((r, n))).astype(dt)
+        H = np.abs(avg * rng.standard_normal((r, m))).astype(dt)
+        return np.asfortranarray(Wt), np.asfortranarray(H)
+    if init not in ("nndsvd", "nndsvda"):
+        raise ValueError(f"init must be 'random', 'nndsvd' or 'nndsvda', got {init!r}")
+    from sklearn.utils.extmath import randomized_svd
+
+    A = X.T if not gmat.is_sparse(X) else X.T.tocsr()  # rows = examples
+    U, S, V = randomized_svd(A, r, random_state=int(rng.integers(2**31 - 1)))
+    C = np.zeros((m, r))  # codes, rows
+    D = np.zeros((r, n))  # components
+    C[:, 0] = math.sqrt(S[0]) * np.abs(U[:, 0])
+    D[0] = math.sqrt(S[0]) * np.abs(V[0])
+    for j in range(1, r):
+        x, y = U[:, j], V[j]
+        xp, yp = np.maximum(x, 0), np.maximum(y, 0)
+        xn, yn = np.abs(np.minimum(x, 0)), np.abs(np.minimum(y, 0))
+        xpn, ypn = np.linalg.norm(xp), np.linalg.norm(yp)
+        xnn, ynn = np.linalg.norm(xn), np.linalg.norm(yn)
+        mp, mn = xpn * ypn, xnn * ynn
+        if mp > mn:
+            u, v, sigma = xp / xpn, yp / ypn, mp
+        else:
+            u, v, sigma = xn / xnn, yn / ynn, mn
+        lbd = math.sqrt(S[j] * sigma)
+        C[:, j] = lbd * u
+        D[j] = lbd * v
+    C[C < eps] = 0
+    D[D < eps] = 0
+    if init == "nndsvda":
+        C[C == 0] = mean
+        D[D == 0] = mean
+    return np.asfortranarray(D.astype(dt)), np.asfortranarray(C.T.astype(dt))
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class NMFOptions(Options):
+    """Options of :class:`NMFModel`."""
+
+    n_components: int = option(10, "r: the rank of the factorization", low=1)
+    beta_loss: str = option("frobenius", "the divergence",
+                            choices=("frobenius", "kullback-leibler"))
+    solver: str = option("mu", "multiplicative updates or coordinate descent (HALS; "
+                               "frobenius only)", choices=("mu", "cd"))
+    dtype: str = option("float32", "value dtype of the factors", choices=("float32", "float64"))
+    init: str = option("nndsvda", "how the first minibatch seeds the components",
+                       choices=("random", "nndsvd", "nndsvda"))
+    seed: int = option(0, "seed of the initialisation RNG", low=0)
+    inner_iter: int = option(10, "minibatch: iterations solving each minibatch's codes", low=1)
+    inner_tol: float = option(1e-4, "minibatch: stop the codes' iterations when they change "
+                                    "by less than this (relative)", low=0.0)
+    rho: float = option(0.9, "minibatch: forgetting factor of the accumulated statistics per "
+                             "minibatch", low=0.0, low_open=True, high=1.0)
+    alpha_W: float = option(0.0, "regularisation of the codes (scikit-learn's alpha_W)",
+                            low=0.0)
+    alpha_H: float = option(0.0, "regularisation of the components (scikit-learn's alpha_H)",
+                            low=0.0)
+    l1_ratio: float = option(0.0, "L1 share of the regularisation", low=0.0, high=1.0)
+
+    def _check(self, prefix):
+        if self.solver == "cd" and self.beta_loss != "frobenius":
+            raise ValueError(f"{prefix}solver 'cd' needs beta_loss='frobenius' (use solver "
+                             f"'mu' for kullback-leibler)")
+
+
+class NMFModel(Model):
+    """Non-negative matrix factorization ``X ~ W^T H``: the components ``W`` are the model,
+    the codes ``H`` are per example (see the module docstring).
+
+    Trained full batch by :meth:`fit` or by minibatches (:meth:`update`, inside a
+    :class:`~roofline.learners.Learner` with :class:`~roofline.learners.ModelUpdate`).
+
+    Parameters
+    ----------
+    opts : NMFOptions, optional
+    **kwargs
+        Override fields of ``opts``.
+
+    Attributes
+    ----------
+    components : ndarray (r, n_features), Fortran order
+    """
+
+    def __init__(self, opts: NMFOptions | None = None, **kwargs):
+        base = (opts or NMFOptions()).to_dict()
+        base.update(kwargs)
+        self.opts = NMFOptions.from_dict(base, "NMFModel")
+        self.components = None
+        self._A = self._B = None
+        self._seeded = False
+        self._rng = np.random.default_rng(self.opts.seed)
+        self._n_steps = 0
+
+    @property
+    def beta(self) -> int:
+        """int: 2 (Frobenius) or 1 (KL)."""
+        return _beta_of(self.opts.beta_loss)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy.dtype: the factors' dtype."""
+        return np.dtype(self.opts.dtype)
+
+    @property
+    def n_outputs(self) -> int:
+        """int: ``r``, the rows of the dense operand of the products."""
+        return self.opts.n_components
+
+    @property
+    def n_features(self):
+        """int or None: columns of ``components``."""
+        return None if self.components is None else int(self.components.shape[1])
+
+    @property
+    def initialized(self) -> bool:
+        """bool: whether the components are allocated."""
+        return self.components is not None
+
+    def init(self, n_features: int, device: str = "cpu") -> None:
+        """Allocate the components (zeros; the first minibatch seeds them).
+
+        Parameters
+        ----------
+        n_features : int
+        device : {"cpu"}
+
+        Raises
+        ------
+        ValueError
+            ``device`` is not ``"cpu"``.
+        """
+        if device != "cpu":
+            raise ValueError(f"NMFModel runs on the CPU only, got device={device!r}")
+        self.components = np.zeros((self.opts.n_components, n_features), self.dtype, order="F")
+        self._seeded = False
+
+    def to_device(self, device: str) -> None:
+        """Only ``"cpu"``.
+
+        Parameters
+        ----------
+        device : {"cpu"}
+
+        Raises
+        ------
+        ValueError
+            ``device`` is not ``"cpu"``.
+        """
+        if device != "cpu":
+            raise ValueError(f"NMFModel runs on the CPU only, got device={device!r}")
+
+    def set_parameters(self, components) -> None:
+        """Set the components (copied, Fortran order, model dtype).
+
+        Parameters
+        ----------
+        components : array (r, n_features), non-negative
+
+        Raises
+        ------
+        ValueError
+            Wrong shape, or negative values.
+        """
+        c = np.asarray(components)
+        if c.ndim != 2 or c.shape[0] != self.opts.n_components:
+            raise ValueError(f"components has shape {c.shape}, expected "
+                             f"({self.opts.n_components}, n_features)")
+        check_nonnegative(c, "components")
+        self.components = np.array(c, dtype=self.dtype, order="F", copy=True)
+        self._A = self._B = None
+        self._seeded = True
+
+    def parameters(self) -> dict:
+        """The trained arrays.
+
+        Returns
+        -------
+        dict
+            ``{"components": components}``.
+        """
+        return {"components": self.components}
+
+    def _check_ready(self, X, name="X"):
+        if self.components is None:
+            raise RuntimeError("the model is not initialised: call init(n_features), "
+                               "set_parameters(components) or train it")
+        if X.ndim != 2 or X.shape[0] != self.components.shape[1]:
+            raise ValueError(f"{name} has {X.shape[0]} features (rows) but the model has "
+                             f"{self.components.shape[1]}")
+        if X.dtype != self.dtype:
+            raise TypeError(f"{name} has dtype {X.dtype} but the model has dtype {self.dtype}; "
+                            f"convert the data or set NMFModel(dtype='{X.dtype}')")
+
+    def _regs(self, n_features, m):
+        o = self.opts
+        return (n_features * o.alpha_W * o.l1_ratio, n_features * o.alpha_W * (1 - o.l1_ratio),
+                m * o.alpha_H * o.l1_ratio, m * o.alpha_H * (1 - o.l1_ratio))
+
+    # -- codes --------------------------------------------------------------------------------
+    def transform(self, X, cache=None, *, max_iter=None, tol=None, H=None):
+        """Codes of the examples of ``X`` with the components fixed.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array (n_features, m), non-negative
+        cache : BufferCache, optional
+        max_iter : int, optional
+            Iterations (``opts.inner_iter`` by default).
+        tol : float, optional
+            Stop when ``||H - H_prev|| <= tol ||H||`` (``opts.inner_tol``).
+        H : array (r, m), optional
+            Starting codes (updated in place); ``sqrt(mean(X) / r)`` everywhere by default.
+
+        Returns
+        -------
+        H : ndarray (r, m), Fortran order
+        """
+        self._check_ready(X)
+        check_nonnegative(X)
+        o = self.opts
+        max_iter = o.inner_iter if max_iter is None else max_iter
+        tol = o.inner_tol if tol is None else tol
+        r, m = o.n_components, X.shape[1]
+        if H is None:
+            nnz_sum = float(X.data.sum()) if gmat.is_sparse(X) else float(X.sum())
+            avg = math.sqrt(nnz_sum / max(X.shape[0] * m, 1) / r)
+            H = np.full((r, m), avg, self.dtype, order="F")
+        if m == 0:
+            return H
+        l1, l2, _, _ = self._regs(X.shape[0], m)
+        Wt = self.components
+        wx = _wx(Wt, X, cache).copy() if self.beta == 2 else None
+        G = Wt @ Wt.T
+        prev = H.copy()
+        for _ in range(max_iter):
+            if o.solver == "cd":
+                _hals(H, G, wx, l1, l2)
+            else:
+                _mu_codes(X, Wt, H, self.beta, l1, l2, cache, wx=wx, G=G)
+            if tol > 0:
+                nh = float(np.linalg.norm(H))
+                if nh == 0 or float(np.linalg.norm(H - prev)) <= tol * nh:
+                    break
+                prev[...] = H
+        return H
+
+    # -- Model interface ----------------------------------------------------------------------
+    def loss(self, batch, cache=None):
+        """``(D(X, W^T H), n_examples)`` of a minibatch, its codes from :meth:`transform`.
+
+        Parameters
+        ----------
+        batch : Minibatch
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        loss_sum, weight_sum : float
+        """
+        H = self.transform(batch.X, cache)
+        return divergence(batch.X, self.components, H, self.beta), float(batch.n_examples)
+
+    def predict(self, X, cache=None):
+        """The codes (as :meth:`transform`).
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array (n_features, m)
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        ndarray (r, m)
+        """
+        return self.transform(X, cache)
+
+    def update(self, batch, cache=None):
+        """One online NMF step (module docstring): solve the minibatch's codes, then move the
+        components with the accumulated statistics.  The first call seeds the components from
+        the minibatch (``opts.init``).
+
+        Parameters
+        ----------
+        batch : Minibatch
+        cache : BufferCache, optional
+
+        Returns
+        -------
+        loss_sum : float
+            The minibatch's divergence at its codes, before the components move.
+        weight_sum : float
+            The number of examples.
+        """
+        X = batch.X
+        if self.components is None:
+            self.init(X.shape[0])
+        if not self._seeded:
+            if X.dtype != self.dtype:
+                self._check_ready(X)
+            check_nonnegative(X)
+            init = self.opts.init
+            if init != "random" and min(X.shape) < self.opts.n_components:
+                init = "random"
+            Wt, _ = nmf_init(X, self.opts.n_components, init, self._rng)
+            self.set_parameters(Wt)
+        H = self.transform(X, cache)
+        beta = self.beta
+        Wt = self.components
+        loss = divergence(X, Wt, H, beta)
+        _, _, l1, l2 = self._regs(X.shape[0], X.shape[1])
+        rho = self.opts.rho
+        if self.opts.solver == "cd":
+            HH = H @ H.T
+            HX = np.asarray(_hxt(H, X, cache), np.float64)
+            if self._A is None:
+                self._A, self._B = np.zeros_like(HH, np.float64), np.zeros_like(HX)
+            self._A *= rho
+            self._A += HH
+            self._B *= rho
+            self._B += HX
+            _hals(Wt, self._A, self._B, l1, l2)
+        else:
+            num, aux = _mu_components_stats(X, Wt, H, beta, cache)
+            if beta == 2:
+                den = aux @ Wt
+            else:
+                s = np.array(aux)
+                s[s == 0] = 1.0
+                den = np.broadcast_to(s[:, None], Wt.shape).copy()
+            if l1 > 0:
+                den = den + l1
+            if l2 > 0:
+                den = den + l2 * Wt
+            den[den == 0] = EPSILON
+            num = np.asarray(num, np.float64) * Wt
+            if self._A is None:  # scikit-learn's MiniBatchNMF start: A = W, B = 1
+                self._A = np.array(Wt, np.float64)
+                self._B = np.ones(Wt.shape)
+            self._A *= rho
+            self._A += num
+            self._B *= rho
+            self._B += den
+            Wt[...] = self._A / self._B
+            if beta <= 1:
+                Wt[Wt < _EPS64] = 0
+        self._n_steps += 1
+        return loss, float(X.shape[1])
+
+    # -- full batch ---------------------------------------------------------------------------
+    def fit(self, X, *, H=None, max_iter=200, tol=1e-4, comm=None, update_components=True):
+        """Full-batch NMF (``opts.solver``), scikit-learn's stopping rules: ``mu`` checks every
+        10 iterations whether ``sqrt(2 D)`` fell by less than ``tol`` times its start value;
+        ``cd`` stops when the projected gradient's norm falls to ``tol`` times its first.
+
+        Parameters
+        ----------
+        X : CSC matrix or dense array (n_features, m), non-negative
+            The examples (with ``comm``: this rank's).
+        H : array (r, m), optional
+            Starting codes (updated in place); from ``opts.init`` with the components when
+            both are unset.
+        max_iter : int
+        tol : float
+        comm : roofline.comm.Communicator, optional
+            Each rank holds its examples; the components' statistics are all-reduced.
+        update_components : bool
+            False: solve the codes only (``transform`` to convergence).
+
+        Returns
+        -------
+        NMFResult
+            ``codes`` (r, m), ``n_iter``, ``divergence`` (over all ranks), ``trace``.
+        """
+        check_nonnegative(X)
+        o = self.opts
+        beta = self.beta
+        if not self._seeded:
+            if comm is not None and o.init != "random":
+                raise ValueError("fit(comm=) needs init='random' or set components (NNDSVD "
+                                 "needs every rank's data)")
+            Wt0, H0 = nmf_init(X, o.n_components, o.init, self._rng)
+            if comm is not None:  # rank 0's components on every rank
+                Wt0 = comm.broadcast(Wt0)
+            self.set_parameters(Wt0)
+            H = H0 if H is None else H
+        self._check_ready(X)
+        r, m = o.n_components, X.shape[1]
+        if H is None:
+            H = (self.transform(X, max_iter=0) if o.solver == "mu"
+                 else np.zeros((r, m), self.dtype, order="F"))
+        H = np.asarray(H)
+        if H.shape != (r, m):
+            raise ValueError(f"H has shape {H.shape}, expected ({r}, {m})")
+        H = H if (H.dtype == self.dtype and H.flags.f_contiguous) else np.array(
+            H, self.dtype, order="F")
+
+        def total(x):
+            return x if comm is None else float(comm.allreduce(np.array([x]))[0])
+
+        m_all = int(total(float(m)))
+        n = X.shape[0]
+        l1_c, l2_c, _, _ = self._regs(n, m)
+        _, _, l1_w, l2_w = self._regs(n, m_all)
+        Wt = self.components
+        err0 = prev = math.sqrt(2 * total(divergence(X, Wt, H, beta)))
+        trace = [err0 ** 2 / 2]
+        viol0 = None
+        it = 0
+        for it in range(1, max_iter + 1):
+            if o.solver == "cd":
+                G = Wt @ Wt.T
+                viol = _hals(H, G, _wx(Wt, X), l1_c, l2_c)
+                if update_components:
+                    HX, HH = _hxt(H, X), H @ H.T
+                    if comm is not None:
+                        HX, HH = self._sum_stats(comm, HX, HH)
+                    viol += _hals(Wt, HH, HX, l1_w, l2_w)
+                viol = total(viol)
+                if viol0 is None:
+                    viol0 = viol
+                if viol0 == 0 or viol / viol0 <= tol:
+                    break
+            else:
+                _mu_codes(X, Wt, H, beta, l1_c, l2_c)
+                if update_components:
+                    num, aux = _mu_components_stats(X, Wt, H, beta)
+                    if comm is not None:
+                        num, aux = self._sum_stats(comm, num, aux)
+                    _mu_components(Wt, num, aux, beta, l1_w, l2_w)
+                if tol > 0 and it % 10 == 0:
+                    err = math.sqrt(2 * total(divergence(X, Wt, H, beta)))
+                    trace.append(err ** 2 / 2)
+                    if (prev - err) / err0 < tol:
+                        break
+                    prev = err
+        final = total(divergence(X, Wt, H, beta))
+        trace.append(final)
+        logger.info("NMF (%s, %s): %d iterations, divergence %.6g", o.solver, o.beta_loss,
+                    it, final)
+        return NMFResult(codes=H, n_iter=it, divergence=final, trace=trace)
+
+    @staticmethod
+    def _sum_stats(comm, a, b):
+        a = np.asarray(a, np.float64)
+        b = np.asarray(b, np.float64)
+        flat = comm.allreduce(np.concatenate([a.ravel(), b.ravel()]))
+        return (flat[: a.size].reshape(a.shape), flat[a.size:].reshape(b.shape))
+
+    # -- cost model ---------------------------------------------------------------------------
+    def flops_per_step(self, batch) -> int:
+        """Flops of a minibatch step's primitives: ``A*S`` for the codes, ``A*S^T`` for the
+        components (``2 r nnz`` each), and for KL one SDDMM per inner iteration and one more
+        (``2 r nnz`` each) with an ``A*S`` per inner iteration.
+
+        Parameters
+        ----------
+        batch : Minibatch
+
+        Returns
+        -------
+        int
+        """
+        X = batch.X
+        nnz = X.nnz if gmat.is_sparse(X) else X.size
+        r = self.opts.n_components
+        if self.beta == 2:
+            return int(4 * r * nnz)
+        return int(2 * r * nnz * (2 * self.opts.inner_iter + 2))
+
+    def cost(self, batch) -> gmat.Cost:
+        """Compulsory bytes and flops of a minibatch step from the primitives' cost models
+        (:func:`~roofline.gmat.cost_mult_as`, :func:`~roofline.gmat.cost_mult_ast`,
+        :func:`~roofline.gmat.cost_sddmm`; KL's inner iterations counted once each).
+
+        Parameters
+        ----------
+        batch : Minibatch
+            A sparse minibatch.
+
+        Returns
+        -------
+        roofline.gmat.Cost
+        """
+        X = batch.X
+        r = self.opts.n_components
+        parts = [gmat.cost_mult_as(X, r), gmat.cost_mult_ast(X, r)]
+        if self.beta == 1:
+            it = self.opts.inner_iter
+            parts = ([gmat.cost_mult_as(X, r)] * it + [gmat.cost_sddmm(X, r, False)] * (it + 1)
+                     + [gmat.cost_mult_ast(X, r)])
+        return gmat.Cost("NMF step", r, X.dtype, X.nnz, sum(p.bytes for p in parts),
+                         sum(p.flops for p in parts), {"primitives": len(parts)})
+
+    def __repr__(self):
+        c = self.components
+        shape = "uninitialised" if c is None else f"{c.shape[0]}x{c.shape[1]}"
+        return f"NMFModel({shape}, {self.opts.beta_loss}, {self.opts.solver})"
+
+
+@dataclass
+class NMFResult:
+    """What :meth:`NMFModel.fit` returns (the fields are the attributes)."""
+
+    codes: np.ndarray
+    n_iter: int
+    divergence: float
+    trace: list
+
+
+# ---------------------------------------------------------------------------------------------
+# scikit-learn estimators
+
+
+def _to_columns(est, X, reset):
+    X = validate_data(est, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                      reset=reset)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        Xc = sp.csc_matrix((X.data, X.indices, X.indptr), shape=(X.shape[1], X.shape[0]))
+    else:
+        Xc = X.T
+    check_nonnegative(Xc, "X")
+    return Xc
+
+
+def _seed(random_state):
+    if random_state is None:
+        return int(np.random.default_rng().integers(2**31 - 1))
+    if isinstance(random_state, numbers.Integral):
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31 - 1))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31 - 1))
+    raise ValueError(f"random_state must be None, an int or a numpy Generator, got "
+                     f"{random_state!r}")
+
+
+class _NMFBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    def _check_params(self, n_samples, n_features):
+        r = self.n_components
+        if r is None or r == "auto":
+            r = n_features
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+            raise ValueError(f"n_components must be a positive integer, got "
+                             f"{self.n_components!r}")
+        beta = _beta_of(self.beta_loss)
+        solver = getattr(self, "solver", "mu")
+        if solver not in ("mu", "cd"):
+            raise ValueError(f"solver must be 'mu' or 'cd', got {solver!r}")
+        if solver == "cd" and beta != 2:
+            raise ValueError("solver='cd' needs beta_loss='frobenius'")
+        if self.init not in (None, "random", "nndsvd", "nndsvda", "custom"):
+            raise ValueError(f"init must be None, 'random', 'nndsvd', 'nndsvda' or 'custom', "
+                             f"got {self.init!r}")
+        for name in ("alpha_W", "l1_ratio"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or v < 0:
+                raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        if self.l1_ratio > 1:
+            raise ValueError(f"l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
+        aH = self.alpha_W if self.alpha_H == "same" else self.alpha_H
+        if not isinstance(aH, numbers.Real) or aH < 0:
+            raise ValueError(f"alpha_H must be 'same' or a non-negative number, got "
+                             f"{self.alpha_H!r}")
+        init = self.init or ("nndsvda" if r <= min(n_samples, n_features) else "random")
+        return int(r), beta, solver, init, float(aH)
+
+    def _model(self, r, beta, solver, init, aH, dtype, **kw):
+        return NMFModel(n_components=r, beta_loss="frobenius" if beta == 2 else
+                        "kullback-leibler", solver=solver, dtype=np.dtype(dtype).name,
+                        init="nndsvda" if init == "custom" else init,
+                        seed=_seed(self.random_state), alpha_W=float(self.alpha_W),
+                        alpha_H=aH, l1_ratio=float(self.l1_ratio), **kw)
+
+    def _custom(self, W, H, Xc, r):
+        if W is None or H is None:
+            raise ValueError("init='custom' needs both W and H")
+        W = np.asarray(W, dtype=Xc.dtype)
+        H = np.asarray(H, dtype=Xc.dtype)
+        if W.shape != (Xc.shape[1], r):
+            raise ValueError(f"W has shape {W.shape}, expected ({Xc.shape[1]}, {r})")
+        if H.shape != (r, Xc.shape[0]):
+            raise ValueError(f"H has shape {H.shape}, expected ({r}, {Xc.shape[0]})")
+        check_nonnegative(W, "W")
+        check_nonnegative(H, "H")
+        return np.asfortranarray(H), np.asfortranarray(W.T)
+
+    def _store(self, model):
+        self._model_ = model
+        self.components_ = np.array(model.components, order="C")
+        self.n_components_ = model.opts.n_components
+        self._n_features_out = self.n_components_
+
+    def _xc(self, X):
+        check_is_fitted(self, "components_")
+        Xc = _to_columns(self, X, reset=False)
+        return Xc.astype(self._model_.dtype) if Xc.dtype != self._model_.dtype else Xc
+
+    def inverse_transform(self, X):
+        """``X W`` for codes ``X`` (n_samples, r): the data the codes approximate.
+
+        Parameters
+        ----------
+        X : array (n_samples, n_components)
+
+        Returns
+        -------
+        ndarray (n_samples, n_features)
+        """
+        check_is_fitted(self, "components_")
+        return np.asarray(X) @ self.components_
+
+    def score(self, X, y=None):
+        """Minus the divergence of ``X`` from its reconstruction by :meth:`transform`'s codes.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        Xc = self._xc(X)
+        H = self._codes(Xc)
+        return -divergence(Xc, self._model_.components, H, self._model_.beta)
+
+    def transform(self, X):
+        """Codes of the samples of ``X`` (the components fixed).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+
+        Returns
+        -------
+        ndarray (n_samples, n_components)
+        """
+        Xc = self._xc(X)
+        return self._codes(Xc).T
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.requires_fit = True
+        return tags
+
+
+class NMF(_NMFBase):
+    """Non-negative matrix factorization, full batch (scikit-learn's ``NMF`` API).
+
+    ``X`` (n_samples, n_features) ~ ``W H`` with the codes ``W = transform(X)`` and
+    ``H = components_``.
+
+    Parameters
+    ----------
+    n_components : int, "auto" or None
+    init : {None, "random", "nndsvd", "nndsvda", "custom"}
+        None: ``nndsvda`` when ``n_components <= min(n_samples, n_features)``, else random.
+    solver : {"cd", "mu"}, default="cd"
+    beta_loss : {"frobenius", "kullback-leibler", 2, 1}
+    tol : float, default=1e-4
+    max_iter : int, default=200
+    random_state : int, Generator or None
+    alpha_W, alpha_H, l1_ratio : float
+        Regularisation, scaled as scikit-learn's (module docstring).
+    comm : roofline.comm.Communicator, optional
+        Each rank fits on its own samples (``init="random"`` or ``"custom"``); the components
+        are the same on every rank.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features)
+    reconstruction_err_ : float
+        ``sqrt(2 D)`` at the end of the fit (scikit-learn's).
+    n_iter_ : int
+    """
+
+    def __init__(self, n_components="auto", *, init=None, solver="cd", beta_loss="frobenius",
+                 tol=1e-4, max_iter=200, random_state=None, alpha_W=0.0, alpha_H="same",
+                 l1_ratio=0.0, comm=None):
+        self.n_components = n_components
+        self.init = init
+        self.solver = solver
+        self.beta_loss = beta_loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.l1_ratio = l1_ratio
+        self.comm = comm
+
+    def fit_transform(self, X, y=None, W=None, H=None):
+        """Fit and return the codes of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+        y : ignored
+        W : array (n_samples, n_components), optional
+            Starting codes (``init="custom"``).
+        H : array (n_components, n_features), optional
+            Starting components (``init="custom"``).
+
+        Returns
+        -------
+        ndarray (n_samples, n_components)
+        """
+        Xc = _to_columns(self, X, reset=True)
+        r, beta, solver, init, aH = self._check_params(Xc.shape[1], Xc.shape[0])
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) \
+                or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if not isinstance(self.tol, numbers.Real) or self.tol < 0:
+            raise ValueError(f"tol must be a non-negative number, got {self.tol!r}")
+        model = self._model(r, beta, solver, init, aH, Xc.dtype)
+        if init == "custom":
+            Wt, H0 = self._custom(W, H, Xc, r)
+            model.set_parameters(Wt)
+        else:
+            if self.comm is not None and init != "random":
+                raise ValueError("NMF(comm=) needs init='random' or 'custom'")
+            Wt, H0 = nmf_init(Xc, r, init, np.random.default_rng(model.opts.seed))
+            if self.comm is not None:  # the same components on every rank
+                Wt = self.comm.broadcast(Wt)
+            model.set_parameters(Wt)
+        res = model.fit(Xc, H=H0, max_iter=int(self.max_iter), tol=float(self.tol),
+                        comm=self.comm)
+        self._store(model)
+        self.n_iter_ = res.n_iter
+        self.reconstruction_err_ = math.sqrt(2 * res.divergence)
+        self._max_iter = int(self.max_iter)
+        return np.ascontiguousarray(res.codes.T)
+
+    def fit(self, X, y=None, **params):
+        """Fit on ``X``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+        y : ignored
+        **params
+            ``W``, ``H`` of :meth:`fit_transform`.
+
+        Returns
+        -------
+        self
+        """
+        self.fit_transform(X, **params)
+        return self
+
+    def _codes(self, Xc):
+        m = self._model_
+        res = m.fit(Xc, H=None, max_iter=self._max_iter,
+                    tol=float(self.tol), update_components=False)
+        return res.codes
+
+
+class MiniBatchNMF(_NMFBase):
+    """Online NMF (minibatches through a :class:`~roofline.learners.Learner`; scikit-learn's
+    ``MiniBatchNMF`` API, multiplicative updates or HALS).
+
+    Parameters
+    ----------
+    n_components : int, "auto" or None
+    init : {None, "random", "nndsvd", "nndsvda", "custom"}
+        How the components start (from a sample of the data; ``custom``: ``H`` of
+        :meth:`fit_transform`).
+    batch_size : int, default=1024
+    beta_loss : {"frobenius", "kullback-leibler"}
+    solver : {"mu", "cd"}, default="mu"
+    tol : float, default=1e-4
+        Stop when a pass lowers the mean minibatch divergence by less than this fraction.
+    max_iter : int, default=200
+        Passes over the data.
+    forget_factor : float, default=0.7
+        The statistics decay by ``forget_factor ** (batch_size / n_samples)`` per minibatch.
+    transform_max_iter : int, default=10
+        Iterations solving each minibatch's codes.
+    random_state, alpha_W, alpha_H, l1_ratio
+        As :class:`NMF`.
+
+    Attributes
+    ----------
+    components_, n_iter_ (passes), n_steps_, reconstruction_err_
+    """
+
+    def __init__(self, n_components="auto", *, init=None, batch_size=1024,
+                 beta_loss="frobenius", solver="mu", tol=1e-4, max_iter=200,
+                 forget_factor=0.7, transform_max_iter=10, random_state=None, alpha_W=0.0,
+                 alpha_H="same", l1_ratio=0.0):
+        self.n_components = n_components
+        self.init = init
+        self.batch_size = batch_size
+        self.beta_loss = beta_loss
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.forget_factor = forget_factor
+        self.transform_max_iter = transform_max_iter
+        self.random_state = random_state
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.l1_ratio = l1_ratio
+
+    def _new_model(self, Xc, n_samples):
+        r, beta, solver, init, aH = self._check_params(Xc.shape[1], Xc.shape[0])
+        bs = self.batch_size
+        if isinstance(bs, bool) or not isinstance(bs, numbers.Integral) or bs < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {bs!r}")
+        if not 0 < self.forget_factor <= 1:
+            raise ValueError(f"forget_factor must be in (0, 1], got {self.forget_factor!r}")
+        rho = float(self.forget_factor) ** (min(bs, n_samples) / n_samples)
+        tmi = self.transform_max_iter
+        if isinstance(tmi, bool) or not isinstance(tmi, numbers.Integral) or tmi < 1:
+            raise ValueError(f"transform_max_iter must be a positive integer, got {tmi!r}")
+        model = self._model(r, beta, solver, init, aH, Xc.dtype, rho=rho, inner_iter=int(tmi))
+        return model, init, r
+
+    def fit_transform(self, X, y=None, W=None, H=None):
+        """Fit by minibatch passes and return the codes of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+        y : ignored
+        W : ignored (the codes are solved per minibatch)
+        H : array (n_components, n_features), optional
+            Starting components (``init="custom"``).
+
+        Returns
+        -------
+        ndarray (n_samples, n_components)
+        """
+        self.fit(X, H=H)
+        return self.transform(X)
+
+    def fit(self, X, y=None, H=None):
+        """Fit by minibatch passes.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+        y : ignored
+        H : array (n_components, n_features), optional
+            Starting components (``init="custom"``).
+
+        Returns
+        -------
+        self
+        """
+        from ._learner import Learner
+        from ._optimizers import ModelUpdate
+
+        Xc = _to_columns(self, X, reset=True)
+        m = Xc.shape[1]
+        model, init, r = self._new_model(Xc, m)
+        passes = self.max_iter
+        if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) or passes < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {passes!r}")
+        if init == "custom":
+            if H is None:
+                raise ValueError("init='custom' needs H")
+            model.set_parameters(np.asarray(H, Xc.dtype))
+        else:  # the components from a sample of the data (scikit-learn: the whole data)
+            rng = np.random.default_rng(model.opts.seed)
+            size = min(m, max(3 * int(self.batch_size), r))
+            pick = np.sort(rng.choice(m, size=size, replace=False))
+            Xs = Xc[:, pick]
+            if sp.issparse(Xs):
+                Xs = sp.csc_matrix(Xs)
+            Wt, _ = nmf_init(Xs, r, init if min(Xs.shape) >= r else "random", rng)
+            model.set_parameters(Wt)
+        learner = Learner(MatSource(Xc, batch_size=int(self.batch_size)), model, ModelUpdate(),
+                          progress=False, n_passes=1)
+        prev = math.inf
+        done = 0
+        for _ in range(passes):
+            res = learner.train()
+            done += 1
+            cur = res.trace[-1]["train_loss"]
+            if self.tol and prev < math.inf and prev - cur < self.tol * abs(prev):
+                break
+            prev = cur
+        self._store(model)
+        self.n_iter_ = done
+        self.n_steps_ = model._n_steps
+        Hc = self._codes(Xc)
+        self.reconstruction_err_ = math.sqrt(2 * divergence(Xc, model.components, Hc,
+                                                            model.beta))
+        return self
+
+    def partial_fit(self, X, y=None, W=None, H=None):
+        """One online step on the samples of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix (n_samples, n_features), non-negative
+        y : ignored
+        W : ignored
+        H : array (n_components, n_features), optional
+            Starting components on the first call (``init="custom"``).
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "_model_")
+        Xc = _to_columns(self, X, reset=first)
+        if first:
+            model, init, _ = self._new_model(Xc, max(Xc.shape[1], int(self.batch_size)))
+            model.init(Xc.shape[0])
+            if init == "custom":
+                if H is None:
+                    raise ValueError("init='custom' needs H")
+                model.set_parameters(np.asarray(H, Xc.dtype))
+        else:
+            model = self._model_
+            Xc = Xc.astype(model.dtype) if Xc.dtype != model.dtype else Xc
+        model.update(Minibatch(Xc))
+        self._store(model)
+        self.n_steps_ = model._n_steps
+        return self
+
+    def _codes(self, Xc):
+        m = self._model_
+        return m.transform(Xc, max_iter=max(m.opts.inner_iter, 50), tol=float(self.tol))
