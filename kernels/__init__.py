@@ -107,7 +107,7 @@ from ._glm import (
     glm_loss_deriv_cols,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
-from ._lda import digamma, lda_e_step, lda_e_step_serial
+from ._lda import lda_digamma, lda_e_step, lda_e_step_serial
 from ._losses import (
     HINGE,
     LABEL_FORMS,
@@ -242,8 +242,8 @@ __all__ = [
     "gpu_sddmm",
     "gpu_seg_len",
     "gpu_stream",
-    "digamma",
     "lanes",
+    "lda_digamma",
     "lda_e_step",
     "lda_e_step_serial",
     "limit_blas_threads",

@@ -12,7 +12,7 @@ Layout as in :mod:`roofline.kernels._csc`: the dense ``K x n`` operands are pass
 C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  Arithmetic is done in
 float64 whatever the storage dtype.
 
-:func:`digamma` is scikit-learn's ``psi`` (``sklearn/decomposition/_online_lda_fast.pyx``): the
+:func:`lda_digamma` is scikit-learn's ``psi`` (``sklearn/decomposition/_online_lda_fast.pyx``): the
 recurrence up to 6, then the asymptotic series.
 """
 
@@ -25,11 +25,11 @@ from numba import njit, prange
 
 from ._threads import parallel_njit
 
-__all__ = ["digamma", "lda_e_step", "lda_e_step_serial"]
+__all__ = ["lda_digamma", "lda_e_step", "lda_e_step_serial"]
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
-def digamma(x):
+def lda_digamma(x):
     """The digamma function of ``x > 0`` (scikit-learn's ``psi``)."""
     r = 0.0
     while x <= 6.0:
@@ -47,9 +47,9 @@ def _exp_elog(g, t, K):
     s = 0.0
     for k in range(K):
         s += g[k]
-    ps = digamma(s)
+    ps = lda_digamma(s)
     for k in range(K):
-        t[k] = math.exp(digamma(g[k]) - ps)
+        t[k] = math.exp(lda_digamma(g[k]) - ps)
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")

@@ -521,7 +521,7 @@ class LDA(Model):
         return _dirichlet_ll(self.eta, lam, self._elog_beta().astype(np.float64),
                              lam.shape[1], gammaln, axis=1)
 
-    def score(self, X, sub_sampling=False):
+    def score(self, X, sub_sampling=False, total_samples=None):
         """The variational bound of the documents ``X`` (scikit-learn's ``score``).
 
         Parameters
@@ -529,6 +529,8 @@ class LDA(Model):
         X : CSC matrix, shape (V, m)
         sub_sampling : bool
             Scale the document part by ``total_samples / m`` (scikit-learn's option).
+        total_samples : int, optional
+            ``D`` of ``sub_sampling`` (``opts.total_samples`` when omitted).
 
         Returns
         -------
@@ -538,10 +540,11 @@ class LDA(Model):
         gamma, _ = self._e_step(X, False, False)
         d = self._doc_bound(X, gamma)
         if sub_sampling:
-            d *= self.opts.total_samples / max(1, X.shape[1])
+            D = self.opts.total_samples if total_samples is None else total_samples
+            d *= D / max(1, X.shape[1])
         return d + self._topic_bound()
 
-    def perplexity(self, X, sub_sampling=False):
+    def perplexity(self, X, sub_sampling=False, total_samples=None):
         """``exp(-bound / word count)`` of the documents ``X`` (scikit-learn's
         ``perplexity``).
 
@@ -551,6 +554,8 @@ class LDA(Model):
         sub_sampling : bool
             As scikit-learn: the document part and the word count scaled by
             ``total_samples / m``.
+        total_samples : int, optional
+            ``D`` of ``sub_sampling`` (``opts.total_samples`` when omitted).
 
         Returns
         -------
@@ -565,9 +570,10 @@ class LDA(Model):
         words = _word_count(X)
         if not words > 0:
             raise ValueError("X holds no words (every count is zero): perplexity is undefined")
+        D = self.opts.total_samples if total_samples is None else total_samples
         if sub_sampling:
-            words *= self.opts.total_samples / max(1, X.shape[1])
-        return math.exp(-self.score(X, sub_sampling) / words)
+            words *= D / max(1, X.shape[1])
+        return math.exp(-self.score(X, sub_sampling, D) / words)
 
     def loss(self, batch, cache=None):
         """The negative document part of the bound and the word count of a minibatch (the
@@ -719,6 +725,7 @@ class LDA(Model):
             lam[...] = S
             lam += self.eta
             self._set(lam)
+            self.n_batch_iter += 1  # counted as scikit-learn counts its batch EM steps
             res.n_iter = it + 1
             if callback is not None:
                 callback(it + 1, self)
@@ -1157,7 +1164,8 @@ class LatentDirichletAllocation(TransformerMixin, BaseEstimator):
         float
         """
         check_is_fitted(self, "model_")
-        return self.model_.perplexity(self._columns(X, reset=False), sub_sampling)
+        return self.model_.perplexity(self._columns(X, reset=False), sub_sampling,
+                                      self.total_samples)
 
     def top_words(self, n=10, vocabulary=None):
         """The ``n`` most probable words of every topic (see :meth:`LDA.top_words`).
