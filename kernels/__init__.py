@@ -9,6 +9,7 @@ tests) use, one private module per job:
 ``_machine``    micro-benchmarks of the machine and disk rooflines (stream, FMA, gather, files)
 ``_simd``       SIMD lane probes
 ``_losses``     the one loss table (LOSS_TABLE), the scalar losses (value, derivatives, conjugate)
+``_als``        the per-row solves of alternating least squares (matrix factorization)
 ``_cd``         coordinate-descent steps (primal, dual/SDCA, TPA-SCD, pure blocks)
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
@@ -21,6 +22,14 @@ tests) use, one private module per job:
 ``_threads``    the parallel kernels' decorator: idle OpenMP workers sleep (``OMP_WAIT_POLICY``)
 """
 
+from ._als import (
+    als_explicit,
+    als_implicit_cg,
+    als_implicit_cholesky,
+    als_normal_equations,
+    als_row_chunks,
+    als_solve_systems,
+)
 from ._cd import (
     cd_block_apply,
     cd_block_stats,
@@ -173,6 +182,12 @@ __all__ = [
     "TRANSPOSE_TILE",
     "DiskRoofline",
     "adagrad_glm_update",
+    "als_explicit",
+    "als_implicit_cg",
+    "als_implicit_cholesky",
+    "als_normal_equations",
+    "als_row_chunks",
+    "als_solve_systems",
     "adagrad_glm_update_serial",
     "arrays_equal",
     "cd_block_apply",

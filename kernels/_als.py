@@ -1,0 +1,492 @@
+"""Alternating least squares: the per-row solves of matrix factorization (numba, CPU).
+
+Every kernel solves, for each *self* row ``j`` (a column of the CSC matrix ``S`` of shape
+``n_other x n_self``: its nonzeros are the other side's indices and the ratings), a ``k x k``
+ridge system whose design vectors are columns of the fixed factor matrix ``D`` of the other
+side (``k x n_other``, Fortran order: one column contiguous).  Rows run in parallel (``prange``
+over chunks of rows of about equal work, :func:`als_row_chunks`); each chunk owns its ``k x k``
+scratch, so the system of a row lives in L1/L2 while it is built and factored.
+
+``bias = True`` (explicit feedback with biases): ``D`` has ``k`` rows, the first ``k - 1`` the
+other side's factors and the last its biases; a row's design vector is ``[D[:k-1, i], 1]``, its
+target ``s_ij - mu - D[k-1, i]``, and the unknown ``[x_j, b_j]`` (factors and bias).
+
+Explicit feedback (:func:`als_explicit`)::
+
+    (sum_i d_i d_i^T + lam_j I) z_j = sum_i t_ij d_i,     lam_j = lam * (n_j if weighted else 1)
+
+Implicit feedback (Hu, Koren and Volinsky; confidence ``c = 1 + alpha * s``, preference 1 at
+the nonzeros, 0 elsewhere), with ``YtY = D D^T`` over *all* other rows::
+
+    (YtY + sum_i (c_ij - 1) d_i d_i^T + lam_j I) x_j = sum_i c_ij d_i
+
+solved exactly by Cholesky (:func:`als_implicit_cholesky`) or approximately by a few
+conjugate-gradient steps warm-started from the previous ``x_j`` (:func:`als_implicit_cg`,
+``implicit``'s solver).  :func:`als_normal_equations` accumulates the per-row systems (without
+the regulariser and ``YtY``) for a distributed fit, where they are summed over the ranks before
+:func:`als_solve_systems` solves them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ._prefetch import prefetch_row
+from ._threads import parallel_njit
+
+#: Prefetch distance, in nonzeros, of the other side's factor columns (the first touch of a
+#: column is a cache miss; later CG steps of the same row find it in L1/L2).
+PREFETCH = 16
+
+__all__ = [
+    "als_explicit",
+    "als_implicit_cg",
+    "als_implicit_cholesky",
+    "als_normal_equations",
+    "als_row_chunks",
+    "als_solve_systems",
+]
+
+
+@njit(cache=True, nogil=True)
+def als_row_chunks(indptr, row_cost, n_chunks):
+    """Boundaries of ``n_chunks`` runs of consecutive rows of about equal work.
+
+    A row's work is its number of nonzeros plus ``row_cost`` (the factorisation, in units of
+    one nonzero's work).
+
+    Parameters
+    ----------
+    indptr : int array, shape (n + 1,)
+    row_cost : float
+    n_chunks : int
+
+    Returns
+    -------
+    int64 array, shape (n_chunks + 1,)
+        Chunk ``c`` is rows ``bounds[c]:bounds[c+1]`` (possibly empty).
+    """
+    n = indptr.shape[0] - 1
+    bounds = np.empty(n_chunks + 1, dtype=np.int64)
+    total = float(indptr[n] - indptr[0]) + row_cost * n
+    bounds[0] = 0
+    j = 0
+    acc = 0.0
+    for c in range(1, n_chunks):
+        target = total * c / n_chunks
+        while j < n and acc + (indptr[j + 1] - indptr[j]) + row_cost <= target:
+            acc += (indptr[j + 1] - indptr[j]) + row_cost
+            j += 1
+        bounds[c] = j
+    bounds[n_chunks] = n
+    return bounds
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_col(DT, indices, q, nnz, col_bytes):
+    """Prefetch every cache line of column ``indices[q]`` of ``D`` (``DT = D.T``, C order)."""
+    if q < nnz:
+        i = indices[q]
+        for off in range(0, col_bytes, 64):
+            prefetch_row(DT, i, off)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _cholesky_solve(A, b, out):
+    """Solve ``A x = b`` for symmetric positive definite ``A`` (lower triangle used and
+    overwritten by the Cholesky factor); ``x`` into ``out``.  A non-positive pivot (a singular
+    system: no regularisation and too few nonzeros) is replaced by a tiny one."""
+    k = A.shape[0]
+    for j in range(k):
+        s = A[j, j]
+        for p in range(j):
+            s -= A[j, p] * A[j, p]
+        if s <= 1e-30:
+            s = 1e-30
+        d = np.sqrt(s)
+        A[j, j] = d
+        inv = 1.0 / d
+        for i in range(j + 1, k):
+            t = A[i, j]
+            for p in range(j):
+                t -= A[i, p] * A[j, p]
+            A[i, j] = t * inv
+    # forward: L y = b
+    for i in range(k):
+        t = b[i]
+        for p in range(i):
+            t -= A[i, p] * out[p]
+        out[i] = t / A[i, i]
+    # backward: L^T x = y
+    for i in range(k - 1, -1, -1):
+        t = out[i]
+        for p in range(i + 1, k):
+            t -= A[p, i] * out[p]
+        out[i] = t / A[i, i]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _gram_add(A, G, w, m, k):
+    """``A[a, :a+1] += sum_q w[q] G[q, a] G[q, :a+1]`` for the ``m`` (<= 4) gathered design
+    vectors ``G[:m]``: the lower triangle of a rank-``m`` update, four rows at once."""
+    if m == 4:
+        for a in range(k):
+            g0 = w[0] * G[0, a]
+            g1 = w[1] * G[1, a]
+            g2 = w[2] * G[2, a]
+            g3 = w[3] * G[3, a]
+            for c in range(a + 1):
+                A[a, c] += g0 * G[0, c] + g1 * G[1, c] + g2 * G[2, c] + g3 * G[3, c]
+    else:
+        for q in range(m):
+            for a in range(k):
+                ga = w[q] * G[q, a]
+                for c in range(a + 1):
+                    A[a, c] += ga * G[q, c]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _build_row(j, indptr, indices, data, D, bias, mu, implicit, alpha, A, b, G, w):
+    """The system of self row ``j`` without regulariser and ``YtY``: lower triangle of ``A``
+    and ``b`` (both zeroed first).  Returns the row's number of nonzeros."""
+    k = A.shape[0]
+    r = k - 1 if bias else k
+    for a in range(k):
+        b[a] = 0.0
+        for c in range(a + 1):
+            A[a, c] = 0.0
+    s, e = indptr[j], indptr[j + 1]
+    m = 0
+    DT = D.T
+    nnz = indices.shape[0]
+    col_bytes = D.shape[0] * D.itemsize
+    for p in range(s, e):
+        _prefetch_col(DT, indices, p + PREFETCH, nnz, col_bytes)
+        i = indices[p]
+        v = data[p]
+        for a in range(r):
+            G[m, a] = D[a, i]
+        if implicit:
+            conf = 1.0 + alpha * v
+            w[m] = conf - 1.0
+            for a in range(r):
+                b[a] += conf * G[m, a]
+        else:
+            t = v - mu
+            if bias:
+                G[m, r] = 1.0
+                t -= D[r, i]
+            w[m] = 1.0
+            for a in range(k):
+                b[a] += t * G[m, a]
+        m += 1
+        if m == 4:
+            _gram_add(A, G, w, 4, k)
+            m = 0
+    if m > 0:
+        _gram_add(A, G, w, m, k)
+    return e - s
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def als_explicit(indptr, indices, data, D, bias, mu, lam, weighted, bounds, Z):
+    """Explicit-feedback ALS half-step: ``Z[:, j]`` for every self row ``j`` (Cholesky).
+
+    Parameters
+    ----------
+    indptr, indices, data : arrays of the CSC matrix ``S`` (n_other x n_self)
+    D : array, shape (k, n_other), Fortran order
+        The other side's factors (and biases, last row, with ``bias``).
+    bias : bool
+        Solve for a bias too (module docstring).
+    mu : float
+        Global mean subtracted from the ratings.
+    lam : float
+        Regularisation.
+    weighted : bool
+        Scale ``lam`` by the row's number of nonzeros (ALS-WR, Spark).
+    bounds : int64 array
+        Row chunks (:func:`als_row_chunks`).
+    Z : array, shape (k, n_self), Fortran order
+        Output; rows without nonzeros get zeros.
+    """
+    k = Z.shape[0]
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        A = np.empty((k, k), dtype=Z.dtype)
+        b = np.empty(k, dtype=Z.dtype)
+        x = np.empty(k, dtype=Z.dtype)
+        G = np.empty((4, k), dtype=Z.dtype)
+        w = np.empty(4, dtype=Z.dtype)
+        for j in range(bounds[c], bounds[c + 1]):
+            n = _build_row(j, indptr, indices, data, D, bias, mu, False, 0.0, A, b, G, w)
+            if n == 0:
+                for a in range(k):
+                    Z[a, j] = 0.0
+                continue
+            reg = lam * n if weighted else lam
+            for a in range(k):
+                A[a, a] += reg
+            _cholesky_solve(A, b, x)
+            for a in range(k):
+                Z[a, j] = x[a]
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def als_implicit_cholesky(indptr, indices, data, D, YtY, alpha, lam, weighted, bounds, X):
+    """Implicit-feedback ALS half-step solved exactly (Cholesky per row).
+
+    Parameters
+    ----------
+    indptr, indices, data : arrays of the CSC matrix ``S`` (n_other x n_self)
+        Nonnegative interaction strengths.
+    D : array, shape (k, n_other), Fortran order
+        The other side's factors.
+    YtY : array, shape (k, k)
+        ``D D^T``.
+    alpha : float
+        Confidence ``1 + alpha * s``.
+    lam : float
+    weighted : bool
+        Scale ``lam`` by the row's number of nonzeros.
+    bounds : int64 array
+    X : array, shape (k, n_self), Fortran order
+        Output.
+    """
+    k = X.shape[0]
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        A = np.empty((k, k), dtype=X.dtype)
+        b = np.empty(k, dtype=X.dtype)
+        x = np.empty(k, dtype=X.dtype)
+        G = np.empty((4, k), dtype=X.dtype)
+        w = np.empty(4, dtype=X.dtype)
+        for j in range(bounds[c], bounds[c + 1]):
+            n = _build_row(j, indptr, indices, data, D, False, 0.0, True, alpha, A, b, G, w)
+            reg = lam * n if weighted else lam
+            for a in range(k):
+                for cc in range(a + 1):
+                    A[a, cc] += YtY[a, cc]
+                A[a, a] += reg
+            _cholesky_solve(A, b, x)
+            for a in range(k):
+                X[a, j] = x[a]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _implicit_matvec(j, indptr, indices, data, D, YtY, alpha, reg, v, out):
+    """``out = (YtY + reg I + sum_i (c_ij - 1) d_i d_i^T) v``."""
+    k = v.shape[0]
+    zero = out.dtype.type(0)
+    for a in range(k):
+        t = zero
+        for cc in range(k):
+            t += YtY[a, cc] * v[cc]
+        out[a] = t + reg * v[a]
+    for p in range(indptr[j], indptr[j + 1]):
+        i = indices[p]
+        dot = zero
+        for a in range(k):
+            dot += D[a, i] * v[a]
+        f = alpha * data[p] * dot
+        for a in range(k):
+            out[a] += f * D[a, i]
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def als_implicit_cg(indptr, indices, data, D, YtY, alpha, lam, weighted, cg_steps, bounds, X):
+    """Implicit-feedback ALS half-step by ``cg_steps`` conjugate-gradient steps per row,
+    warm-started from ``X`` (``implicit``'s ``least_squares_cg``).
+
+    Parameters
+    ----------
+    indptr, indices, data, D, YtY, alpha, lam, weighted, bounds
+        As :func:`als_implicit_cholesky`.
+    cg_steps : int
+    X : array, shape (k, n_self), Fortran order
+        The start, overwritten with the result.
+    """
+    k = X.shape[0]
+    n_chunks = bounds.shape[0] - 1
+    zero = X.dtype.type(0)
+    alpha = X.dtype.type(alpha)
+    lam = X.dtype.type(lam)
+    DT = D.T
+    nnz = indices.shape[0]
+    col_bytes = k * D.itemsize
+    for c in prange(n_chunks):
+        x = np.empty(k, dtype=X.dtype)
+        r = np.empty(k, dtype=X.dtype)
+        p = np.empty(k, dtype=X.dtype)
+        Ap = np.empty(k, dtype=X.dtype)
+        for j in range(bounds[c], bounds[c + 1]):
+            n = indptr[j + 1] - indptr[j]
+            reg = lam * X.dtype.type(n) if weighted else lam
+            for a in range(k):
+                x[a] = X[a, j]
+            # r = b - A x = -(YtY + reg) x + sum_i (c_ij - (c_ij - 1) d_i.x) d_i: one pass
+            for a in range(k):
+                t = zero
+                for cc in range(k):
+                    t += YtY[a, cc] * x[cc]
+                r[a] = -t - reg * x[a]
+            for q in range(indptr[j], indptr[j + 1]):
+                _prefetch_col(DT, indices, q + PREFETCH, nnz, col_bytes)
+                i = indices[q]
+                dot = zero
+                for a in range(k):
+                    dot += D[a, i] * x[a]
+                f = 1 + alpha * data[q] * (1 - dot)
+                for a in range(k):
+                    r[a] += f * D[a, i]
+            rsold = zero
+            for a in range(k):
+                p[a] = r[a]
+                rsold += r[a] * r[a]
+            if rsold > 1e-20:
+                for _ in range(cg_steps):
+                    _implicit_matvec(j, indptr, indices, data, D, YtY, alpha, reg, p, Ap)
+                    pAp = zero
+                    for a in range(k):
+                        pAp += p[a] * Ap[a]
+                    if pAp <= 0.0:
+                        break
+                    step = rsold / pAp
+                    rsnew = zero
+                    for a in range(k):
+                        x[a] += step * p[a]
+                        r[a] -= step * Ap[a]
+                        rsnew += r[a] * r[a]
+                    if rsnew < 1e-20:
+                        break
+                    beta = rsnew / rsold
+                    for a in range(k):
+                        p[a] = r[a] + beta * p[a]
+                    rsold = rsnew
+            for a in range(k):
+                X[a, j] = x[a]
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def als_normal_equations(indptr, indices, data, D, bias, mu, implicit, alpha, bounds, A, B, counts):
+    """Each self row's system without regulariser and ``YtY``, for summing over ranks.
+
+    Parameters
+    ----------
+    indptr, indices, data, D, bias, mu
+        As :func:`als_explicit` (``bias`` and ``mu`` ignored with ``implicit``).
+    implicit : bool
+        Implicit-feedback systems (confidence ``1 + alpha * s``).
+    alpha : float
+    bounds : int64 array
+    A : array, shape (n_self, k, k)
+        Output: the full (symmetric) matrices.
+    B : array, shape (n_self, k)
+        Output: the right-hand sides.
+    counts : array, shape (n_self,)
+        Output: the rows' numbers of nonzeros.
+    """
+    k = A.shape[1]
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        Aj = np.empty((k, k), dtype=A.dtype)
+        b = np.empty(k, dtype=A.dtype)
+        G = np.empty((4, k), dtype=A.dtype)
+        w = np.empty(4, dtype=A.dtype)
+        for j in range(bounds[c], bounds[c + 1]):
+            n = _build_row(j, indptr, indices, data, D, bias, mu, implicit, alpha, Aj, b, G, w)
+            counts[j] = n
+            for a in range(k):
+                B[j, a] = b[a]
+                for cc in range(a + 1):
+                    A[j, a, cc] = Aj[a, cc]
+                    A[j, cc, a] = Aj[a, cc]
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def als_solve_systems(A, B, counts, base, lam, weighted, cg_steps, bounds, X):
+    """Solve summed systems ``(A_j + base + lam_j I) x_j = B_j`` (rows with a zero count and
+    no ``base`` get zeros).
+
+    Parameters
+    ----------
+    A : array, shape (n, k, k)
+    B : array, shape (n, k)
+    counts : array, shape (n,)
+        Nonzeros of each row (over every rank), for ``weighted``.
+    base : array, shape (k, k)
+        Added to every system (``YtY`` for implicit feedback, zeros for explicit).
+    lam : float
+    weighted : bool
+    cg_steps : int
+        0: Cholesky; else that many conjugate-gradient steps warm-started from ``X``.
+    bounds : int64 array
+        Chunks of the ``n`` rows.
+    X : array, shape (k, n), Fortran order
+        Output (and the CG start).
+    """
+    k = A.shape[1]
+    n_chunks = bounds.shape[0] - 1
+    has_base = False
+    for a in range(k):
+        for cc in range(k):
+            if base[a, cc] != 0.0:
+                has_base = True
+    for c in prange(n_chunks):
+        M = np.empty((k, k), dtype=X.dtype)
+        x = np.empty(k, dtype=X.dtype)
+        r = np.empty(k, dtype=X.dtype)
+        p = np.empty(k, dtype=X.dtype)
+        Ap = np.empty(k, dtype=X.dtype)
+        for j in range(bounds[c], bounds[c + 1]):
+            n = counts[j]
+            if n == 0 and not has_base:
+                for a in range(k):
+                    X[a, j] = 0.0
+                continue
+            reg = lam * n if weighted else lam
+            for a in range(k):
+                for cc in range(k):
+                    M[a, cc] = A[j, a, cc] + base[a, cc]
+                M[a, a] += reg
+            if cg_steps == 0:
+                for a in range(k):
+                    r[a] = B[j, a]
+                _cholesky_solve(M, r, x)
+            else:
+                for a in range(k):
+                    x[a] = X[a, j]
+                rsold = 0.0
+                for a in range(k):
+                    t = B[j, a]
+                    for cc in range(k):
+                        t -= M[a, cc] * x[cc]
+                    r[a] = t
+                    p[a] = t
+                    rsold += t * t
+                if rsold > 1e-20:
+                    for _ in range(cg_steps):
+                        pAp = 0.0
+                        for a in range(k):
+                            t = 0.0
+                            for cc in range(k):
+                                t += M[a, cc] * p[cc]
+                            Ap[a] = t
+                            pAp += p[a] * t
+                        if pAp <= 0.0:
+                            break
+                        step = rsold / pAp
+                        rsnew = 0.0
+                        for a in range(k):
+                            x[a] += step * p[a]
+                            r[a] -= step * Ap[a]
+                            rsnew += r[a] * r[a]
+                        if rsnew < 1e-20:
+                            break
+                        beta = rsnew / rsold
+                        for a in range(k):
+                            p[a] = r[a] + beta * p[a]
+                        rsold = rsnew
+            for a in range(k):
+                X[a, j] = x[a]
