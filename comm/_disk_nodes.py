@@ -533,8 +533,11 @@ class DiskNodeCluster:
         The nodes' files.
     stats : list of dict
         One per round of the last :meth:`run`: ``kind``, ``degrees``, ``seconds``,
-        ``io_seconds``, ``files_written``, ``bytes_written``, ``files_read``, ``bytes_read``,
-        ``predicted_io_seconds`` (the disk roofline's, None without one), ``max_resident``,
+        ``cpu_seconds`` (this process's user and system time: on a file system served from
+        the page cache, the round's time on an otherwise idle machine), ``io_seconds``,
+        ``files_written``, ``bytes_written``, ``files_read``, ``bytes_read``,
+        ``predicted_io_seconds`` (the disk roofline's ``io_time`` of those files and bytes,
+        with their CRC-32; None without a roofline), ``max_resident``,
         ``peak_bytes``, and ``layers``: per Kylix layer ``config_bytes``, ``down_bytes``,
         ``up_bytes`` and ``messages`` sent between distinct nodes (the payloads as the other
         backends count them in ``comm.stats``).
@@ -756,7 +759,7 @@ class DiskNodeCluster:
         self._rounds += 1
         self.io.reset()
         track = {"max_resident": 0, "peak_bytes": 0}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         meta = [None] * self.n_nodes
 
         def compute(r):
@@ -799,7 +802,8 @@ class DiskNodeCluster:
         else:
             out["layers"] = []
         io = self.io
-        out.update(seconds=time.perf_counter() - t0, compute_phase_seconds=t_compute,
+        out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
+                   compute_phase_seconds=t_compute,
                    io_seconds=io.seconds, files_written=io.files_written,
                    bytes_written=io.bytes_written, files_read=io.files_read,
                    bytes_read=io.bytes_read, **track)
