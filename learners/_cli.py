@@ -648,7 +648,7 @@ def _train_solver(job, parts, config, workdir):
     duality gap at every check)."""
     import json
 
-    from roofline.glm import check_solver, fit_glm
+    from roofline.glm import check_solver, fit_glm, get_solver
 
     from ._checkpoint import save_checkpoint
     from ._models import GLM
@@ -660,6 +660,14 @@ def _train_solver(job, parts, config, workdir):
         raise ValueError(f"{where}: coordinate descent fits one output; [model] has "
                          f"n_outputs={mopts.n_outputs}")
     loss = _cd_losses()[mopts.loss]
+    if job.comm is not None and not problem.stream and opts.dual is None \
+            and problem.penalty == "l2" and (opts.solver == "auto"
+                                             or "dual" in get_solver(opts.solver).formulations):
+        # each rank holds its own examples: coordinate descent over the ranks is the dual's
+        # (CoCoA+); its primal would shard the features of examples that every rank holds
+        logger.info("%d ranks, each with its own examples: solving the dual (set [solver] "
+                    "dual = true for the same problem in one process)", job.size)
+        opts = type(opts).from_dict({**opts.to_dict(), "dual": True}, where)
     if job.comm is not None and not problem.stream:
         try:
             check_solver(opts.solver, loss=loss, penalty=problem.penalty, dual=opts.dual,
