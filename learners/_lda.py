@@ -225,6 +225,7 @@ class LDA(Model):
         self.rng = np.random.default_rng(self.opts.seed)
         self.last_estep = {"iterations": 0, "nnz_work": 0, "documents": 0}
         self._exp_elog_beta = None
+        self._elog_beta_cache = None
         self._last_flops = 0
 
     # -- parameters ---------------------------------------------------------------------------
@@ -284,7 +285,8 @@ class LDA(Model):
         xp = gmat.get_array_module(lam)
         self.components_ = lam if lam.flags.f_contiguous else xp.asfortranarray(lam)
         psi, _ = _special(xp)
-        self._exp_elog_beta = xp.asfortranarray(xp.exp(_elog_rows(self.components_, psi)))
+        self._elog_beta_cache = _elog_rows(self.components_, psi)
+        self._exp_elog_beta = xp.asfortranarray(xp.exp(self._elog_beta_cache))
 
     def set_parameters(self, components, n_batch_iter=None) -> None:
         """Set ``lambda`` (copied, in the model dtype, Fortran order).
@@ -486,8 +488,8 @@ class LDA(Model):
 
     # -- bound --------------------------------------------------------------------------------
     def _elog_beta(self):
-        psi, _ = _special(gmat.get_array_module(self.components_))
-        return _elog_rows(self.components_, psi)
+        """``E[log beta]`` of the current ``lambda`` (computed when ``lambda`` was set)."""
+        return self._elog_beta_cache
 
     def _doc_bound(self, X, gamma, elog_beta=None):
         """The document part of the bound of ``X``'s columns at ``gamma`` (a float), summed in

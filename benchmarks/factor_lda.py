@@ -1,0 +1,369 @@
+"""LDA (issue 36): Roofline's online variational Bayes against scikit-learn, gensim and Spark
+MLlib, side by side in one run: time to each peer's held-out perplexity.
+
+    python benchmarks/factor_lda.py                       # synthetic 1e5 and 1e6 tokens + real
+    python benchmarks/factor_lda.py --tokens 100000 --no-real --peers sklearn-online gensim
+
+Data (every corpus split 90% / 10% into training and held-out documents):
+
+* ``synthetic``: documents drawn from the LDA generative model with ``--true-topics`` topics
+  over a vocabulary of ``--vocab`` words whose base measure is Zipf (power-law word
+  frequencies), document lengths Poisson(``--doc-length``), ``--tokens`` tokens in all.
+* ``real``: the 500 Wikipedia articles that gensim ships as test data
+  (``gensim/test/test_data/head500.noblanks.cor``, stemmed; inside the installed package, never
+  downloaded), cut into passages of 200 tokens, words kept when seen in at least 3 passages and
+  in at most half of them.
+
+Quality: one evaluator for everyone, the held-out per-word perplexity ``exp(-L_docs / words)``
+where ``L_docs`` is the document part of scikit-learn's bound (:meth:`LDA.loss`, the Learner's
+held-out metric, float64; scikit-learn's ``perplexity`` adds the topic part, a constant of the
+model that grows with ``K x V`` whatever the held-out size, which swamps small held-out sets),
+computed from each model's topic-word variational parameters ``lambda`` (scikit-learn
+``components_``, gensim ``state.get_lambda()``, Spark ``topicsMatrix()`` of its online optimizer) with the same
+priors ``alpha = eta = 1 / K`` everywhere.
+
+Peers (each optional: skipped with the reason when its package does not import; ``--peers``):
+
+* ``sklearn-online`` / ``sklearn-batch``: ``LatentDirichletAllocation`` (``batch_size`` 128,
+  its default; ``max_iter`` = ``--passes`` / ``--batch-passes``).
+* ``gensim`` / ``gensim-multicore``: ``LdaModel`` / ``LdaMulticore(workers=1)`` (one worker and
+  the master: the 2 cores) with their defaults (``chunksize`` 2000, ``iterations`` 50, decay 0.5,
+  offset 1) and ``passes`` = ``--passes``; the corpus is ``Sparse2Corpus`` of the CSC matrix
+  (streamed inside the timed fit, as gensim reads its corpora).
+* ``spark``: MLlib ``LDA(optimizer="online")`` in ``local[2]``, ``subsamplingRate`` 0.05 and
+  ``maxIter`` = 20 x ``--passes`` (the same passes over the data), ``optimizeDocConcentration``
+  off; the DataFrame of ``SparseVector`` rows is built and cached before the clock starts;
+  the JVM start is printed apart.
+
+Roofline: online VB (:class:`~roofline.learners._lda.LDA`, float32, minibatches of
+``--batch-size`` documents (default: 1/32 of the documents, within 64..2048),
+``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents, fused E-step), up to ``--max-passes`` passes; the held-out perplexity is
+evaluated every ``--eval-every`` minibatches with the clock stopped, and the time at which it
+first reaches each peer's final perplexity is that peer's "Roofline s".  ``ratio`` = peer s /
+Roofline s ("not reached" when Roofline never gets there).  ``roofline`` = the primitives'
+roofline time of the E-step's work (SDDMM + A*S over every nonzero visit, A*S^T for the
+sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc. on the measured machine) over the
+measured training time.
+
+Times are wall-clock seconds on whatever machine runs it; say how loaded it was next to any
+figure recorded from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from roofline import gmat
+from roofline.datasources import Minibatch
+from roofline.learners._lda import LDA
+
+PEERS = ("sklearn-online", "sklearn-batch", "gensim", "gensim-multicore", "spark")
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+
+def synthetic(tokens, vocab, true_topics, doc_length, seed=0):
+    """Documents x words CSR (float64) drawn from LDA with a Zipf base measure."""
+    rng = np.random.default_rng(seed)
+    zipf = 1.0 / np.arange(1, vocab + 1)
+    zipf /= zipf.sum()
+    beta = np.stack([rng.dirichlet(zipf * vocab * 0.05 + 1e-3) for _ in range(true_topics)])
+    n_docs = max(10, tokens // doc_length)
+    theta = rng.dirichlet(np.full(true_topics, 0.2), n_docs)
+    lengths = np.maximum(1, rng.poisson(doc_length, n_docs))
+    indptr, indices, data = [0], [], []
+    for d in range(n_docs):
+        words = rng.choice(vocab, size=lengths[d], p=theta[d] @ beta)
+        w, c = np.unique(words, return_counts=True)
+        indices.append(w)
+        data.append(c)
+        indptr.append(indptr[-1] + w.size)
+    return sp.csr_matrix((np.concatenate(data).astype(np.float64), np.concatenate(indices),
+                          np.array(indptr)), shape=(n_docs, vocab))
+
+
+def real_corpus(passage=200):
+    """gensim's 500 Wikipedia test articles as passages x words CSR, or None (and the reason)."""
+    try:
+        from gensim.test.utils import datapath
+    except ImportError as e:
+        return None, f"gensim is not importable ({e})"
+    path = datapath("head500.noblanks.cor")
+    if not os.path.exists(path):
+        return None, f"{path} is not in the installed gensim"
+    docs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            toks = line.split()
+            docs += [toks[i:i + passage] for i in range(0, len(toks), passage)
+                     if len(toks[i:i + passage]) >= passage // 4]
+    vocab = {}
+    df = {}
+    for d in docs:
+        for w in set(d):
+            df[w] = df.get(w, 0) + 1
+    keep = sorted(w for w, c in df.items() if 3 <= c <= len(docs) // 2)
+    vocab = {w: i for i, w in enumerate(keep)}
+    indptr, indices, data = [0], [], []
+    for d in docs:
+        ids = np.array([vocab[w] for w in d if w in vocab], dtype=np.int64)
+        w, c = np.unique(ids, return_counts=True)
+        indices.append(w)
+        data.append(c)
+        indptr.append(indptr[-1] + w.size)
+    X = sp.csr_matrix((np.concatenate(data).astype(np.float64), np.concatenate(indices),
+                       np.array(indptr)), shape=(len(docs), len(vocab)))
+    return X[np.asarray(X.sum(axis=1)).ravel() > 0], None
+
+
+def split(X, seed=0):
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(X.shape[0])
+    n_test = max(1, X.shape[0] // 10)
+    return X[order[n_test:]], X[order[:n_test]]
+
+
+def columns(X, dtype):
+    """Documents x words CSR to CSC words x documents (the learners' layout)."""
+    X = sp.csr_matrix(X, dtype=dtype)
+    X.sort_indices()
+    return gmat.csc_from_arrays(sp.csc_matrix, X.data, X.indices.astype(np.int32),
+                                X.indptr.astype(np.int32), (X.shape[1], X.shape[0]))
+
+
+class Evaluator:
+    """Held-out per-word perplexity of a ``lambda``: ``exp(-(document part of the bound) /
+    words)`` of the held-out documents (float64, E-step from ones), as the Learner's held-out
+    metric (:meth:`LDA.loss`)."""
+
+    def __init__(self, Xh, K):
+        self.Xh = columns(Xh, np.float64)
+        self.model = LDA(n_components=K, dtype="float64")
+
+    def __call__(self, lam):
+        lam = np.maximum(np.asarray(lam, np.float64), 1e-12)
+        self.model.set_parameters(lam)
+        loss, words = self.model.loss(Minibatch(self.Xh))
+        return math.exp(loss / words)
+
+
+# ---------------------------------------------------------------------------------------------
+# peers
+
+
+def run_sklearn(Xtr, K, passes, method):
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    est = LatentDirichletAllocation(n_components=K, learning_method=method, max_iter=passes,
+                                    doc_topic_prior=1.0 / K, topic_word_prior=1.0 / K,
+                                    random_state=0)
+    t = time.perf_counter()
+    est.fit(Xtr)
+    return time.perf_counter() - t, est.components_, ""
+
+
+def run_gensim(Xtr, K, passes, multicore):
+    from gensim.matutils import Sparse2Corpus
+    from gensim.models import LdaModel, LdaMulticore
+
+    corpus = Sparse2Corpus(columns(Xtr, np.float64), documents_columns=True)
+    id2word = {i: str(i) for i in range(Xtr.shape[1])}
+    kw = dict(corpus=corpus, num_topics=K, id2word=id2word, passes=passes, alpha=1.0 / K,
+              eta=1.0 / K, random_state=0, eval_every=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = time.perf_counter()
+        if multicore:
+            kw.pop("alpha")  # LdaMulticore takes 'symmetric' (= 1 / K) only
+            model = LdaMulticore(workers=1, alpha="symmetric", **kw)
+        else:
+            model = LdaModel(**kw)
+        dt = time.perf_counter() - t
+    return dt, model.state.get_lambda(), ""
+
+
+_SPARK = {}
+
+
+def run_spark(Xtr, K, passes):
+    from pyspark.ml.clustering import LDA as SparkLDA
+    from pyspark.ml.linalg import Vectors
+    from pyspark.sql import SparkSession
+
+    note = ""
+    if "session" not in _SPARK:
+        t = time.perf_counter()
+        _SPARK["session"] = (SparkSession.builder.master("local[2]").appName("roofline-lda")
+                             .config("spark.driver.memory", "4g")
+                             .config("spark.ui.enabled", "false")
+                             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+        _SPARK["session"].sparkContext.setLogLevel("ERROR")
+        note = f"session start {time.perf_counter() - t:.1f} s (excluded); "
+    spark = _SPARK["session"]
+    V = Xtr.shape[1]
+    rows = [(Vectors.sparse(V, Xtr.indices[Xtr.indptr[i]:Xtr.indptr[i + 1]].tolist(),
+                            Xtr.data[Xtr.indptr[i]:Xtr.indptr[i + 1]].tolist()),)
+            for i in range(Xtr.shape[0])]
+    t = time.perf_counter()
+    df = spark.createDataFrame(rows, ["features"]).repartition(2).cache()
+    df.count()
+    note += f"DataFrame {time.perf_counter() - t:.1f} s (excluded)"
+    lda = SparkLDA(k=K, optimizer="online", maxIter=20 * passes, subsamplingRate=0.05,
+                   docConcentration=[1.0 / K], topicConcentration=1.0 / K,
+                   optimizeDocConcentration=False, seed=0)
+    t = time.perf_counter()
+    model = lda.fit(df)
+    lam = model.topicsMatrix().toArray().T  # V x K -> K x V
+    dt = time.perf_counter() - t
+    df.unpersist()
+    return dt, lam, note
+
+
+def run_peer(name, Xtr, K, a):
+    if name == "sklearn-online":
+        return run_sklearn(Xtr, K, a.passes, "online")
+    if name == "sklearn-batch":
+        return run_sklearn(Xtr, K, a.batch_passes, "batch")
+    if name == "gensim":
+        return run_gensim(Xtr, K, a.passes, False)
+    if name == "gensim-multicore":
+        return run_gensim(Xtr, K, a.passes, True)
+    return run_spark(Xtr, K, a.passes)
+
+
+def why_not(name):
+    try:
+        if name.startswith("sklearn"):
+            import sklearn  # noqa: F401
+        elif name.startswith("gensim"):
+            import gensim  # noqa: F401
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from _peers import why_no_pyspark
+
+            return why_no_pyspark()
+    except ImportError as e:
+        return f"not importable ({e})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Roofline
+
+
+def run_roofline(Xtr, K, evaluate, a):
+    """Online VB; returns ``[(seconds, perplexity)]`` at every evaluation and the primitives'
+    roofline fraction."""
+    X = columns(Xtr, np.float32)
+    m = X.shape[1]
+    model = LDA(n_components=K, total_samples=m, learning_offset=10.0, learning_decay=0.7,
+                dtype="float32", seed=0)
+    model.init(X.shape[0])
+    bs = a.batch_size or int(np.clip(m // 32, 64, 2048))
+    batches = [gmat.slice_columns(X, s, min(s + bs, m)) for s in range(0, m, bs)]
+    # warm the kernels' compilation out of the clock
+    warm = LDA(n_components=K, dtype="float32")
+    warm.init(X.shape[0])
+    warm.update(Minibatch(batches[0]))
+    trace, spent, visits, steps = [], 0.0, 0, 0
+    for _ in range(a.max_passes):
+        for Xb in batches:
+            t = time.perf_counter()
+            model.update(Minibatch(Xb))
+            spent += time.perf_counter() - t
+            visits += model.last_estep["nnz_work"]
+            steps += 1
+            if steps % a.eval_every == 0 or Xb is batches[-1]:
+                trace.append((spent, evaluate(model.components_)))
+    # the primitives' roofline time of the same work, per nonzero visited (first minibatch)
+    b0, machine = batches[0], gmat.machine_roofline()
+    per_nnz = ((gmat.cost_sddmm(b0, K, scale=False).roofline_time(machine)
+                + gmat.cost_mult_as(b0, K).roofline_time(machine)) / max(1, b0.nnz))
+    return trace, per_nnz * visits / spent
+
+
+def first_reach(trace, target):
+    for s, p in trace:
+        if p <= target:
+            return s
+    return math.nan
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def bench(name, X, a, peers):
+    K = a.topics
+    Xtr, Xh = split(X)
+    tokens = int(X.sum())
+    print(f"\n## {name}: {X.shape[0]} documents, {X.shape[1]} words, {int(X.nnz)} nonzeros, "
+          f"{tokens} tokens; K = {K}; held out {Xh.shape[0]} documents")
+    evaluate = Evaluator(Xh, K)
+    rows = []
+    for p in peers:
+        why = why_not(p)
+        if why:
+            print(f"peer skipped: {p}: {why}")
+            continue
+        try:
+            dt, lam, note = run_peer(p, Xtr, K, a)
+        except Exception as e:  # a peer's failure is reported, not fatal
+            print(f"peer failed: {p}: {type(e).__name__}: {e}")
+            continue
+        rows.append((p, dt, evaluate(lam), note))
+    trace, frac = run_roofline(Xtr, K, evaluate, a)
+    print(f"Roofline online VB: {len(trace)} evaluations, final perplexity {trace[-1][1]:.2f} "
+          f"after {trace[-1][0]:.2f} s; primitives' roofline fraction {100 * frac:.1f}%")
+    print(f"{'peer':<18} {'peer s':>9} {'perplexity':>11} {'Roofline s':>11} {'ratio':>8}  notes")
+    for p, dt, perp, note in rows:
+        ours = first_reach(trace, perp)
+        ratio = "not reached" if math.isnan(ours) else f"{dt / ours:.1f}x"
+        ours_s = "-" if math.isnan(ours) else f"{ours:.2f}"
+        print(f"{p:<18} {dt:>9.2f} {perp:>11.2f} {ours_s:>11} {ratio:>8}  {note}")
+    return rows, trace
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, nargs="*", default=[100_000, 1_000_000])
+    ap.add_argument("--vocab", type=int, default=10_000)
+    ap.add_argument("--true-topics", type=int, default=20)
+    ap.add_argument("--doc-length", type=int, default=100)
+    ap.add_argument("--topics", type=int, default=20, help="K of every model")
+    ap.add_argument("--passes", type=int, default=2, help="the online peers' passes")
+    ap.add_argument("--batch-passes", type=int, default=10, help="scikit-learn batch's")
+    ap.add_argument("--max-passes", type=int, default=4, help="Roofline's at most")
+    ap.add_argument("--batch-size", type=int, default=0,
+                    help="Roofline's minibatch (0: documents / 32, within 64..2048)")
+    ap.add_argument("--eval-every", type=int, default=2, help="Roofline's minibatches")
+    ap.add_argument("--no-real", action="store_true", help="skip the real corpus")
+    ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
+    a = ap.parse_args(argv)
+    print(f"# LDA: Roofline online VB vs peers; {os.cpu_count()} cores; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for n in a.tokens:
+        X = synthetic(n, a.vocab, a.true_topics, a.doc_length)
+        bench(f"synthetic power-law, {n:.0e} tokens", X, a, a.peers)
+    if not a.no_real:
+        X, why = real_corpus()
+        if X is None:
+            print(f"\nreal corpus skipped: {why}")
+        else:
+            bench("real: gensim's head500 Wikipedia passages", X, a, a.peers)
+    if "session" in _SPARK:
+        _SPARK["session"].stop()
+
+
+if __name__ == "__main__":
+    main()
