@@ -19,8 +19,8 @@ where ``L_docs`` is the document part of scikit-learn's bound (:meth:`LDA.loss`,
 held-out metric, float64; scikit-learn's ``perplexity`` adds the topic part, a constant of the
 model that grows with ``K x V`` whatever the held-out size, which swamps small held-out sets),
 computed from each model's topic-word variational parameters ``lambda`` (scikit-learn
-``components_``, gensim ``state.get_lambda()``, Spark ``topicsMatrix()`` of its online optimizer) with the same
-priors ``alpha = eta = 1 / K`` everywhere.
+``components_``, gensim ``state.get_lambda()``, Spark ``topicsMatrix()`` of its online
+optimizer) with the same priors ``alpha = eta = 1 / K`` everywhere.
 
 Peers (each optional: skipped with the reason when its package does not import; ``--peers``):
 
@@ -37,13 +37,14 @@ Peers (each optional: skipped with the reason when its package does not import; 
 
 Roofline: online VB (:class:`~roofline.learners._lda.LDA`, float32, minibatches of
 ``--batch-size`` documents (default: 1/32 of the documents, within 64..2048),
-``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents, fused E-step), up to ``--max-passes`` passes; the held-out perplexity is
-evaluated every ``--eval-every`` minibatches with the clock stopped, and the time at which it
-first reaches each peer's final perplexity is that peer's "Roofline s".  ``ratio`` = peer s /
-Roofline s ("not reached" when Roofline never gets there).  ``roofline`` = the primitives'
-roofline time of the E-step's work (SDDMM + A*S over every nonzero visit, A*S^T for the
-sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc. on the measured machine) over the
-measured training time.
+``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents,
+fused E-step), up to
+``--max-passes`` passes; the held-out perplexity is evaluated every ``--eval-every`` minibatches
+with the clock stopped, and the time at which it first reaches each peer's final perplexity is
+that peer's "Roofline s". ``ratio`` = peer s / Roofline s ("not reached" when Roofline never
+gets there). ``roofline`` = the primitives' roofline time of the E-step's work (SDDMM + A*S over
+every nonzero visit, A*S^T for the sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc.
+on the measured machine) over the measured training time.
 
 Times are wall-clock seconds on whatever machine runs it; say how loaded it was next to any
 figure recorded from it.
