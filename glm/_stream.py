@@ -77,12 +77,12 @@ from ._problem import (
     warn_not_converged,
 )
 
-__all__ = ["STREAM_CACHES", "fit_glm_stream"]
+__all__ = ["fit_glm_stream"]
 
 logger = logging.getLogger(__name__)
 
 #: Where the first pass keeps the chunks for the shuffled passes (``cache=``).
-STREAM_CACHES = ("disk", "memory")
+_CACHES = ("disk", "memory")
 
 _NAME = "scd-stream"
 
@@ -338,8 +338,8 @@ def fit_glm_stream(
     if isinstance(shuffle, bool) or not isinstance(shuffle, (int, np.integer)) or shuffle < 0:
         raise ValueError(f"shuffle must be a non-negative integer (chunks mixed per group), got "
                          f"{shuffle!r}")
-    if cache not in STREAM_CACHES:
-        raise ValueError(f"cache must be one of {STREAM_CACHES}, got {cache!r}")
+    if cache not in _CACHES:
+        raise ValueError(f"cache must be one of {_CACHES}, got {cache!r}")
     world = comm if comm is not None else InProcessGroup(1, name="stream").communicator(0)
     K = world.size
     tmp = None
