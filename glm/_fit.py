@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from roofline.comm import Communicator
 from roofline.gmat import Options, option
-from roofline.kernels import LOSS_TABLE, limit_blas_threads
+from roofline.kernels import LOSS_TABLE, cuda_ready, limit_blas_threads
 
 from . import _losses, cd
 from ._auto import LBFGS_AUTO_SCALE, choose_solver, hot_mass_of_counts
@@ -38,8 +38,15 @@ from ._problem import (
     verbose_logging,
     warn_not_converged,
 )
-from ._registry import AUTO, check_solver, get_solver, solver_names
-from ._scd import TPA_DUAL_MAX_THREADS, n_hot_features, scd_dual, scd_primal, unorder
+from ._registry import AUTO, check_solver, get_solver, solver_names, solvers
+from ._scd import (
+    TPA_DUAL_MAX_THREADS,
+    n_hot_features,
+    scd_dual,
+    scd_dual_gpu,
+    scd_primal,
+    unorder,
+)
 
 #: The one-thread dual renumbers the features by frequency
 #: (:func:`roofline.glm.cd.reorder_features`) only where at least this share of the stored
@@ -123,6 +130,13 @@ class GLMSolverOptions(Options):
     gtol: float | None = option(None, "newton / cholesky: also stop when the gradient's "
                                       "max-norm is below gtol (the estimators' tol)", kind=float,
                                 low=0.0, low_open=True)
+    device: str = option("cpu", "where the solver runs: 'gpu' runs TPA-SCD of the dual on the "
+                                "GPU (a registry row with 'gpu' in its devices)",
+                         choices=("cpu", "gpu"))
+    device_memory: float | None = option(None, "device='gpu': device bytes for the data; "
+                                               "larger data are streamed by chunks (None: 80% "
+                                               "of the free device memory)", kind=float,
+                                         low=0.0, low_open=True)
 
     def _check(self, prefix):
         # the registry's rows are checked live (a row registered later is a valid choice)
@@ -343,6 +357,28 @@ def fit_glm(
     gtol : float, optional
         ``newton`` / ``cholesky``: also stop when the gradient's max-norm is below ``gtol``
         (the estimators' ``tol``).
+    device : {"cpu", "gpu"}
+        ``"gpu"``: TPA-SCD of the dual on the GPU (Snap ML's twice-parallel asynchronous SCD:
+        a thread block per example, the shared vector updated with atomic adds,
+        :func:`~roofline.glm._scd.scd_dual_gpu`), for the registry's rows with ``"gpu"`` in
+        their ``devices`` (``solver="auto"`` takes the first that solves the problem), the
+        losses of coordinate descent, the L2 penalty, the dual (``dual=False`` is refused),
+        without ``comm`` or non-uniform ``sample_weight``.  ``X`` and ``y`` stay on the host;
+        they are copied to the device (or streamed, see ``device_memory``) and the result comes
+        back as numpy.  Convergence is the CPU dual's: the same duality gap, the same relative
+        ``tol``, checked on the host every ``check_every`` epochs (``"auto"``: every epoch);
+        ``adaptive_damping`` discards epochs that lowered the dual objective and halves
+        ``damping``; ``active_fraction``, ``shrinking``, ``warmup``, ``batch_sweeps`` and the
+        stall switch do not apply.  ``result.info["device"]`` is ``"gpu"``.  Runs under numba's
+        CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) as on a device; without either, a
+        ``RuntimeError`` names the missing device.
+    device_memory : float, optional
+        ``device="gpu"``: device bytes the data may take beside the dual state (default: 80% of
+        the free device memory).  Data that do not fit are cut into chunks of examples streamed
+        every epoch through a double-buffered pipeline (pinned host buffers, copies on a second
+        stream while the previous chunk trains: :class:`roofline.kernels.DeviceChunkStream`);
+        the dual variables and the shared vector stay on the device.  ``result.info``:
+        ``"streamed"``, ``"n_chunks"``, ``"bytes_streamed"``.
     **solver_options
         The :class:`GLMSolverOptions` fields listed above (``tol``, ``max_iter``,
         ``n_workers``, ...), given as keywords; they override ``options``.
@@ -405,6 +441,9 @@ def fit_glm(
         if not np.isfinite(coef_init).all():
             raise ValueError("coef_init has non-finite entries")
     reason = None
+    if opts.device == "gpu":
+        opts, reason = _gpu_options(opts, loss=loss, penalty=penalty, comm=comm,
+                                    weighted=weighted)
     if opts.solver == AUTO:
         chosen, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=alpha,
                                        fit_intercept=bool(fit_intercept), n_jobs=opts.n_jobs,
@@ -422,6 +461,49 @@ def fit_glm(
         res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
     return res
+
+
+def _gpu_solver_names(*, loss=None, penalty=None):
+    """The registry's ``fit_glm`` rows that run on the GPU (``"gpu"`` in their ``devices``)
+    for ``loss`` and ``penalty`` (None: any), in registration order."""
+    return tuple(s.name for s in solvers(runner="fit_glm", loss=loss, penalty=penalty,
+                                         formulation="dual") if "gpu" in s.devices)
+
+
+def _gpu_options(opts, *, loss, penalty, comm, weighted):
+    """``(options, reason)`` for ``device="gpu"``: the problem checked against what the GPU
+    solver takes (ValueError naming the argument), ``solver="auto"`` resolved to the first GPU
+    row, ``dual=True``; a RuntimeError naming the missing device where CUDA cannot run."""
+    rows = _gpu_solver_names()
+    if comm is not None:
+        raise ValueError("device='gpu' runs in one process: comm= is not supported there")
+    if weighted:
+        raise ValueError("device='gpu' does not take non-uniform sample_weight")
+    if penalty != "l2":
+        raise ValueError(f"device='gpu' solves the dual, which needs penalty='l2', got "
+                         f"{penalty!r}")
+    if opts.dual is False:
+        raise ValueError("device='gpu' solves the dual: dual=False is not supported there")
+    ok = _gpu_solver_names(loss=loss, penalty=penalty)
+    reason = None
+    solver = opts.solver
+    if solver == AUTO:
+        if not ok:
+            raise ValueError(f"device='gpu': no solver runs loss={loss!r} on the GPU (rows "
+                             f"with 'gpu' in their devices: {list(rows)})")
+        solver = ok[0]
+        reason = f"device='gpu': the first registry row that runs on the GPU ({solver!r})"
+        logger.info("solver='auto' with device='gpu' runs %r", solver)
+    elif solver not in ok:
+        raise ValueError(f"solver={solver!r} does not run on the GPU with loss={loss!r}; "
+                         f"device='gpu' takes solver in {list(ok) + [AUTO]}")
+    if not cuda_ready():
+        raise RuntimeError(
+            "device='gpu' needs a CUDA device, and none is usable here (numba.cuda finds no "
+            "GPU); install 'roofline[gpu]' on a machine with an NVIDIA GPU, set "
+            "NUMBA_ENABLE_CUDASIM=1 before numba is imported to run the simulator, or use "
+            "device='cpu'")
+    return GLMSolverOptions(**{**opts.to_dict(), "solver": solver, "dual": True}), reason
 
 
 def _checked_dual(solver, *, loss, penalty, dual, comm, weighted):
@@ -533,7 +615,8 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
     if not sp.issparse(X):
         X = cd.csc_from_dense(X)
     monitor = None
-    if (opts.stall_switch and opts.solver in ("scd", "tpa-scd") and comm is None and not l1
+    if (opts.stall_switch and opts.device == "cpu" and opts.solver in ("scd", "tpa-scd")
+            and comm is None and not l1
             and loss in NEWTON_LOSSES
             and not (fit_intercept and _resolve_dual(opts.dual, loss_code, l1, fit_intercept,
                                                      opts.solver))):
@@ -649,6 +732,14 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             check_every=1 if opts.check_every == "auto" else opts.check_every, rng=rng,
             trace=trace, comm_stats=comm_stats,
         )
+    elif opts.device == "gpu":
+        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling,
+                        primal=False)
+        w, b, a, it, conv, info = scd_dual_gpu(
+            pb, max_iter=opts.max_iter,
+            check_every=1 if opts.check_every == "auto" else opts.check_every, rng=rng,
+            trace=trace, verbose=verbose, adaptive_damping=opts.adaptive_damping,
+            damping=opts.damping, callback=callback, device_memory=opts.device_memory)
     else:
         order = None
         n_hot = 0

@@ -389,6 +389,7 @@ register_solver(SolverSpec(
             "seed"))
 register_solver(SolverSpec(
     "tpa-scd", _CD, CD_LOSSES, ("l2", "l1"), ("primal", "dual"), intercept=_CD_INTERCEPT,
+    devices=("cpu", "gpu"),
     summary="n_jobs numba threads on disjoint coordinates against the shared vector, with "
             "adaptive damping"))
 register_solver(SolverSpec(

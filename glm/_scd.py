@@ -25,6 +25,7 @@ __all__ = [
     "TPA_DUAL_MAX_THREADS",
     "n_hot_features",
     "scd_dual",
+    "scd_dual_gpu",
     "scd_primal",
     "sweep_coords",
     "tpa_epoch",
@@ -347,6 +348,83 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     return w.copy(), b, a.copy(), it, conv, {"damping": damp, "n_rejected": n_rejected,
                                              "stopped_by_callback": status == "stopped"}
 
+
+def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
+                 adaptive_damping=True, damping=1.0, callback=None, device_memory=None):
+    """TPA-SCD of the dual on the GPU (Snap ML's twice-parallel asynchronous SCD,
+    :class:`roofline.kernels.DeviceDual`): each epoch a block per example over a fresh
+    permutation, asynchronously against the shared ``v`` (atomic adds), ``alpha`` and ``v``
+    resident on the device; the data resident too, or streamed by chunks through a
+    double-buffered pipeline when they exceed ``device_memory`` bytes.
+
+    The checks are the CPU dual's (:func:`_dual_check` on the host copies of ``alpha`` and
+    ``v``: the same duality gap, the same relative ``tol``, ``v`` recomputed exactly every
+    few checks and before convergence is declared, the exact one copied back to the
+    device).  With ``adaptive_damping``, an epoch run that lowered the dual objective since
+    the last check (stale reads of ``v`` by concurrent blocks overshooting) is discarded and
+    the damping halved, Snap ML's rule.  The solver time of the trace covers the epochs up to
+    their completion on the device (synchronised), not the checks.
+    """
+    from roofline.kernels import DeviceDual
+
+    X = pb.X
+    colsq = cd.col_sqnorms(X)
+    seed = int(rng.integers(2**31))
+    dev = DeviceDual(X.indptr, X.indices, X.data, np.ascontiguousarray(pb.y), colsq, pb.d,
+                     icpt=pb.icpt, budget=device_memory, seed=seed)
+    try:
+        a = np.zeros(pb.n)
+        v = np.zeros(pb.d + (1 if pb.icpt else 0))
+        damp = float(damping)
+        n_rejected = 0
+        negD_cur = -pb.dual_obj(a, v)
+        kept = (a, v)
+        conv = False
+        status = None
+        it = 0
+        since_exact = 0
+        checks = CheckSchedule(check_every, max_iter, pb.n)
+        bar = progress_bar(max_iter, verbose, "tpa-scd gpu")
+        for it in range(1, max_iter + 1):
+            trace.start()
+            dev.epoch(pb.loss, pb.lam_n, damp)
+            dev.synchronize()
+            trace.stop()
+            bar.update(1)
+            if not checks.due(it, pb.n):
+                continue
+            t0 = time.perf_counter()
+            a, v = dev.get()
+            if adaptive_damping:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    negD = -pb.dual_obj(a, v)
+                if not negD <= negD_cur + _NOISE * abs(negD_cur):
+                    a, v = kept  # discard the epochs since the last check
+                    dev.set(a, v)
+                    damp *= 0.5
+                    n_rejected += 1
+                    logger.debug("tpa-scd gpu: epochs rejected, damping -> %g", damp)
+            v_dev = v
+            v, since_exact, parts, P, gap = _dual_check(pb, a, v, it == max_iter, since_exact,
+                                                        trace)
+            if v is not v_dev:
+                dev.set(v=v)  # the exact v = X a
+            with np.errstate(over="ignore", invalid="ignore"):
+                negD_cur = -pb.dual_obj(a, v, conj=float(parts[1]))
+            kept = (a, v)
+            status = trace.end_check(it, P, gap, t0, callback, lambda v=v: pb.dual_primal(v))
+            if status is not None:
+                conv = status == "converged"
+                break
+        bar.close()
+        w, b = pb.dual_primal(v)
+        info = {"damping": damp, "n_rejected": n_rejected,
+                "stopped_by_callback": status == "stopped", "device": "gpu",
+                "streamed": dev.streamed, "n_chunks": int(dev.chunk_bounds.size - 1),
+                "bytes_streamed": int(dev.bytes_streamed)}
+        return w.copy(), b, a.copy(), it, conv, info
+    finally:
+        dev.close()
 
 
 def _dual_check(pb, a, v, last, since_exact, trace):

@@ -16,6 +16,8 @@ tests) use, one private module per job:
 ``_lda``        LDA's variational E-step, fused per document (roofline.learners' LDA)
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
+``_cuda_cd``    TPA-SCD of the dual on the GPU and its device-side problem (DeviceDual)
+``_cuda_stream`` Snap ML's double-buffered host-to-device chunk pipeline (DeviceChunkStream)
 ``_cuda_primitives``  numba-cuda kernels of A*S, A*S^T, SDDMM and the GPU roofline's
                 micro-benchmarks (numba.cuda imported on first launch; simulator-tested)
 ``_svmlight``, ``_criteo``, ``_hash``   text parsers and feature hashing of the datasources
@@ -90,7 +92,7 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
-from ._cuda_cd import gpu_dual_tpa
+from ._cuda_cd import DeviceDual, cuda_ready, gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
 from ._cuda_losses import gpu_glm_loss_deriv
 from ._cuda_primitives import (
@@ -105,6 +107,7 @@ from ._cuda_primitives import (
     segment_plan,
     transpose_index,
 )
+from ._cuda_stream import DeviceChunkStream
 from ._glm import (
     adagrad_glm_update,
     adagrad_glm_update_serial,
@@ -180,6 +183,8 @@ __all__ = [
     "SQUARED",
     "SQUARED_HINGE",
     "TRANSPOSE_TILE",
+    "DeviceChunkStream",
+    "DeviceDual",
     "DiskRoofline",
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
@@ -233,6 +238,7 @@ __all__ = [
     "csc_sddmm",
     "csc_sddmm_vec",
     "csc_transpose_index",
+    "cuda_ready",
     "default_threads",
     "disk_roofline",
     "find_line_starts",

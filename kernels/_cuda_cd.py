@@ -26,17 +26,44 @@ the CPU optimum.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from . import _cuda_primitives as _cp
 from ._losses import HINGE, SQUARED
 
-__all__ = ["CD_THREADS", "gpu_dual_tpa", "gpu_dual_tpa_epoch"]
+__all__ = ["CD_THREADS", "SIM_CD_THREADS", "DeviceDual", "cuda_ready", "gpu_dual_tpa",
+           "gpu_dual_tpa_epoch"]
 
 #: Threads per block (per coordinate).  Criteo-like examples hold ~40 nonzeros: 64 threads keep
 #: a warp or two busy per coordinate and many coordinates in flight per SM.
 CD_THREADS = 64
+#: ... and under numba's CUDA simulator, where every thread is a Python thread (the kernel is
+#: the same: its loops stride over a coordinate's nonzeros by the block size).
+SIM_CD_THREADS = 4
+
+
+#: Blocks of a launch under the simulator (where they run one after the other).
+SIM_BLOCKS = 2
+_SIM_SWITCH_S = 2e-5
+
+
+def cuda_ready() -> bool:
+    """Whether the CUDA kernels can run here: numba's CUDA simulator is on
+    (``NUMBA_ENABLE_CUDASIM=1``), or numba.cuda sees a device.  Never raises."""
+    try:
+        if _cp._simulated():
+            return True
+        from numba import cuda as _c
+
+        return bool(_c.is_available())
+    except Exception:  # pragma: no cover - broken driver or numba-cuda
+        return False
+
+
+def _threads():
+    return min(CD_THREADS, SIM_CD_THREADS) if _cp._simulated() else CD_THREADS
 
 
 _KERNELS: dict = {}
@@ -46,11 +73,11 @@ cuda = None  # numba.cuda, bound on first use (the simulator swaps it inside its
 
 def _build():
     global cuda
-    key = CD_THREADS
+    key = _threads()
     if key in _KERNELS:
         return _KERNELS[key]
     cuda = _cp._cuda()
-    nthreads = CD_THREADS
+    nthreads = key
     sq, hg = SQUARED, HINGE  # anything else: logistic
 
     @cuda.jit(device=True)
@@ -164,9 +191,24 @@ def gpu_dual_tpa_epoch(indptr, indices, data, y, alpha, v, colsq, order, loss, l
     n = int(order.shape[0])
     if n == 0:
         return
-    blocks = int(blocks) or min(n, 4 * 65535)
-    kern[blocks, CD_THREADS](*_cp._args(indptr, indices, data, y, alpha, v, colsq, order),
-                             int(loss), float(lam_n), float(icpt), float(damp))
+    if not _cp._simulated():
+        blocks = int(blocks) or min(n, 4 * 65535)
+        kern[blocks, _threads()](*_cp._args(indptr, indices, data, y, alpha, v, colsq, order),
+                                 int(loss), float(lam_n), float(icpt), float(damp))
+        return
+    # the simulator runs a block's threads as Python threads, which its launcher polls while
+    # holding the interpreter lock: at the default switch interval (5 ms) every syncthreads
+    # waits out one, ~30x the run (measured: 120 coordinates in 9 s, 0.3 s at 20 us); its
+    # blocks run one after the other, so two blocks exercise the grid stride at the cost of
+    # one more set of threads
+    blocks = int(blocks) or min(n, SIM_BLOCKS)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(_SIM_SWITCH_S)
+    try:
+        kern[blocks, _threads()](indptr, indices, data, y, alpha, v, colsq, order, int(loss),
+                                 float(lam_n), float(icpt), float(damp))
+    finally:
+        sys.setswitchinterval(old)
 
 
 def gpu_dual_tpa(indptr, indices, data, y, alpha, v, colsq, loss, lam_n, *, epochs=10,
@@ -182,3 +224,164 @@ def gpu_dual_tpa(indptr, indices, data, y, alpha, v, colsq, loss, lam_n, *, epoc
         gpu_dual_tpa_epoch(indptr, indices, data, y, alpha, v, colsq, order, loss, lam_n, icpt,
                            damp, blocks=blocks)
     return alpha, v
+
+
+#: Share of the free device memory a :class:`DeviceDual` takes by default (the rest: the
+#: CUDA context, cupy's pool, the caller's own arrays).
+DEVICE_MEMORY_SHARE = 0.8
+
+
+class DeviceDual:
+    """The dual of one CD problem on the device: the data, resident or streamed by chunks,
+    and the dual state ``alpha`` (``m``) and ``v`` (``d``, plus the intercept's entry), always
+    resident; epochs of :func:`gpu_dual_tpa_epoch` over it.
+
+    The host arrays are the project layout's CSC pieces (a coordinate = an example = a column
+    of ``X``).  When the data (structure, values, labels, norms and the permutation) fit in
+    ``budget`` bytes beside the dual state, they are copied once and stay on the device;
+    otherwise the examples are cut into contiguous chunks of at most half the remaining budget
+    each, and every epoch streams them through a :class:`~._cuda_stream.DeviceChunkStream`
+    (double buffered: the next chunk is copied while the current one trains, Snap ML's
+    pipeline), in a fresh random order of the chunks, each chunk's examples in a fresh random
+    order.  Everything runs through numba.cuda device arrays, on a GPU and under the CUDA
+    simulator alike; the permutations are drawn on the device by cupy where it is present, on
+    the host (numpy, from ``seed``) under the simulator.
+
+    Parameters
+    ----------
+    indptr, indices, data : ndarray
+        ``X`` (``d x m`` CSC) on the host; int32 or int64 indices, float32 or float64 values.
+    y : ndarray, shape (m,)
+        Labels in the margin form (``{-1, 1}`` for the classifiers).
+    colsq : ndarray of float64, shape (m,)
+        ``||x_i||^2`` (the intercept's share is added by the kernel).
+    n_features : int
+        ``d``.
+    icpt : float
+        The constant feature's value (0: no intercept entry in ``v``).
+    budget : float or None
+        Device bytes for this problem (None: :data:`DEVICE_MEMORY_SHARE` of the free device
+        memory).
+    seed : int
+        Seeds the permutations.
+
+    Raises
+    ------
+    ValueError
+        ``budget`` cannot hold the dual state and one example's chunk twice.
+    """
+
+    def __init__(self, indptr, indices, data, y, colsq, n_features, *, icpt=0.0, budget=None,
+                 seed=0):
+        cuda = _cp._cuda()
+        self._cuda = cuda
+        self.m = int(indptr.shape[0]) - 1
+        self.d = int(n_features)
+        self.icpt = float(icpt)
+        nv = self.d + (1 if self.icpt != 0.0 else 0)
+        self._host = (np.asarray(indptr), np.asarray(indices), np.asarray(data),
+                      np.asarray(y), np.ascontiguousarray(colsq, dtype=np.float64))
+        if budget is None:
+            budget = DEVICE_MEMORY_SHARE * float(cuda.current_context().get_memory_info()[0])
+        self.budget = float(budget)
+        state = 8 * (self.m + nv)
+        ip, ix, dt, yy, cq = self._host
+        per_nz = ix.itemsize + dt.itemsize
+        # an example's bytes on the device: its nonzeros, its indptr entry, label, norm, order
+        per_ex = np.diff(ip).astype(np.int64) * per_nz + (ip.itemsize + yy.itemsize + 16)
+        data_bytes = int(per_ex.sum()) + ip.itemsize
+        self.alpha = cuda.to_device(np.zeros(self.m))
+        self.v = cuda.to_device(np.zeros(nv))
+        self._rs = np.random.RandomState(int(seed) % 2**32)
+        self._cupy_rs = None
+        if state + data_bytes <= self.budget:
+            self.chunks = None
+            self._dev = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in self._host)
+            self.chunk_bounds = np.array([0, self.m], dtype=np.int64)
+        else:
+            half = (self.budget - state) / 2.0
+            if not half >= float(per_ex.max(initial=0)) + ip.itemsize:
+                raise ValueError(
+                    f"device_memory={self.budget:.4g} bytes cannot hold the dual state "
+                    f"({state} bytes) and two chunks of the largest example "
+                    f"({int(per_ex.max(initial=0))} bytes): give more")
+            cum = np.concatenate([[0], np.cumsum(per_ex)])
+            bounds = [0]
+            while bounds[-1] < self.m:
+                lo = bounds[-1]
+                hi = int(np.searchsorted(cum, cum[lo] + half - ip.itemsize, side="right")) - 1
+                bounds.append(max(hi, lo + 1))
+            self.chunk_bounds = np.array(bounds, dtype=np.int64)
+            self.chunks = [self._host_chunk(lo, hi) for lo, hi in
+                           zip(self.chunk_bounds[:-1], self.chunk_bounds[1:], strict=True)]
+            from ._cuda_stream import DeviceChunkStream
+
+            self._pipe = DeviceChunkStream(depth=2)
+            self._dev = None
+
+    def _host_chunk(self, lo, hi):
+        """Examples ``lo:hi`` as host arrays: indptr rebased to 0, indices, data, y, colsq."""
+        ip, ix, dt, yy, cq = self._host
+        a, b = int(ip[lo]), int(ip[hi])
+        return (ip[lo:hi + 1] - ip[lo], ix[a:b], dt[a:b], yy[lo:hi], cq[lo:hi])
+
+    @property
+    def streamed(self):
+        """Whether the data are streamed by chunks (they exceed the budget)."""
+        return self.chunks is not None
+
+    @property
+    def bytes_streamed(self):
+        """Host-to-device bytes the chunk stream has copied so far (0 when resident)."""
+        return 0 if self.chunks is None else self._pipe.bytes_copied
+
+    def _order(self, n):
+        """A permutation of ``range(n)`` on the device (int64)."""
+        if _cp._simulated():
+            return self._cuda.to_device(self._rs.permutation(n).astype(np.int64))
+        try:
+            import cupy
+        except ImportError:  # pragma: no cover - GPU without cupy
+            return self._cuda.to_device(self._rs.permutation(n).astype(np.int64))
+        if self._cupy_rs is None:
+            self._cupy_rs = cupy.random.RandomState(int(self._rs.randint(2**31)))
+        return self._cupy_rs.permutation(n).astype(np.int64)
+
+    def epoch(self, loss, lam_n, damp=1.0):
+        """One TPA-SCD epoch over every example (queued on the default stream)."""
+        if self.chunks is None:
+            ip, ix, dt, yy, cq = self._dev
+            gpu_dual_tpa_epoch(ip, ix, dt, yy, self.alpha, self.v, cq, self._order(self.m),
+                               loss, lam_n, self.icpt, damp)
+            return
+        which = self._rs.permutation(len(self.chunks))
+        for k, (ip, ix, dt, yy, cq) in self._pipe.iterate(self.chunks[j] for j in which):
+            j = int(which[k])
+            lo, hi = int(self.chunk_bounds[j]), int(self.chunk_bounds[j + 1])
+            gpu_dual_tpa_epoch(ip, ix, dt, yy, self.alpha[lo:hi], self.v, cq,
+                               self._order(hi - lo), loss, lam_n, self.icpt, damp)
+
+    def synchronize(self):
+        """Wait for the queued work."""
+        self._cuda.synchronize()
+
+    def get(self):
+        """``(alpha, v)`` copied to the host (float64)."""
+        self.synchronize()
+        return self.alpha.copy_to_host(), self.v.copy_to_host()
+
+    def set(self, alpha=None, v=None):
+        """Overwrite ``alpha`` and/or ``v`` on the device from host arrays."""
+        self.synchronize()
+        if alpha is not None:
+            self.alpha.copy_to_device(np.ascontiguousarray(alpha, dtype=np.float64))
+        if v is not None:
+            self.v.copy_to_device(np.ascontiguousarray(v, dtype=np.float64))
+
+    def close(self):
+        """Release the device memory (the stream's buffers included)."""
+        self.synchronize()
+        if self.chunks is not None:
+            self._pipe.close()
+        self._dev = None
+        self.alpha = self.v = None

@@ -262,6 +262,11 @@ class _GLMEstimator(BaseEstimator):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         _resolve_n_jobs(self.n_jobs)
+        if self.device not in ("cpu", "gpu"):
+            raise ValueError(f"device must be 'cpu' or 'gpu', got {self.device!r}")
+        if self.device == "gpu" and self.solver != "auto" and self.solver not in _gpu_rows():
+            raise ValueError(f"device='gpu' runs solver in {[*_gpu_rows(), 'auto']}, got "
+                             f"solver={self.solver!r}")
         _check_number("tol", self.tol, low=0.0, low_open=False)
         _check_number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         _check_random_state(self.random_state)
@@ -305,6 +310,13 @@ class _GLMEstimator(BaseEstimator):
         """The solver to run and, for ``solver="auto"``, why (``glm/_auto.py``)."""
         if self.solver != "auto":
             return self.solver, None
+        if self.device == "gpu":
+            rows = _gpu_rows(loss=glm.resolve_loss(self._loss), penalty=self._penalty())
+            if not rows:
+                raise ValueError(f"device='gpu': no solver runs loss={self._loss!r} with "
+                                 f"penalty={self._penalty()!r} on the GPU (rows: "
+                                 f"{list(_gpu_rows())})")
+            return rows[0], "device='gpu': the first registry row that runs on the GPU"
         return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
                              alpha=lam, fit_intercept=fit_intercept,
                              n_jobs=_resolve_n_jobs(self.n_jobs),
@@ -391,7 +403,8 @@ class _GLMEstimator(BaseEstimator):
             max_iter=self.max_iter, fit_intercept=fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
             comm=self.comm, dual=dual, coef_init=None if warm is None else warm["coef"][r],
-            sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol))
+            sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol,
+            device=self.device))
 
     def _fit_row(self, Xc, Y, sw, lam, spec, fit_intercept):
         """A row the estimators run themselves (``runner="estimator"``: ``vw-hybrid``,
@@ -421,6 +434,13 @@ class _GLMEstimator(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _gpu_rows(**conditions):
+    """The registry's ``fit_glm`` rows that run on the GPU (``"gpu"`` in their ``devices``),
+    for the conditions of :func:`roofline.glm.solvers` (``loss=``, ``penalty=``)."""
+    return tuple(r.name for r in glm.solvers(runner="fit_glm", formulation="dual",
+                                             **conditions) if "gpu" in r.devices)
 
 
 def _solver_set(runner, **conditions):
@@ -477,7 +497,15 @@ def _common_doc(extra=""):
         meaning; their shape must be this fit's).  The L-BFGS and multinomial fits start from
         both; the primal CD and Newton fits of :func:`roofline.glm.fit_glm` from ``coef_``
         (``coef_init``: it takes no intercept start); the dual CD fits, ``cholesky`` and
-        ``vw-hybrid`` start from zero whatever this says.  ``partial_fit`` always continues.{extra}
+        ``vw-hybrid`` start from zero whatever this says.  ``partial_fit`` always continues.
+    device : {{"cpu", "gpu"}}, default="cpu"
+        ``"gpu"``: fit by TPA-SCD of the dual on the GPU (:func:`roofline.glm.fit_glm`'s
+        ``device="gpu"``; ``solver`` ``"auto"`` or a registry row with ``"gpu"`` in its
+        ``devices``; the L2 penalty, a positive regularisation, uniform sample weights, no
+        ``comm``).  The data are copied from the host (streamed by chunks when larger than
+        the device memory); ``coef_`` and ``intercept_`` are numpy arrays as on the CPU, and
+        ``tol`` is the same relative duality gap.  A ``RuntimeError`` names the missing device
+        where no GPU (nor numba's CUDA simulator) is usable.{extra}
     """
 
 
@@ -670,7 +698,8 @@ class LogisticRegression(_Classifier):
     def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
                  intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, multi_class="auto", warm_start=False):
+                 verbose=0, dtype="float64", comm=None, multi_class="auto", warm_start=False,
+                 device="cpu"):
         self.C = C
         self.penalty = penalty
         self.l1_ratio = l1_ratio
@@ -688,6 +717,7 @@ class LogisticRegression(_Classifier):
         self.verbose = verbose
         self.dtype = dtype
         self.comm = comm
+        self.device = device
         self.multi_class = multi_class
 
     _MULTINOMIAL_SOLVERS = ("auto", *glm.MULTINOMIAL_SOLVERS)
@@ -735,7 +765,8 @@ class LogisticRegression(_Classifier):
         if self.multi_class not in ("auto", "multinomial", "ovr"):
             raise ValueError(f"multi_class must be 'auto', 'multinomial' or 'ovr', got "
                              f"{self.multi_class!r}")
-        possible = self.solver in self._MULTINOMIAL_SOLVERS and self._penalty() == "l2"
+        possible = (self.solver in self._MULTINOMIAL_SOLVERS and self._penalty() == "l2"
+                    and self.device == "cpu")  # the GPU fits one-vs-rest
         if self.multi_class == "multinomial" and not possible:
             raise ValueError(f"multi_class='multinomial' needs solver in "
                              f"{list(self._MULTINOMIAL_SOLVERS)} and the L2 penalty (or none), "
@@ -820,7 +851,7 @@ class LinearSVC(_Classifier):
     def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True,
                  intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, warm_start=False):
+                 verbose=0, dtype="float64", comm=None, warm_start=False, device="cpu"):
         self.C = C
         self.intercept_scaling = intercept_scaling
         self.class_weight = class_weight
@@ -837,6 +868,7 @@ class LinearSVC(_Classifier):
         self.verbose = verbose
         self.dtype = dtype
         self.comm = comm
+        self.device = device
 
     @property
     def _loss(self):
@@ -920,7 +952,7 @@ class Ridge(_Regressor):
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, warm_start=False):
+                 verbose=0, dtype="float64", comm=None, warm_start=False, device="cpu"):
         self.alpha = alpha
         self.warm_start = warm_start
         self.fit_intercept = fit_intercept
@@ -934,6 +966,7 @@ class Ridge(_Regressor):
         self.verbose = verbose
         self.dtype = dtype
         self.comm = comm
+        self.device = device
 
     def _lambda(self, total_weight):
         _check_number("alpha", self.alpha, low=0.0, low_open=False)
@@ -950,7 +983,7 @@ class LinearRegression(_Regressor):
 
     def __init__(self, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
-                 dtype="float64", comm=None, warm_start=False):
+                 dtype="float64", comm=None, warm_start=False, device="cpu"):
         self.fit_intercept = fit_intercept
         self.warm_start = warm_start
         self.solver = solver
@@ -963,6 +996,7 @@ class LinearRegression(_Regressor):
         self.verbose = verbose
         self.dtype = dtype
         self.comm = comm
+        self.device = device
 
     def _lambda(self, total_weight):
         return 0.0

@@ -104,8 +104,10 @@ def test_every_front_door_lists_the_registry():
                                                                         "cocoa", "hcocoa"]
     assert [s.name for s in solvers(penalty="l1", runner="fit_glm", comm=False)] == [
         "scd", "tpa-scd"]
+    # the GPU runs TPA-SCD of the dual (fit_glm(device="gpu"), tests/glm/test_fit_gpu.py)
+    assert [s.name for s in solvers() if "gpu" in s.devices] == ["tpa-scd"]
     for spec in solvers():
-        assert spec.devices == ("cpu",) and spec.summary
+        assert spec.devices in (("cpu",), ("cpu", "gpu")) and spec.summary
         if spec.runner != "learner":
             assert callable(spec.load())
     assert get_solver("vw-hybrid").load().__name__ == "fit_vw_hybrid"  # lazily, from learners
