@@ -11,8 +11,18 @@ Public submodules: :mod:`roofline.glm.cd` (coordinate-descent steps) and
 the peers' conventions, the fused ADAGrad GLM step).
 """
 
-# the fused E-step of roofline.learners' LDA (numba, CPU; arguments as the kernel documents)
-from roofline.kernels import lda_e_step, lda_e_step_serial
+# the fused E-step of roofline.learners' LDA and the per-row solves of its ALS (numba, CPU;
+# arguments as the kernels document)
+from roofline.kernels import (
+    als_explicit,
+    als_implicit_cg,
+    als_implicit_cholesky,
+    als_normal_equations,
+    als_row_chunks,
+    als_solve_systems,
+    lda_e_step,
+    lda_e_step_serial,
+)
 
 from ._arrays import (
     SUPPORTED_DTYPES,
@@ -62,6 +72,12 @@ __all__ = [
     "Options",
     "PrimitiveTiming",
     "RooflineReport",
+    "als_explicit",
+    "als_implicit_cg",
+    "als_implicit_cholesky",
+    "als_normal_equations",
+    "als_row_chunks",
+    "als_solve_systems",
     "as_dense",
     "axpy",
     "benchmark_primitives",

@@ -38,8 +38,10 @@ factors' gradient ``2 [X;1] E^T`` (an ``A*S^T``) to an :class:`~roofline.learner
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -47,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from roofline import gmat, kernels
+from roofline import gmat
 from roofline.gmat import Options, option
 
 from ._models import Model
@@ -57,13 +59,38 @@ __all__ = ["MFModel", "MFOptions", "MatrixFactorization", "als_objective"]
 logger = logging.getLogger(__name__)
 
 
+def _threads() -> int:
+    """The threads numba's parallel kernels run on (idle OpenMP workers set to sleep first, as
+    the kernels' own first call would)."""
+    import numba
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return numba.get_num_threads()
+
+
+@contextlib.contextmanager
+def _limit_threads(n):
+    """Run the ALS kernels on at most ``n`` threads inside the block (None: unchanged)."""
+    import numba
+
+    prev = _threads()
+    if n is None or n >= prev:
+        yield
+        return
+    numba.set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(prev)
+
+
 def _chunks(indptr, k):
     """Row chunks of about equal work for the ALS kernels (8 per thread)."""
-    threads = kernels.default_threads()
+    threads = _threads()
     n = indptr.shape[0] - 1
     n_chunks = max(1, min(n, 8 * threads))
     # a row's factorisation ~ k^3/6 flops, a nonzero's rank-1 update ~ k^2/2
-    return kernels.als_row_chunks(indptr, k / 3.0 + 1.0, n_chunks)
+    return gmat.als_row_chunks(indptr, k / 3.0 + 1.0, n_chunks)
 
 
 def _csc(indptr, indices, data, shape):
@@ -296,7 +323,7 @@ class MFModel(Model):
         """
         self._check_batch(X)
         U = np.empty((self.k, X.shape[1]), dtype=self.dtype, order="F")
-        kernels.als_explicit(X.indptr, X.indices, X.data, self.coef, self.opts.biases, self.mu,
+        gmat.als_explicit(X.indptr, X.indices, X.data, self.coef, self.opts.biases, self.mu,
                              self.opts.regularization, True, _chunks(X.indptr, self.k), U)
         return U
 
@@ -641,7 +668,7 @@ class MatrixFactorization(BaseEstimator):
             self._model = None
             self._Zi = None
             return self._fit_minibatch(X, reset=True)
-        with kernels.limit_threads(self.num_threads or None):
+        with _limit_threads(self.num_threads or None):
             self._fit_als(X, comm, callback)
         return self
 
@@ -697,30 +724,30 @@ class MatrixFactorization(BaseEstimator):
     def _user_step(self, S, bounds, mu, lam, weighted, cg):
         Zi, Zu = self._Zi, self._Zu
         if not self._implicit:
-            kernels.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases, mu, lam,
+            gmat.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases, mu, lam,
                                  weighted, bounds, Zu)
             return
         YtY = Zi @ Zi.T
         if cg:
-            kernels.als_implicit_cg(S.indptr, S.indices, S.data, Zi, YtY, float(self.alpha),
+            gmat.als_implicit_cg(S.indptr, S.indices, S.data, Zi, YtY, float(self.alpha),
                                     lam, weighted, cg, bounds, Zu)
         else:
-            kernels.als_implicit_cholesky(S.indptr, S.indices, S.data, Zi, YtY,
+            gmat.als_implicit_cholesky(S.indptr, S.indices, S.data, Zi, YtY,
                                           float(self.alpha), lam, weighted, bounds, Zu)
 
     def _item_step(self, St, bounds, mu, lam, weighted, cg, comm):
         Zi, Zu = self._Zi, self._Zu
         if comm is None:
             if not self._implicit:
-                kernels.als_explicit(St.indptr, St.indices, St.data, Zu, self._biases, mu, lam,
+                gmat.als_explicit(St.indptr, St.indices, St.data, Zu, self._biases, mu, lam,
                                      weighted, bounds, Zi)
                 return
             XtX = Zu @ Zu.T
             if cg:
-                kernels.als_implicit_cg(St.indptr, St.indices, St.data, Zu, XtX,
+                gmat.als_implicit_cg(St.indptr, St.indices, St.data, Zu, XtX,
                                         float(self.alpha), lam, weighted, cg, bounds, Zi)
             else:
-                kernels.als_implicit_cholesky(St.indptr, St.indices, St.data, Zu, XtX,
+                gmat.als_implicit_cholesky(St.indptr, St.indices, St.data, Zu, XtX,
                                               float(self.alpha), lam, weighted, bounds, Zi)
             return
         # distributed: this rank's part of every item's normal equations, summed over ranks
@@ -729,7 +756,7 @@ class MatrixFactorization(BaseEstimator):
         A = np.empty((n_items, k, k), dtype=dt)
         B = np.empty((n_items, k), dtype=dt)
         counts = np.empty(n_items, dtype=np.float64)
-        kernels.als_normal_equations(St.indptr, St.indices, St.data, Zu, self._biases, mu,
+        gmat.als_normal_equations(St.indptr, St.indices, St.data, Zu, self._biases, mu,
                                      self._implicit, float(self.alpha), bounds, A, B, counts)
         parts = [A, B, counts]
         if self._implicit:
@@ -737,9 +764,9 @@ class MatrixFactorization(BaseEstimator):
         got = _packed_reduce(comm, parts)
         A, B, counts = got[0].astype(dt), got[1].astype(dt), got[2]
         base = got[3].astype(dt) if self._implicit else np.zeros((k, k), dtype=dt)
-        chunks = kernels.als_row_chunks(np.arange(n_items + 1, dtype=np.int64) * k, 0.0,
-                                        max(1, min(n_items, 8 * kernels.default_threads())))
-        kernels.als_solve_systems(A, B, counts, base, lam, weighted,
+        chunks = gmat.als_row_chunks(np.arange(n_items + 1, dtype=np.int64) * k, 0.0,
+                                        max(1, min(n_items, 8 * _threads())))
+        gmat.als_solve_systems(A, B, counts, base, lam, weighted,
                                   cg if self._implicit else 0, chunks, Zi)
 
     def _fit_minibatch(self, X, reset):
@@ -769,7 +796,7 @@ class MatrixFactorization(BaseEstimator):
                           self._optimizer, n_passes=self.iterations if reset else 1,
                           progress=False)
         learner._ready = True  # the optimizer state carries over between partial_fit calls
-        with kernels.limit_threads(self.num_threads or None):
+        with _limit_threads(self.num_threads or None):
             learner.train()
             self._Zi = self._model.coef
             self.global_mean_ = self._model.mu
@@ -823,10 +850,10 @@ class MatrixFactorization(BaseEstimator):
         bounds = _chunks(S.indptr, k)
         lam, weighted = float(self.regularization), self._weighting == "counts"
         if self._implicit:
-            kernels.als_implicit_cholesky(S.indptr, S.indices, S.data, Zi, Zi @ Zi.T,
+            gmat.als_implicit_cholesky(S.indptr, S.indices, S.data, Zi, Zi @ Zi.T,
                                           float(self.alpha), lam, weighted, bounds, Zu)
         else:
-            kernels.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases,
+            gmat.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases,
                                  self.global_mean_, lam, weighted, bounds, Zu)
         return Zu
 

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from roofline import comm as rcomm
-from roofline import kernels
+from roofline import gmat as kernels  # the ALS kernels, re-exported by gmat
 from roofline.datasources import MatSource
 from roofline.learners import SGD, ADAGrad, Learner
 from roofline.learners._mf import MatrixFactorization, MFModel, als_objective
