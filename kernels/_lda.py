@@ -9,8 +9,8 @@ twice per iteration.  It leaves the per-nonzero ratios ``X / N`` behind, so that
 statistics are one ``A*S^T`` primitive.
 
 Layout as in :mod:`roofline.kernels._csc`: the dense ``K x n`` operands are passed transposed and
-C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  Arithmetic is done in
-float64 whatever the storage dtype.
+C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  The per-nonzero sums
+run in the storage dtype (float32: twice the SIMD width), ``gamma`` and its digammas in float64.
 
 :func:`lda_digamma` is scikit-learn's ``psi`` (``sklearn/decomposition/_online_lda_fast.pyx``): the
 recurrence up to 6, then the asymptotic series.
@@ -66,8 +66,8 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
     for p in range(s, e):
         if np.uint64(indices[p]) >= np.uint64(V):
             return -1
-    Bd = np.empty((nd, K))
-    c = np.empty(nd)
+    Bd = np.empty((nd, K), BT.dtype)
+    c = np.empty(nd, BT.dtype)
     for q in range(nd):
         w = np.uint64(indices[s + q])
         c[q] = data[s + q]
@@ -82,8 +82,8 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
         for k in range(K):
             acc[k] = 0.0
         for q in range(nd):
-            norm = 0.0
-            for k in range(K):
+            norm = t[0] * Bd[q, 0]
+            for k in range(1, K):
                 norm += t[k] * Bd[q, k]
             r = c[q] / (norm + eps)
             for k in range(K):
@@ -153,8 +153,8 @@ def lda_e_step(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, e
     faults = 0
     for c in prange(n_chunks):
         g = np.empty(K)
-        t = np.empty(K)
-        acc = np.empty(K)
+        t = np.empty(K, BT.dtype)
+        acc = np.empty(K, BT.dtype)
         bad = 0
         for j in range(c, m, n_chunks):
             it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
@@ -173,8 +173,8 @@ def lda_e_step_serial(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter,
     ``n_chunks``)."""
     K = BT.shape[1]
     g = np.empty(K)
-    t = np.empty(K)
-    acc = np.empty(K)
+    t = np.empty(K, BT.dtype)
+    acc = np.empty(K, BT.dtype)
     faults = 0
     for j in range(gammaT.shape[0]):
         it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,

@@ -416,7 +416,7 @@ class LDA(Model):
         iters = np.zeros(m, np.int64)
         args = (B.T, X.indptr, X.indices, X.data, gammaT, TT, R, self.alpha,
                 self.opts.max_doc_update_iter, self.opts.mean_change_tol,
-                float(np.finfo(dt).eps), iters)
+                dt.type(np.finfo(dt).eps), iters)
         if nnz * K >= _PARALLEL_MIN_WORK and m > 1:
             faults = gmat.lda_e_step(*args, min(m, _E_STEP_TASKS))
         else:
