@@ -172,8 +172,7 @@ class _DiskChunks:
             raise OSError(f"{self._path(k)}: read {got} of its {nbytes} bytes (the chunk cache "
                           "changed under the run)")
         data, indices, indptr, y, colsq = (np.frombuffer(buf, dt, n, o) for dt, n, o in fields)
-        X = sp.csc_matrix((data, indices, indptr), shape=shape, copy=False)
-        return X, y, colsq
+        return gmat.csc_from_arrays(sp.csc_matrix, data, indices, indptr, shape), y, colsq
 
 
 class _MemoryDuals:
@@ -242,8 +241,8 @@ def _join(parts):
                                    np.int64 if big else idx_t)
     indices = np.concatenate([X.indices[:X.indptr[-1]] for X in Xs]).astype(idx_t, copy=False)
     data = np.concatenate([X.data[:X.indptr[-1]] for X in Xs])
-    X = sp.csc_matrix((data, indices, indptr), shape=(Xs[0].shape[0], sum(X.shape[1] for X in Xs)),
-                      copy=False)
+    X = gmat.csc_from_arrays(sp.csc_matrix, data, indices, indptr,
+                             (Xs[0].shape[0], sum(X.shape[1] for X in Xs)))
     return X, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
 
 
