@@ -36,7 +36,7 @@ Peers (each optional: skipped with the reason when its package does not import; 
   the JVM start is printed apart.
 
 Roofline: online VB (:class:`~roofline.learners._lda.LDA`, float32, minibatches of
-``--batch-size`` documents (default: 1/32 of the documents, within 64..2048),
+``--batch-size`` documents (default: 1/16 of the documents, within 256..2048),
 ``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents,
 fused E-step), up to
 ``--max-passes`` passes; the held-out perplexity is evaluated every ``--eval-every`` minibatches
@@ -270,7 +270,7 @@ def run_roofline(Xtr, K, evaluate, a):
     model = LDA(n_components=K, total_samples=m, learning_offset=10.0, learning_decay=0.7,
                 dtype="float32", seed=0)
     model.init(X.shape[0])
-    bs = a.batch_size or int(np.clip(m // 32, 64, 2048))
+    bs = a.batch_size or int(np.clip(m // 16, 256, 2048))
     batches = [gmat.slice_columns(X, s, min(s + bs, m)) for s in range(0, m, bs)]
     # warm the kernels' compilation out of the clock
     warm = LDA(n_components=K, dtype="float32")
@@ -345,7 +345,7 @@ def main(argv=None):
     ap.add_argument("--batch-passes", type=int, default=10, help="scikit-learn batch's")
     ap.add_argument("--max-passes", type=int, default=4, help="Roofline's at most")
     ap.add_argument("--batch-size", type=int, default=0,
-                    help="Roofline's minibatch (0: documents / 32, within 64..2048)")
+                    help="Roofline's minibatch (0: documents / 16, within 256..2048)")
     ap.add_argument("--eval-every", type=int, default=2, help="Roofline's minibatches")
     ap.add_argument("--no-real", action="store_true", help="skip the real corpus")
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
