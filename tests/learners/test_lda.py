@@ -15,6 +15,7 @@ from roofline import gmat
 from roofline.comm import run
 from roofline.datasources import MatSource, Minibatch
 from roofline.learners import Learner, ModelUpdate
+from roofline.learners._checkpoint import save_checkpoint
 from roofline.learners._lda import LDA, LatentDirichletAllocation
 
 
@@ -186,6 +187,26 @@ def test_checkpoint_parameters_round_trip(tmp_path):
     b.set_parameters(p["components"], p["n_batch_iter"])
     assert b.n_batch_iter == 1 and b.rho() == a.rho()
     assert b.perplexity(Xc) == a.perplexity(Xc)
+    # the Learner's checkpoint writer stores the model's arrays
+    save_checkpoint(tmp_path / "lda.npz", a)
+    with np.load(tmp_path / "lda.npz") as z:
+        np.testing.assert_array_equal(z["model.components"], a.components_)
+        assert int(z["model.n_batch_iter"][0]) == 1
+
+
+def test_gibbs_draws_from_the_model_rng():
+    X, _ = planted(D=80, seed=18)
+    Xc = columns(X)
+
+    def run_once(seed):
+        model = LDA(n_components=4, dtype="float64", method="gibbs", same=3, doc_iter=2,
+                    total_samples=80, seed=seed)
+        model.init(Xc.shape[0])
+        model.update(Minibatch(Xc))
+        return model.components_.copy()
+
+    np.testing.assert_array_equal(run_once(1), run_once(1))
+    assert not np.array_equal(run_once(1), run_once(2))
 
 
 # --- distributed batch VB ------------------------------------------------------------------------
