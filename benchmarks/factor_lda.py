@@ -3,6 +3,7 @@ MLlib, side by side in one run: time to each peer's held-out perplexity.
 
     python benchmarks/factor_lda.py                       # synthetic 1e5 and 1e6 tokens + real
     python benchmarks/factor_lda.py --tokens 100000 --no-real --peers sklearn-online gensim
+    python benchmarks/factor_lda.py --estep --tokens 1000000   # the two E-steps side by side
 
 Data (every corpus split 90% / 10% into training and held-out documents):
 
@@ -334,6 +335,35 @@ def bench(name, X, a, peers):
     return rows, trace
 
 
+def estep_table(a):
+    """The two E-steps side by side on one minibatch of the first synthetic corpus."""
+    K = a.topics
+    X = columns(synthetic(a.tokens[0], a.vocab, a.true_topics, a.doc_length), np.float32)
+    m = min(X.shape[1], 2048)
+    Xb = gmat.slice_columns(X, 0, m)
+    machine = gmat.machine_roofline()
+    print(f"\n## the E-step on one minibatch: {m} documents, {Xb.nnz} nonzeros, K = {K} "
+          f"(lambda after one online step)")
+    print(f"{'e_step':<12} {'best s':>8} {'iterations':>11} {'nnz visits':>11} "
+          f"{'ns/visit':>9} {'roofline':>9}")
+    base = LDA(n_components=K, total_samples=X.shape[1], dtype="float32", seed=0)
+    base.init(X.shape[0])
+    base.update(Minibatch(gmat.slice_columns(X, m, min(X.shape[1], 2 * m))))
+    per_nnz = ((gmat.cost_sddmm(Xb, K, scale=False).roofline_time(machine)
+                + gmat.cost_mult_as(Xb, K).roofline_time(machine)) / max(1, Xb.nnz))
+    for how in ("fused", "primitives"):
+        model = LDA(n_components=K, dtype="float32", e_step=how)
+        model.set_parameters(base.components_)
+        best = math.inf
+        for _ in range(a.repeat):
+            t = time.perf_counter()
+            model.e_step(Xb, sstats=True)
+            best = min(best, time.perf_counter() - t)
+        v = model.last_estep["nnz_work"]
+        print(f"{how:<12} {best:>8.3f} {model.last_estep['iterations']:>11} {v:>11} "
+              f"{1e9 * best / v:>9.1f} {100 * per_nnz * v / best:>8.1f}%")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, nargs="*", default=[100_000, 1_000_000])
@@ -349,10 +379,16 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=2, help="Roofline's minibatches")
     ap.add_argument("--no-real", action="store_true", help="skip the real corpus")
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)
+    ap.add_argument("--estep", action="store_true",
+                    help="only the fused and the primitives' E-step side by side")
+    ap.add_argument("--repeat", type=int, default=3, help="--estep: best of")
     a = ap.parse_args(argv)
     print(f"# LDA: Roofline online VB vs peers; {os.cpu_count()} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
           f"{os.getloadavg()[0]:.1f}")
+    if a.estep:
+        estep_table(a)
+        return
     for n in a.tokens:
         X = synthetic(n, a.vocab, a.true_topics, a.doc_length)
         bench(f"synthetic power-law, {n:.0e} tokens", X, a, a.peers)
