@@ -496,6 +496,16 @@ def _glm_form(y, dtype):
     return (y > 0).astype(dtype) if set(np.unique(y)) <= {-1.0, 1.0} else y.astype(dtype)
 
 
+def _for_model(b, dtype):
+    """Minibatch ``b`` for a model of ``dtype``: its values in that dtype, its labels in the
+    GLM form (the solvers take any float data and {-1, 1} labels; the GLM evaluates its own)."""
+    if b.X.dtype != np.dtype(dtype):
+        b.X = b.X.astype(dtype)
+    if b.y is not None:
+        b.y = _glm_form(b.y, dtype)
+    return b
+
+
 def _materialise(job, src, d: DataOptions, config: str):
     """``(X, y, w)``: this rank's training examples as one CSC matrix (a sharded source: its
     shards; otherwise minibatches ``i % size == rank``), refused beyond ``[data]
@@ -707,9 +717,7 @@ def _train_solver(job, parts, config, workdir):
     if held is not None:
         tot, weight = 0.0, 0.0
         for b in held:
-            if b.y is not None:
-                b.y = _glm_form(b.y, mopts.dtype)
-            ls, ws = model.loss(b)
+            ls, ws = model.loss(_for_model(b, mopts.dtype))
             tot, weight = tot + float(ls), weight + float(ws)
         job.say(f"held-out {mopts.loss} loss: {_fmt(tot / weight if weight else float('nan'))}")
     return {"files": ["model.npz", "trace.json"], "trace": trace, "plot": "solver",
@@ -843,13 +851,13 @@ def _predict(job, model_path, data):
     for i, b in enumerate(src):
         if not sharded and i % job.size != job.rank:
             continue
+        b = _for_model(b, dt)
         p = np.asarray(model.predict(b.X))
         if sharded:
             mine.append(p)
         else:
             pieces[i] = p
         if b.y is not None:
-            b.y = _glm_form(b.y, dt)
             ls, ws = model.loss(b)
             loss, weight = loss + float(ls), weight + float(ws)
     if sharded:  # this rank's shards, in file order: one piece per shard, keyed by its index

@@ -125,3 +125,32 @@ def test_bad_configs_name_the_file_and_the_key(shards, capsys, solver_lines, dat
     import re
 
     assert re.search(match, err), err
+
+
+def test_the_example_config_runs_as_documented(tmp_path, capsys):
+    """examples/scale_logistic.toml and its two datasource configs, over small shards written
+    where its comment says (data/scale beside examples/): the model is fit_glm's."""
+    import os
+    import shutil
+
+    from roofline import datasources as ds
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+    (tmp_path / "examples").mkdir()
+    for name in ("scale_logistic.toml", "scale_train_shards.toml", "scale_test_shards.toml"):
+        shutil.copy(os.path.join(root, name), tmp_path / "examples" / name)
+    X, y = ds.make_criteo_like_matrix(1500, seed=2, n_bits=9)
+    data = str(tmp_path / "data" / "scale")
+    ds.write_shards(ds.MatSource(X[:, :1200].tocsc(), y[:1200]), "train-{i:03d}.npz",
+                    dirs=[data], examples_per_shard=400)
+    ds.write_shards(ds.MatSource(X[:, 1200:].tocsc(), y[1200:]), "test-{i:03d}.npz",
+                    dirs=[data], examples_per_shard=150)
+    out = tmp_path / "run"
+    assert main(["train", str(tmp_path / "examples" / "scale_logistic.toml"), "-o",
+                 str(out)]) == 0
+    assert "held-out logistic loss" in capsys.readouterr().out
+    ref = fit_glm(X[:, :1200].tocsc().astype(np.float64), y[:1200], loss="logistic",
+                  alpha=1e-5, solver="newton", tol=1e-8)
+    coef, b = _coef(str(out))
+    np.testing.assert_allclose(coef, ref.coef, rtol=1e-9, atol=1e-12)
+    assert abs(b - ref.intercept) <= 1e-9 * max(1.0, abs(ref.intercept))
