@@ -8,7 +8,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from roofline.comm import run
-from roofline.datasources import MatSource
+from roofline.datasources import FileSource, MatSource, write_shards
 from roofline.glm import fit_glm, fit_glm_stream
 from tests._helpers import make_data
 
@@ -74,6 +74,24 @@ def test_three_ranks_with_the_dual_state_on_disk(tmp_path):
     for r in range(3):  # each rank its own directory of chunks and duals
         files = sorted(os.listdir(tmp_path / f"rank{r}"))
         assert "chunk_0.bin" in files and "dual_0.npy" in files
+
+
+def _shard_fit(comm, directory):
+    src = FileSource("part-{i}.npz", dirs=directory, rank=comm.rank, size=comm.size,
+                     batch_size=45)
+    res = fit_glm_stream(src, loss="logistic", comm=comm, **KW)
+    return res.coef, res.intercept, res.converged, res.n_iter, res.objective[-1], res.info
+
+
+def test_each_rank_streams_its_own_shards(tmp_path):
+    """Shard files read with ``rank`` / ``size``: rank r reads shards r, r + K, ..."""
+    X, y = _data()
+    write_shards(MatSource(X, y, batch_size=100), "part-{i}.npz", dirs=str(tmp_path),
+                 examples_per_shard=50)
+    single, dist = _references("logistic", 3)
+    out = run(_shard_fit, 3, backend="threads", args=(str(tmp_path),), timeout=60)
+    _check(out, single, dist)
+    assert [o[5]["n_chunks"] for o in out] == [4, 4, 3]  # 150, 150, 100 examples by 45
 
 
 def test_ranks_agree_bit_for_bit_with_one_rank_of_one():
