@@ -23,6 +23,7 @@ def test_measure_disk_gives_consistent_figures(tmp_path):
     m = measure_disk(tmp_path, size_bytes=8 << 20, n_small=30, n_synced=3, repeat=1)
     assert isinstance(m, gmat.DiskRoofline)
     assert m.path == os.path.realpath(tmp_path) and m.size_bytes == 8 << 20
+    assert m.clock == "wall"
     for f in ("write_latency", "read_latency", "synced_write_latency", "write_bandwidth",
               "read_bandwidth", "synced_write_bandwidth"):
         assert 0 < getattr(m, f) < float("inf"), f
@@ -42,6 +43,16 @@ def test_measure_disk_gives_consistent_figures(tmp_path):
         m.io_time(1, s, 1, s) + 2 * s / m.checksum_bandwidth)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".roofline-disk")]
     assert "corner" in str(m)
+
+
+def test_cpu_clock_figures_and_a_bad_clock(tmp_path):
+    from roofline.kernels import measure_disk
+
+    m = measure_disk(tmp_path, size_bytes=4 << 20, n_small=10, n_synced=2, repeat=1,
+                     clock="cpu")
+    assert m.clock == "cpu" and m.write_bandwidth > 0 and m.checksum_bandwidth > 0
+    with pytest.raises(ValueError, match="clock must be 'wall' or 'cpu'"):
+        measure_disk(tmp_path, clock="gpu")
 
 
 def test_disk_roofline_is_cached_per_file_system(tmp_path, cache_dir):
