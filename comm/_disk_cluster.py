@@ -1,6 +1,10 @@
 """The disk-simulated cluster: :class:`DiskCluster` runs ``n_nodes`` Kylix nodes as threads of
 this process over :class:`~roofline.comm.DiskTransport` (every message a checksummed file in
 a spool directory; see :mod:`roofline.comm._disk`).
+
+Its nodes' states stay in memory (every node is a live thread).  For a cluster larger than
+the machine's memory, whose nodes run in turn and keep their states in checksummed files, see
+:class:`~roofline.comm.DiskNodeCluster` (:mod:`roofline.comm._disk_nodes`).
 """
 
 from __future__ import annotations
