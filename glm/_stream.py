@@ -100,6 +100,10 @@ def _chunks(source, depth, loss_code, d):
                              f"source declares n_features={d}")
         if mb.y is None:
             raise ValueError(f"chunk {i} of {source!r} has no labels (y is None)")
+        if mb.w is not None and np.any(np.asarray(mb.w) != 1):
+            raise ValueError(f"chunk {i} of {source!r} has example weights (w), which "
+                             "fit_glm_stream does not take: use fit_glm(sample_weight=) in "
+                             "memory, or a source without weights")
         y = _losses.check_labels(mb.y, _losses.LOSSES[loss_code], name=f"chunk {i} y",
                                    single_class_ok=True, margin=True)
         yield i, X, y

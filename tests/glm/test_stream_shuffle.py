@@ -159,6 +159,17 @@ def test_bad_chunks_are_named():
         fit_glm_stream(_Chunks([good, good, good[:2]], 6), loss="logistic", alpha=0.1, shuffle=0)
 
 
+def test_weighted_chunks_are_refused():
+    X, y = _criteo(100)
+    w = np.ones(100)
+    w[70] = 2.0
+    with pytest.raises(ValueError, match=r"chunk 1 of .* has example weights"):
+        fit_glm_stream(MatSource(X, y, w, batch_size=50), loss="logistic", alpha=0.1)
+    res = fit_glm_stream(MatSource(X, y, np.ones(100), batch_size=50), loss="logistic",
+                            alpha=0.1)  # unit weights are no weights
+    assert res.converged
+
+
 @pytest.mark.parametrize("kw,match", [
     (dict(shuffle=-1), "shuffle must be a non-negative integer"),
     (dict(shuffle=1.5), "shuffle must be a non-negative integer"),
