@@ -51,6 +51,7 @@ def _check(out, single, dist):
             assert b == pytest.approx(ref.intercept, rel=1e-3, abs=1e-4)
 
 
+@pytest.mark.slow  # ~30 s here: two fresh processes compile the kernels
 @pytest.mark.multiprocess
 def test_two_processes_over_tcp_reach_the_single_process_optimum():
     single, dist = _references("logistic", 2)
