@@ -496,13 +496,18 @@ def _glm_form(y, dtype):
     return (y > 0).astype(dtype) if set(np.unique(y)) <= {-1.0, 1.0} else y.astype(dtype)
 
 
-def _for_model(b, dtype):
-    """Minibatch ``b`` for a model of ``dtype``: its values in that dtype, its labels in the
-    GLM form (the solvers take any float data and {-1, 1} labels; the GLM evaluates its own)."""
+def _for_model(b, model):
+    """Minibatch ``b`` for ``model`` (a GLM): its values in the model's dtype and a classifier's
+    labels in the GLM form (the solvers take any float data and {-1, 1} labels; the GLM
+    evaluates its own)."""
+    from roofline.glm import LOSS_LABELS, resolve_loss
+
+    dtype = model.opts.dtype
     if b.X.dtype != np.dtype(dtype):
         b.X = b.X.astype(dtype)
     if b.y is not None:
-        b.y = _glm_form(b.y, dtype)
+        real = LOSS_LABELS[resolve_loss(model.opts.loss)] == "real"
+        b.y = np.asarray(b.y).astype(dtype) if real else _glm_form(b.y, dtype)
     return b
 
 
@@ -717,7 +722,7 @@ def _train_solver(job, parts, config, workdir):
     if held is not None:
         tot, weight = 0.0, 0.0
         for b in held:
-            ls, ws = model.loss(_for_model(b, mopts.dtype))
+            ls, ws = model.loss(_for_model(b, model))
             tot, weight = tot + float(ls), weight + float(ws)
         job.say(f"held-out {mopts.loss} loss: {_fmt(tot / weight if weight else float('nan'))}")
     return {"files": ["model.npz", "trace.json"], "trace": trace, "plot": "solver",
@@ -841,7 +846,7 @@ def _predict(job, model_path, data):
             src = _datasource(data, job.rank, job.size, for_predict=True)
     else:
         X, y = ds.load_svmlight(data, n_features=model.n_features, dtype=dt)
-        src = ds.MatSource(X, _glm_form(y, dt), batch_size=65536)
+        src = ds.MatSource(X, y, batch_size=65536)  # labels: _for_model
     if getattr(src, "n_features", model.n_features) != model.n_features:
         raise ValueError(f"{data} has {src.n_features} features, the model "
                          f"{model_path} has {model.n_features}")
@@ -851,7 +856,7 @@ def _predict(job, model_path, data):
     for i, b in enumerate(src):
         if not sharded and i % job.size != job.rank:
             continue
-        b = _for_model(b, dt)
+        b = _for_model(b, model)
         p = np.asarray(model.predict(b.X))
         if sharded:
             mine.append(p)
