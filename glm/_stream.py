@@ -514,15 +514,17 @@ class _StreamRun:
         acc = np.zeros(v.size + 2)  # [X a, icpt sum a, loss sum, conjugate sum]
         v_new = acc[:v.size]
         what = f"the check after pass {self.n_pass}"
-        if self.shuffle:
-            parts = (self.chunks.get(k)[:2] for k in range(len(self.sizes)))
+        if self.shuffle:  # from the cache, the next chunk (and its duals) read ahead
+            parts = ((p[0][0], p[0][1], p[0][3])
+                     for _, p in self._groups([[k] for k in range(len(self.sizes))]))
         else:
-            parts = ((X, y) for _, X, y in _chunks(self.source, self.depth, self.code, d))
+            parts = ((X, y, None) for _, X, y in _chunks(self.source, self.depth, self.code, d))
         n_chunks = 0
-        for k, (X, y) in enumerate(parts):
+        for k, (X, y, a) in enumerate(parts):
             self._check_size(k, X, what)
             n_chunks += 1
-            a = self.duals.get(k)
+            if a is None:
+                a = self.duals.get(k)
             # serial: the prefetch thread may be running numba parallel kernels of the source
             z = cd.matvec(X, wf[:d], None, b, parallel=False)
             acc[-2] += cd.loss_sum(z, y, self.code)
