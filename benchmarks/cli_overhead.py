@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import subprocess
@@ -51,6 +52,7 @@ FIT = {"s": 0.0}
 
 
 def _timed(fn):
+    @functools.wraps(fn)  # the CLI reads fit_glm_stream's signature
     def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
         res = fn(*args, **kwargs)

@@ -578,14 +578,11 @@ def _fit_stream(job, train, loss, problem, opts, mopts, stream, where, verbose):
 
     from ._learner import _source_shard
 
-    params = inspect.signature(fit_glm_stream).parameters
-    kw = {}
-    for k in ("tol", "max_iter", "intercept_scaling", "check_every"):
-        v = getattr(opts, k)
-        if k in params and not (k == "check_every" and v == "auto"):
-            kw[k] = v
+    kw = dict(tol=opts.tol, max_iter=opts.max_iter, intercept_scaling=opts.intercept_scaling)
+    if opts.check_every != "auto":
+        kw["check_every"] = opts.check_every
     if job.comm is not None:
-        if "comm" not in params:
+        if "comm" not in inspect.signature(fit_glm_stream).parameters:
             raise ValueError(f"{where}: stream = true runs in one process here "
                              "(roofline.glm.fit_glm_stream takes no comm=); run it without a "
                              "launcher, or set stream = false")
