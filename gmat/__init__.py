@@ -15,6 +15,7 @@ the peers' conventions, the fused ADAGrad GLM step).
 # arguments as the kernels document)
 from roofline.kernels import (
     als_explicit,
+    als_explicit_cg,
     als_implicit_cg,
     als_implicit_cholesky,
     als_normal_equations,
@@ -73,6 +74,7 @@ __all__ = [
     "PrimitiveTiming",
     "RooflineReport",
     "als_explicit",
+    "als_explicit_cg",
     "als_implicit_cg",
     "als_implicit_cholesky",
     "als_normal_equations",

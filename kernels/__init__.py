@@ -26,6 +26,7 @@ tests) use, one private module per job:
 
 from ._als import (
     als_explicit,
+    als_explicit_cg,
     als_implicit_cg,
     als_implicit_cholesky,
     als_normal_equations,
@@ -189,6 +190,7 @@ __all__ = [
     "adagrad_glm_update",
     "adagrad_glm_update_serial",
     "als_explicit",
+    "als_explicit_cg",
     "als_implicit_cg",
     "als_implicit_cholesky",
     "als_normal_equations",

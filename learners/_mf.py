@@ -504,16 +504,19 @@ class MatrixFactorization(BaseEstimator):
     solver : {"als", "sgd", "adagrad"}, default "als"
     iterations : int, default 15
         ALS iterations (one user and one item half-step each), or passes of the minibatch solvers.
-    use_cg : bool, default True
-        Implicit feedback: ``cg_steps`` conjugate-gradient steps per row instead of Cholesky.
+    use_cg : bool or "auto", default "auto"
+        ``cg_steps`` conjugate-gradient steps per row, warm-started from the previous factors,
+        instead of an exact Cholesky solve; "auto" = CG for implicit feedback (``implicit``'s
+        default), Cholesky for explicit (Spark's).
     cg_steps : int, default 3
     learning_rate : float, default 0.05
         Minibatch solvers' step size.
     batch_size : int, default 1000
         Users per minibatch.
-    init_scale : float, default 0.01
-        Initial item factors ``~ N(0, init_scale^2)`` (ALS), or ``0.1`` times this scale's
-        default for the minibatch solvers (see :class:`MFOptions`).
+    init_scale : float or None, default None
+        Initial item factors ``~ N(0, init_scale^2)`` (absolute values for implicit feedback);
+        None: ``1 / sqrt(factors)`` for explicit ALS (unit-norm factors, as Spark starts),
+        ``0.01`` for implicit ALS (``implicit``'s scale), ``0.1`` for the minibatch solvers.
     dtype : {"float32", "float64"}, default "float32"
     random_state : int, default 0
     num_threads : int, default 0
@@ -534,7 +537,7 @@ class MatrixFactorization(BaseEstimator):
 
     def __init__(self, factors=32, regularization=0.05, implicit=False, alpha=1.0,
                  biases="auto", reg_weighting="auto", solver="als", iterations=15,
-                 use_cg=True, cg_steps=3, learning_rate=0.05, batch_size=1000, init_scale=0.01,
+                 use_cg="auto", cg_steps=3, learning_rate=0.05, batch_size=1000, init_scale=None,
                  dtype="float32", random_state=0, num_threads=0):
         self.factors = factors
         self.regularization = regularization
@@ -567,6 +570,8 @@ class MatrixFactorization(BaseEstimator):
         integer("num_threads", 0)
         for name in ("regularization", "alpha", "init_scale"):
             v = getattr(self, name)
+            if v is None and name == "init_scale":
+                continue
             if not isinstance(v, (int, float, np.floating, np.integer)) or not v >= 0 \
                     or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -581,6 +586,8 @@ class MatrixFactorization(BaseEstimator):
         if self.reg_weighting not in ("auto", "counts", "none"):
             raise ValueError(f"reg_weighting must be 'auto', 'counts' or 'none', got "
                              f"{self.reg_weighting!r}")
+        if self.use_cg not in ("auto", True, False):
+            raise ValueError(f"use_cg must be True, False or 'auto', got {self.use_cg!r}")
         implicit = bool(self.implicit)
         biases = (not implicit) if self.biases == "auto" else bool(self.biases)
         if implicit and biases:
@@ -676,7 +683,10 @@ class MatrixFactorization(BaseEstimator):
         rng = np.random.default_rng(self.random_state)
         k, dt = self._k, np.dtype(self.dtype)
         Zi = np.zeros((k, n_items), dtype=dt, order="F")
-        Zi[:self.factors] = rng.normal(0.0, self.init_scale, (self.factors, n_items))
+        scale = self.init_scale
+        if scale is None:
+            scale = 0.01 if self._implicit else 1.0 / math.sqrt(self.factors)
+        Zi[:self.factors] = rng.normal(0.0, scale, (self.factors, n_items))
         if self._implicit:  # implicit's start: U(0, 1) * 0.01, positive factors
             Zi[:self.factors] = np.abs(Zi[:self.factors])
         return Zi
@@ -706,7 +716,8 @@ class MatrixFactorization(BaseEstimator):
         self._Zu = np.zeros((k, n_users), dtype=dt, order="F")
         ub, ib = _chunks(S.indptr, k), _chunks(St.indptr, k)
         lam, weighted = float(self.regularization), self._weighting == "counts"
-        cg = self.cg_steps if self.use_cg else 0
+        use_cg = self._implicit if self.use_cg == "auto" else bool(self.use_cg)
+        cg = self.cg_steps if use_cg else 0
         self.iteration_seconds_ = []
         elapsed = 0.0
         for it in range(self.iterations):
@@ -724,8 +735,12 @@ class MatrixFactorization(BaseEstimator):
     def _user_step(self, S, bounds, mu, lam, weighted, cg):
         Zi, Zu = self._Zi, self._Zu
         if not self._implicit:
-            gmat.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases, mu, lam,
-                                 weighted, bounds, Zu)
+            if cg:
+                gmat.als_explicit_cg(S.indptr, S.indices, S.data, Zi, self._biases, mu, lam,
+                                     weighted, cg, bounds, Zu)
+            else:
+                gmat.als_explicit(S.indptr, S.indices, S.data, Zi, self._biases, mu, lam,
+                                  weighted, bounds, Zu)
             return
         YtY = Zi @ Zi.T
         if cg:
@@ -739,8 +754,12 @@ class MatrixFactorization(BaseEstimator):
         Zi, Zu = self._Zi, self._Zu
         if comm is None:
             if not self._implicit:
-                gmat.als_explicit(St.indptr, St.indices, St.data, Zu, self._biases, mu, lam,
-                                     weighted, bounds, Zi)
+                if cg:
+                    gmat.als_explicit_cg(St.indptr, St.indices, St.data, Zu, self._biases, mu,
+                                         lam, weighted, cg, bounds, Zi)
+                else:
+                    gmat.als_explicit(St.indptr, St.indices, St.data, Zu, self._biases, mu,
+                                      lam, weighted, bounds, Zi)
                 return
             XtX = Zu @ Zu.T
             if cg:
@@ -766,8 +785,7 @@ class MatrixFactorization(BaseEstimator):
         base = got[3].astype(dt) if self._implicit else np.zeros((k, k), dtype=dt)
         chunks = gmat.als_row_chunks(np.arange(n_items + 1, dtype=np.int64) * k, 0.0,
                                         max(1, min(n_items, 8 * _threads())))
-        gmat.als_solve_systems(A, B, counts, base, lam, weighted,
-                                  cg if self._implicit else 0, chunks, Zi)
+        gmat.als_solve_systems(A, B, counts, base, lam, weighted, cg, chunks, Zi)
 
     def _fit_minibatch(self, X, reset):
         from roofline.datasources import MatSource
@@ -780,7 +798,8 @@ class MatrixFactorization(BaseEstimator):
             mean = float(X.data.mean()) if (self._biases and X.nnz) else 0.0
             self._model = MFModel(factors=self.factors, biases=self._biases,
                                   regularization=float(self.regularization), dtype=self.dtype,
-                                  init_scale=float(self.init_scale) * 10.0,
+                                  init_scale=0.1 if self.init_scale is None
+                                  else float(self.init_scale),
                                   seed=int(self.random_state), global_mean=mean,
                                   fit_mean=False)
             self._model.init(X.shape[1])

@@ -101,6 +101,33 @@ def test_explicit_kernel_matches_numpy(dtype, bias, weighted):
     assert np.all(Z[:, np.diff(S.indptr) == 0] == 0)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_explicit_cg_kernel_converges_to_the_solve(bias):
+    rng = np.random.default_rng(12)
+    S = sp.random(25, 40, density=0.3, random_state=13, format="csc")
+    S.data[:] = rng.integers(1, 6, S.nnz)
+    k = 5
+    D = np.asfortranarray(rng.normal(size=(k, 25)))
+    bounds = kernels.als_row_chunks(S.indptr, 1.0, 3)
+    ref = _ref_rows(S, D, bias, 2.5, 0.3, True)
+    Z = np.asfortranarray(rng.normal(size=(k, 40)))
+    kernels.als_explicit_cg(S.indptr, S.indices, S.data, D, bias, 2.5, 0.3, True, 3 * k, bounds,
+                            Z)
+    np.testing.assert_allclose(Z, ref, rtol=1e-7, atol=1e-8)
+    # three steps from the solution stay there
+    kernels.als_explicit_cg(S.indptr, S.indices, S.data, D, bias, 2.5, 0.3, True, 3, bounds, Z)
+    np.testing.assert_allclose(Z, ref, rtol=1e-7, atol=1e-8)
+
+
+def test_explicit_als_with_cg_reaches_the_cholesky_objective():
+    X, _ = planted(n_users=600, n_items=200, nnz=15_000, seed=2)
+    chol = MatrixFactorization(factors=4, regularization=0.05, iterations=15,
+                               dtype="float64").fit(X)
+    cg = MatrixFactorization(factors=4, regularization=0.05, iterations=15, use_cg=True,
+                             dtype="float64").fit(X)
+    assert cg.objective_ <= 1.01 * chol.objective_, (cg.objective_, chol.objective_)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_implicit_kernels_match_numpy(dtype):
     rng = np.random.default_rng(4)
