@@ -154,3 +154,18 @@ def test_the_example_config_runs_as_documented(tmp_path, capsys):
     coef, b = _coef(str(out))
     np.testing.assert_allclose(coef, ref.coef, rtol=1e-9, atol=1e-12)
     assert abs(b - ref.intercept) <= 1e-9 * max(1.0, abs(ref.intercept))
+
+
+def test_each_rank_reads_its_own_shards_and_a_config_cannot_set_them(shards, tmp_path):
+    from roofline.learners._cli import _datasource
+
+    d, _, _ = shards
+    parts = [_datasource(f"{d}/train.toml", r, 3) for r in range(3)]
+    assert [p.shard_ids for p in parts] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    assert sum(p.n_examples for p in parts) == N
+    bad = tmp_path / "ranked.toml"
+    bad.write_text(open(f"{d}/train.toml").read().replace('dirs = ["."]', f'dirs = ["{d}"]')
+                   + "rank = 1\nsize = 3\n")
+    with pytest.raises(ValueError, match=r"ranked.toml: \[source\] sets 'rank'/'size', but this "
+                                         r"run shards the source itself \(rank 0 of 2\)"):
+        _datasource(str(bad), 0, 2)
