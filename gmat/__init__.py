@@ -11,8 +11,8 @@ Public submodules: :mod:`roofline.glm.cd` (coordinate-descent steps) and
 the peers' conventions, the fused ADAGrad GLM step).
 """
 
-# the fused E-step of roofline.learners' LDA and the per-row solves of its ALS (numba, CPU;
-# arguments as the kernels document)
+# the fused E-step and SAME sweep of roofline.learners' LDA and the per-row solves of its ALS
+# (numba, CPU; arguments as the kernels document)
 from roofline.kernels import (
     als_explicit,
     als_explicit_cg,
@@ -23,6 +23,7 @@ from roofline.kernels import (
     als_solve_systems,
     lda_e_step,
     lda_e_step_serial,
+    lda_gibbs_sweep,
 )
 
 from ._arrays import (
@@ -99,6 +100,7 @@ __all__ = [
     "is_sparse",
     "lda_e_step",
     "lda_e_step_serial",
+    "lda_gibbs_sweep",
     "load_toml",
     "loads_toml",
     "log1pexp",

@@ -120,7 +120,7 @@ from ._glm import (
     glm_loss_deriv_cols,
 )
 from ._hash import murmur3_32, murmur3_32_hex8, murmur3_32_int
-from ._lda import lda_digamma, lda_e_step, lda_e_step_serial
+from ._lda import lda_digamma, lda_e_step, lda_e_step_serial, lda_gibbs_sweep
 from ._losses import (
     HINGE,
     LABEL_FORMS,
@@ -269,6 +269,7 @@ __all__ = [
     "lda_digamma",
     "lda_e_step",
     "lda_e_step_serial",
+    "lda_gibbs_sweep",
     "limit_blas_threads",
     "limit_threads",
     "log_bucket_thresholds",

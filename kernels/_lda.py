@@ -12,6 +12,9 @@ Layout as in :mod:`roofline.kernels._csc`: the dense ``K x n`` operands are pass
 C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  The per-nonzero sums
 run in the storage dtype (float32: twice the SIMD width), ``gamma`` and its digammas in float64.
 
+:func:`lda_gibbs_sweep` is one sweep of BIDMach's SAME sampler (``LDAgibbs``), in parallel over
+the documents, with the caller's uniform draws.
+
 :func:`lda_digamma` is scikit-learn's ``psi`` (``sklearn/decomposition/_online_lda_fast.pyx``): the
 recurrence up to 6, then the asymptotic series.
 """
@@ -25,7 +28,7 @@ from numba import njit, prange
 
 from ._threads import parallel_njit
 
-__all__ = ["lda_digamma", "lda_e_step", "lda_e_step_serial"]
+__all__ = ["lda_digamma", "lda_e_step", "lda_e_step_serial", "lda_gibbs_sweep"]
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
@@ -182,4 +185,80 @@ def lda_e_step_serial(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter,
         iters[j] = it
         if it < 0:
             faults += 1
+    return faults
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _gibbs_document(j, phiT, indptr, indices, data, nd, u, alpha, T, nd_new, cum):
+    """One SAME sweep over document ``j``; returns -1 for an out-of-range word, else 0."""
+    K = phiT.shape[1]
+    V = phiT.shape[0]
+    same = u.shape[1]
+    s, e = indptr[j], indptr[j + 1]
+    for p in range(s, e):
+        if np.uint64(indices[p]) >= np.uint64(V):
+            return -1
+    for k in range(K):
+        nd_new[j, k] = 0.0
+    for p in range(s, e):
+        w = np.uint64(indices[p])
+        acc = 0.0
+        for k in range(K):
+            acc += phiT[w, k] * (nd[j, k] + alpha)
+            cum[k] = acc
+            T[p, k] = 0.0
+        share = data[p] / same
+        for r in range(same):
+            x = u[p, r] * acc
+            z = 0
+            while z < K - 1 and cum[z] <= x:
+                z += 1
+            T[p, z] += share
+            nd_new[j, z] += share
+    return 0
+
+
+@parallel_njit(cache=True, nogil=True, fastmath=True)
+def lda_gibbs_sweep(phiT, indptr, indices, data, nd, u, alpha, T, nd_new, n_chunks):
+    """One sweep of BIDMach's SAME sampler over every document, in parallel over documents.
+
+    For every nonzero ``p`` (word ``w``, document ``j``, count ``c``) with
+    ``p(k) ∝ phiT[w, k] (nd[j, k] + alpha)``, the ``same`` uniforms ``u[p, :]`` in [0, 1) pick
+    ``same`` topics by inverse CDF, each adding ``c / same`` to ``T[p, z]`` and
+    ``nd_new[j, z]``.
+
+    Parameters
+    ----------
+    phiT : ndarray (V, K), C-contiguous
+        The topics' word distributions, transposed.
+    indptr, indices, data : ndarray
+        The documents, CSC (``V x m``).
+    nd : ndarray (m, K)
+        The documents' topic counts of the previous sweep.
+    u : ndarray (nnz, same)
+        Uniform draws (the caller's RNG: the sweep is reproducible whatever the threads).
+    alpha : float
+    T : ndarray (nnz, K)
+        Out: each nonzero's sampled topic counts.
+    nd_new : ndarray (m, K)
+        Out: each document's sampled topic counts.
+    n_chunks : int
+        Documents are dealt round-robin to this many parallel tasks.
+
+    Returns
+    -------
+    int
+        The number of documents with an out-of-range word index (0 for valid input).
+    """
+    m = nd.shape[0]
+    K = phiT.shape[1]
+    faults = 0
+    for c in prange(n_chunks):
+        cum = np.empty(K)
+        bad = 0
+        for j in range(c, m, n_chunks):
+            if _gibbs_document(j, phiT, indptr, indices, data, nd, u, alpha, T, nd_new,
+                               cum) < 0:
+                bad += 1
+        faults += bad
     return faults

@@ -753,41 +753,44 @@ class LDA(Model):
     # -- Gibbs (SAME) -------------------------------------------------------------------------
     def _gibbs(self, X):
         """SAME sampling over a minibatch: ``(gamma, counts)`` with ``gamma = alpha + n_kd``
-        and the last sweep's word-topic counts (``K x V``)."""
+        and the last sweep's word-topic counts (``K x V``): ``doc_iter`` sweeps of the kernel
+        ``gmat.lda_gibbs_sweep`` (uniforms from :attr:`rng`), then the counts by the primitive
+        A*S^T of the nonzeros' sampled counts against the nonzeros' words."""
         if self.device != "cpu":
             raise NotImplementedError("method='gibbs' runs on the CPU only")
         K, (V, m) = self.n_components, X.shape
+        dt = self.dtype
         nnz = int(X.indptr[-1])
-        rows = X.indices[:nnz]
-        cnt = X.data[:nnz].astype(np.float64)
         lengths = np.diff(X.indptr)
-        cols = np.repeat(np.arange(m), lengths)
-        lam = self.components_
-        phi = (lam / lam.sum(axis=1, keepdims=True)).astype(np.float64)
-        Pw = np.ascontiguousarray(phi[:, rows])  # K x nnz, fixed over the sweeps
-        # documents start at their length spread evenly over the topics
-        nd = np.repeat((np.add.reduceat(cnt, X.indptr[:-1]) if nnz else np.zeros(m))
-                       [None, :] / K, K, axis=0) if m else np.zeros((K, 0))
-        nd[:, lengths == 0] = 0.0
-        same = self.opts.same
-        w = cnt / same
-        T = np.empty((K, nnz))
+        lam = np.asarray(self.components_, dtype=np.float64)
+        phiT = np.ascontiguousarray((lam / lam.sum(axis=1, keepdims=True)).T)
+        doc_len = np.zeros(m)
+        nz = lengths > 0
+        if nnz:
+            doc_len[nz] = np.add.reduceat(X.data[:nnz].astype(np.float64),
+                                          X.indptr[:-1][nz])
+        # random starting topic counts (a Dirichlet(1) share of each document's length) break
+        # the topics' symmetry; equal shares leave the sampler in a collapsed mode
+        nd = doc_len[:, None] * self.rng.dirichlet(np.ones(K), m)  # m x K
+        nd_new = np.empty_like(nd)
+        T = np.empty((nnz, K), dt)
+        tasks = max(1, min(m, _E_STEP_TASKS))
         for _ in range(self.opts.doc_iter):
-            P = Pw * (nd[:, cols] + self.alpha)
-            np.cumsum(P, axis=0, out=P)
-            T.fill(0.0)
-            u = self.rng.random((same, nnz)) * P[-1]
-            for s in range(same):
-                z = (P < u[s]).sum(axis=0)
-                np.minimum(z, K - 1, out=z)
-                T[z, np.arange(nnz)] += w
-            nd = _column_sums(T, X.indptr, m)
-        counts = np.asfortranarray(
-            (sp.csr_matrix((np.ones(nnz), rows, np.arange(nnz + 1)), shape=(nnz, V)).T
-             @ T.T).T.astype(self.dtype))
-        self.last_estep = {"iterations": self.opts.doc_iter, "nnz_work": nnz * self.opts.doc_iter,
-                           "documents": m}
-        gamma = np.asfortranarray((nd + self.alpha).astype(self.dtype))
+            u = self.rng.random((nnz, self.opts.same))
+            faults = gmat.lda_gibbs_sweep(phiT, X.indptr, X.indices, X.data, nd, u,
+                                          self.alpha, T, nd_new, tasks)
+            if faults:
+                raise ValueError(f"X has {faults} documents with word indices outside "
+                                 f"[0, {self.n_features})")
+            nd, nd_new = nd_new, nd
+        # counts[:, w] = sum of T[p, :] over the nonzeros p of word w: A*S^T against the
+        # V x nnz matrix with a one at (word of p, p)
+        P = gmat.csc_from_arrays(type(X), np.ones(nnz, dt), X.indices[:nnz],
+                                 np.arange(nnz + 1, dtype=X.indptr.dtype), (V, nnz))
+        counts = gmat.mult_ast(T.T, P)
+        self.last_estep = {"iterations": self.opts.doc_iter,
+                           "nnz_work": nnz * self.opts.doc_iter, "documents": m}
+        gamma = np.asfortranarray((nd.T + self.alpha).astype(dt))
         return gamma, counts
 
     # -- outputs ------------------------------------------------------------------------------
@@ -892,19 +895,6 @@ def _ratios(X, B, T, eps):
     N += eps
     np.divide(X.data[:nnz], N, out=N)
     return gmat.csc_from_arrays(type(X), N, X.indices[:nnz], X.indptr, X.shape)
-
-
-def _column_sums(T, indptr, m):
-    """``K x m`` sums of ``T``'s columns over each CSC column's entries (empty columns 0)."""
-    K = T.shape[0]
-    out = np.zeros((K, m))
-    if T.shape[1] == 0:
-        return out
-    lengths = np.diff(indptr)
-    nz = lengths > 0
-    starts = indptr[:-1][nz]
-    out[:, nz] = np.add.reduceat(T, starts, axis=1)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
