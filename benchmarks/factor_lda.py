@@ -36,7 +36,7 @@ Peers (each optional: skipped with the reason when its package does not import; 
   off; the DataFrame of ``SparseVector`` rows is built and cached before the clock starts;
   the JVM start is printed apart.
 
-Roofline: online VB (:class:`~roofline.learners._lda.LDA`, float32, minibatches of
+Roofline: online VB (:class:`~roofline.learners.LDA`, float32, minibatches of
 ``--batch-size`` documents (default: 1/16 of the documents, within 256..2048),
 ``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents,
 fused E-step), up to
@@ -65,7 +65,7 @@ import scipy.sparse as sp
 
 from roofline import gmat
 from roofline.datasources import Minibatch
-from roofline.learners._lda import LDA
+from roofline.learners import LDA  # exported by roofline.learners (issue 36)
 
 PEERS = ("sklearn-online", "sklearn-batch", "gensim", "gensim-multicore", "spark")
 
