@@ -46,7 +46,11 @@ shard and config sources) and the ranks run CoCoA+ (the round loop of
 :func:`roofline.glm._cocoa.cocoa_rounds`): a round is one local pass of the schedule above
 against ``v`` frozen at the round's start with the rank's own steps amplified
 ``sigma' = K`` times, and the ranks' changes to ``v`` are added (``gamma = 1``).  One process
-is the case ``K = 1`` of the same loop.
+is the case ``K = 1`` of the same loop.  Over processes the changes, and the checks' ``X a``,
+are all-reduced at the features the rank's examples touch only (a Kylix sparse plan made after
+the first pass, as in-memory CoCoA does); each feature's entry of ``v`` is then current on the
+ranks that touch it, and ``||v||^2`` sums each entry once, on the lowest of them (its owner).
+The model returned is the owners' entries, all-reduced once at the end: the same on every rank.
 
 Objective and scaling: exactly those of :func:`roofline.glm.fit_glm` with ``dual=True``
 (l2 penalty; with ``fit_intercept`` the intercept is a regularised constant feature).
@@ -321,7 +325,8 @@ def fit_glm_stream(
     GLMResult
         ``dual_coef`` holds this rank's dual variables, chunk after chunk in the source's order
         (``None`` with ``dual_on_disk``); ``info`` has ``n_chunks``, ``shuffle``, ``cache``,
-        ``dual_on_disk``, ``n_ranks``.
+        ``dual_on_disk``, ``n_ranks`` and ``sparse_allreduce`` (over processes, ``v`` is
+        all-reduced at the features each rank's examples touch).
 
     Raises
     ------
@@ -388,6 +393,12 @@ class _StreamRun:
             self.chunks = _DiskChunks(base) if cache == "disk" else _MemoryChunks()
         self.sizes = []  # the chunks' example counts (from the first pass)
         self.n_pass = 0
+        # over processes, the rounds' changes of v and the checks' X a are all-reduced at the
+        # features this rank's examples touch (a Kylix sparse plan, made after pass 1), as
+        # in-memory CoCoA does; in-process groups keep the dense shared-memory sum
+        self.sparse = world.size > 1 and not getattr(world, "shares_process", True)
+        self.touched = np.zeros(self.d, bool) if self.sparse else None
+        self.plan = None
 
     # -- the passes ----------------------------------------------------------------------------
 
@@ -417,6 +428,8 @@ class _StreamRun:
             colsq = cd.col_sqnorms(X, parallel=False)
             if self.chunks is not None:
                 self.chunks.put(k, X, y, colsq)
+            if self.touched is not None:
+                self.touched[X.indices[:X.indptr[-1]]] = True
             classes += (np.count_nonzero(y > 0), np.count_nonzero(y <= 0))
             a = self.duals.get(k)
             self._step(X, y, a, colsq, v, sigma, d_k)
@@ -505,6 +518,32 @@ class _StreamRun:
         if single:
             np.subtract(v_local, v0, out=d_k)
 
+    def _sparse_setup(self, size):
+        """The sparse plan over this rank's touched features (and the intercept slot), and
+        the entries of ``v`` this rank owns (the lowest rank touching each feature), whose
+        squares sum to ``||v||^2`` over the ranks: the untouched entries of a rank's ``v``
+        are stale between checks, never read by its steps.  Collective, once."""
+        d, rank = self.d, self.world.rank
+        self.idx = np.concatenate([np.flatnonzero(self.touched),
+                                   np.arange(d, size)]).astype(np.int64)
+        self.plan = self.world.sparse_plan(self.idx)
+        first = np.where(self.touched, rank, self.world.size).astype(np.float64)
+        owner = -self.world.allreduce(-first, op="max")
+        self.own = np.flatnonzero(owner == rank)
+        if size > d and rank == 0:
+            self.own = np.concatenate([self.own, np.arange(d, size)])
+
+    def _cross_reduce(self, dv):
+        """cocoa_rounds' sum of the ranks' changes, at this rank's touched entries."""
+        if self.plan is None:
+            self._sparse_setup(dv.size)
+        out = np.zeros_like(dv)
+        out[self.idx] = self.plan.reduce(dv[self.idx])
+        return out
+
+    def _own_sq(self, v):
+        return float(v[self.own] @ v[self.own])
+
     def _certificate(self, v):
         """One streamed pass: ``P(w)`` at ``w = v / lam_n``, the duality gap, and the exact
         ``X a`` (returned, to replace ``v`` and drop the drift of the incremental updates)."""
@@ -533,11 +572,21 @@ class _StreamRun:
             if icpt:
                 v_new[d] += icpt * a.sum()
         self._check_count(n_chunks, what)
-        acc = self.world.allreduce(acc)
-        v_new, L, conj = acc[:v.size], acc[-2], acc[-1]
+        if self.sparse:
+            if self.plan is None:  # (cocoa_rounds reduces before it checks: a safeguard)
+                self._sparse_setup(v.size)
+            x = self.plan.reduce(v_new[self.idx])
+            v_new = v.copy()
+            v_new[self.idx] = x
+            L, conj, vv, ww = self.world.allreduce(
+                np.array([acc[-2], acc[-1], self._own_sq(v), self._own_sq(v_new)]))
+        else:
+            acc = self.world.allreduce(acc)
+            v_new, L, conj = acc[:v.size], acc[-2], acc[-1]
+            vv, ww = float(v @ v), float(v_new @ v_new)
         n = self.n
-        P = (L + 0.5 * float(v @ v) / self.lam_n) / n
-        D = (conj - 0.5 * float(v_new @ v_new) / self.lam_n) / n
+        P = (L + 0.5 * vv / self.lam_n) / n
+        D = (conj - 0.5 * ww / self.lam_n) / n
         return v_new, P, max(P - D, 0.0)
 
     def fit(self, t_start):
@@ -556,7 +605,12 @@ class _StreamRun:
         v0 = np.zeros(self.d + (1 if self.icpt else 0))
         with verbose_logging(self.verbose):
             v, it, conv = cocoa_rounds(ctx, (world, node, world), v0, self._local_solve,
-                                       self._certificate)
+                                       self._certificate,
+                                       self._cross_reduce if self.sparse else None)
+        if self.sparse:  # every entry of v, the same on every rank: the owners' sum
+            mine = np.zeros_like(v)
+            mine[self.own] = v[self.own]
+            v = world.allreduce(mine)
         if world.size > 1:  # rank 0 recorded the trace
             trace.P, trace.G, trace.T, trace.check = world.broadcast(
                 (trace.P, trace.G, trace.T, trace.check))
@@ -582,7 +636,8 @@ class _StreamRun:
             dual=True,
             info={"n_chunks": len(self.sizes), "shuffle": self.shuffle,
                   "cache": self.cache if self.shuffle else None,
-                  "dual_on_disk": bool(self.dual_on_disk), "n_ranks": world.size},
+                  "dual_on_disk": bool(self.dual_on_disk), "n_ranks": world.size,
+                  "sparse_allreduce": self.sparse},
         )
 
     def _every_rank(self, fn):

@@ -58,6 +58,7 @@ def test_two_processes_over_tcp_reach_the_single_process_optimum():
     out = run(_rank_fit, 2, backend="tcp", args=("logistic", {}), timeout=60)
     _check(out, single, dist)
     assert out[0][5]["n_ranks"] == 2
+    assert out[0][5]["sparse_allreduce"]  # processes: the touched features only
 
 
 def test_two_threads_reach_the_single_process_optimum_of_ridge():
@@ -72,6 +73,7 @@ def test_three_ranks_with_the_dual_state_on_disk(tmp_path):
     out = run(_rank_fit, 3, backend="threads",
               args=("logistic", dict(dual_on_disk=True, workdir=str(tmp_path))), timeout=60)
     _check(out, single, dist)
+    assert not out[0][5]["sparse_allreduce"]  # threads: the dense shared-memory sum
     for r in range(3):  # each rank its own directory of chunks and duals
         files = sorted(os.listdir(tmp_path / f"rank{r}"))
         assert "chunk_0.bin" in files and "dual_0.npy" in files
