@@ -95,8 +95,8 @@ def check_nonnegative(X, name="X"):
         raise ValueError(f"{name} has non-finite values (NaN or inf); NMF needs finite "
                          f"non-negative data")
     if vals.size and vals.min() < 0:
-        raise ValueError(f"{name} has negative values (min {vals.min():g}); NMF needs "
-                         f"non-negative data")
+        raise ValueError(f"Negative values in data passed to {name}: {name} has negative "
+                         f"values (min {vals.min():g}); NMF needs non-negative data")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,27 +199,27 @@ def divergence(X, Wt, H, beta, wx=None):
 
 
 @njit(cache=True, parallel=True)
-def _hals_kernel(FT, G, BT, l1, l2):
+def _hals_kernel(FT, G, BT, l1, l2, viol):
     """One HALS sweep over the columns of ``F`` (``FT``: p x r, C order, updated in place):
     for each column ``j`` (in parallel: columns are independent) and each row ``t`` in
     order, ``F[t, j] = max(0, F[t, j] - (G[t] . F[:, j] + l2 F[t, j] - B[t, j] + l1) /
     (G[t, t] + l2))``; scikit-learn's ``_update_cdnmf_fast``.  Returns the sum of the absolute
-    projected gradients."""
+    projected gradients of column ``j`` in ``viol[j]``."""
     p, r = FT.shape
-    viol = 0.0
     for j in prange(p):
+        vj = 0.0
         for t in range(r):
             grad = l1 - BT[j, t] + l2 * FT[j, t]
             for q in range(r):
                 grad += G[t, q] * FT[j, q]
             v = FT[j, t]
             pg = min(grad, 0.0) if v == 0.0 else grad
-            viol += abs(pg)
+            vj += abs(pg)
             h = G[t, t] + l2
             if h != 0.0:
                 nv = v - grad / h
                 FT[j, t] = nv if nv > 0.0 else 0.0
-    return viol
+        viol[j] = vj
 
 
 @njit(cache=True, parallel=True)
@@ -304,7 +304,9 @@ def _hals(F, G, B, l1=0.0, l2=0.0):
     G = np.asarray(G, np.float64)
     B = np.asarray(B)
     if F.flags.f_contiguous and B.flags.f_contiguous and B.dtype == F.dtype:
-        return float(_hals_kernel(F.T, G, B.T, float(l1), float(l2)))
+        viol = np.empty(F.shape[1])
+        _hals_kernel(F.T, G, B.T, float(l1), float(l2), viol)
+        return float(viol.sum())
     G = G.astype(F.dtype, copy=True)
     if l2 > 0:
         G.flat[:: G.shape[0] + 1] += l2
@@ -594,7 +596,7 @@ class NMFModel(Model):
             return H
         l1, l2, _, _ = self._regs(X.shape[0], m)
         Wt = self.components
-        wx = _wx(Wt, X, cache).copy() if self.beta == 2 else None
+        wx = _wx(Wt, X, cache).copy(order="F") if self.beta == 2 else None
         G = Wt @ Wt.T
         prev = H.copy()
         for _ in range(max_iter):
@@ -776,7 +778,7 @@ class NMFModel(Model):
         for it in range(1, max_iter + 1):
             if o.solver == "cd":
                 G = Wt @ Wt.T
-                WX = _wx(Wt, X).copy()
+                WX = _wx(Wt, X)
                 viol = _hals(H, G, WX, l1_c, l2_c)
                 for _ in range(sweeps - 1):
                     _hals(H, G, WX, l1_c, l2_c)

@@ -1,0 +1,340 @@
+"""NMF (learners/_nmf.py): kernels against numpy, a planted low-rank factorization recovered,
+scikit-learn's objective from the same init, minibatch against full batch, distributed fits,
+bad input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.decomposition import NMF as SKNMF
+from sklearn.decomposition import MiniBatchNMF as SKMiniBatchNMF
+
+from roofline.comm import run
+from roofline.datasources import MatSource
+from roofline.learners import Learner, ModelUpdate
+from roofline.learners._nmf import (
+    NMF,
+    MiniBatchNMF,
+    NMFModel,
+    _hals_kernel,
+    _mu_codes_kernel,
+    _transpose_plan,
+    divergence,
+    nmf_init,
+)
+
+
+def _planted(n_samples=300, n_features=80, r=5, density=None, seed=0, dtype=np.float64):
+    """``X = W H`` (rows = samples) with sparse non-negative factors: exactly rank ``r``."""
+    rng = np.random.default_rng(seed)
+    W = rng.uniform(0, 1, (n_samples, r)) * (rng.uniform(size=(n_samples, r)) < 0.5)
+    H = rng.uniform(0, 1, (r, n_features)) * (rng.uniform(size=(r, n_features)) < 0.4)
+    W[np.arange(n_samples), rng.integers(0, r, n_samples)] += 0.5  # no empty row
+    X = W @ H
+    return (sp.csr_matrix(X) if density else X).astype(dtype), W, H
+
+
+def _sparse_data(m=600, n=150, seed=1, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = sp.random(m, n, density=0.05, random_state=seed, format="csr", dtype=np.float64)
+    X.data = rng.uniform(0.5, 3, X.nnz)
+    return X.astype(dtype)
+
+
+def _custom(m, n, r, seed=3):
+    rng = np.random.default_rng(seed)
+    return np.abs(rng.normal(size=(m, r))) * 0.3, np.abs(rng.normal(size=(r, n))) * 0.3
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels against numpy
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hals_kernel_matches_the_row_by_row_numpy_sweep(dtype):
+    rng = np.random.default_rng(0)
+    r, p = 6, 40
+    F = np.asfortranarray(np.abs(rng.normal(size=(r, p))).astype(dtype))
+    F[0, :5] = 0
+    A = rng.normal(size=(r, 3 * r))
+    G = A @ A.T
+    B = np.asfortranarray(rng.normal(size=(r, p)).astype(dtype))
+    ref = F.astype(np.float64)
+    viol_ref = 0.0
+    for t in range(r):
+        grad = G[t] @ ref + 0.1 * ref[t] - B[t] + 0.2
+        pg = np.where(ref[t] == 0, np.minimum(grad, 0), grad)
+        viol_ref += np.abs(pg).sum()
+        ref[t] = np.maximum(ref[t] - grad / (G[t, t] + 0.1), 0)
+    viol = np.empty(p)
+    _hals_kernel(F.T, G, B.T, 0.2, 0.1, viol)
+    viol = viol.sum()
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
+    assert viol == pytest.approx(viol_ref, rel=tol)
+
+
+def test_mu_codes_kernel_matches_numpy():
+    rng = np.random.default_rng(1)
+    r, m = 5, 30
+    H = np.asfortranarray(rng.uniform(size=(r, m)))
+    N = np.asfortranarray(rng.uniform(size=(r, m)))
+    A = rng.uniform(size=(r, r))
+    G = A @ A.T
+    ref = H * N / (G @ H + 0.1 + 0.3 * H)
+    _mu_codes_kernel(H.T, N.T, G, np.empty(0), 0.1, 0.3, 1e-7)
+    np.testing.assert_allclose(H, ref, rtol=1e-12)
+    s = rng.uniform(size=r)
+    ref = H * N / (s[:, None] + 0.0)
+    _mu_codes_kernel(H.T, N.T, np.empty((0, 0)), s, 0.0, 0.0, 1e-7)
+    np.testing.assert_allclose(H, ref, rtol=1e-12)
+
+
+def test_transpose_plan():
+    X = _sparse_data().T.tocsc()
+    XT, perm = _transpose_plan(X)
+    np.testing.assert_array_equal(XT.toarray(), X.toarray().T)
+    np.testing.assert_array_equal(XT.data, X.data[perm])
+
+
+@pytest.mark.parametrize("beta", [2, 1])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_divergence_matches_the_definition(beta, sparse):
+    Xr = _sparse_data(100, 40)
+    X = Xr.T.tocsc() if sparse else Xr.toarray().T
+    rng = np.random.default_rng(2)
+    Wt = np.asfortranarray(rng.uniform(size=(4, 40)))
+    H = np.asfortranarray(rng.uniform(size=(4, 100)))
+    D = Xr.toarray().T
+    V = Wt.T @ H
+    if beta == 2:
+        ref = 0.5 * ((D - V) ** 2).sum()
+    else:
+        nz = D > 0
+        ref = (D[nz] * np.log(D[nz] / V[nz])).sum() - D.sum() + V.sum()
+    assert divergence(X, Wt, H, beta) == pytest.approx(ref, rel=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# planted structure
+
+
+@pytest.mark.parametrize("solver,beta", [("cd", "frobenius"), ("mu", "frobenius"),
+                                         ("mu", "kullback-leibler")])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_planted_low_rank_matrix_is_recovered(solver, beta, sparse):
+    X, _, _ = _planted(density=sparse, seed=4)
+    est = NMF(5, solver=solver, beta_loss=beta, init="nndsvda", tol=1e-6,
+              max_iter=2000 if solver == "mu" else 500, random_state=0)
+    W = est.fit_transform(X)
+    Xd = X.toarray() if sparse else X
+    rel = np.linalg.norm(Xd - W @ est.components_) / np.linalg.norm(Xd)
+    assert rel < (0.03 if solver == "cd" else 0.06)
+    assert np.all(W >= 0) and np.all(est.components_ >= 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# against scikit-learn from the same init
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("solver,beta", [("cd", "frobenius"), ("mu", "frobenius"),
+                                         ("mu", "kullback-leibler")])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_objective_equals_scikit_learn_from_the_same_init(dtype, solver, beta, sparse):
+    Xr = _sparse_data(dtype=dtype)
+    X = Xr if sparse else Xr.toarray()
+    W0, H0 = _custom(*X.shape, 6)
+    kw = dict(init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=60)
+    ref = SKNMF(6, **kw)
+    Wr = ref.fit_transform(X, W=W0.astype(dtype), H=H0.astype(dtype))
+    ours = NMF(6, **kw)
+    Wo = ours.fit_transform(X, W=W0.astype(dtype), H=H0.astype(dtype))
+    # the same updates in the same order: float64 agrees to rounding, float32 to its precision
+    rtol = 1e-9 if dtype == np.float64 else 2e-3
+    assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=rtol)
+    np.testing.assert_allclose(ours.components_, ref.components_, rtol=100 * rtol,
+                               atol=100 * rtol)
+    np.testing.assert_allclose(Wo, Wr, rtol=100 * rtol, atol=100 * rtol)
+    assert ours.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("solver", ["cd", "mu"])
+def test_stopping_rule_and_transform_as_scikit_learn(solver):
+    Xr = _sparse_data(seed=5)
+    W0, H0 = _custom(*Xr.shape, 4, seed=6)
+    kw = dict(init="custom", solver=solver, tol=1e-3, max_iter=500)
+    ref = SKNMF(4, **kw).fit(Xr, W=W0.copy(), H=H0.copy())  # it updates W in place
+    ours = NMF(4, **kw).fit(Xr, W=W0, H=H0)
+    assert ours.n_iter_ == ref.n_iter_
+    assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
+    np.testing.assert_allclose(ours.transform(Xr[:50]), ref.transform(Xr[:50]), rtol=1e-6,
+                               atol=1e-8)
+    np.testing.assert_allclose(ours.inverse_transform(ours.transform(Xr[:5])),
+                               ref.inverse_transform(ref.transform(Xr[:5])), rtol=1e-6,
+                               atol=1e-8)
+
+
+def test_regularised_objective_equals_scikit_learn():
+    Xr = _sparse_data(seed=7)
+    W0, H0 = _custom(*Xr.shape, 4, seed=8)
+    for solver in ("cd", "mu"):
+        kw = dict(init="custom", solver=solver, tol=0, max_iter=40, alpha_W=0.01,
+                  alpha_H=0.02, l1_ratio=0.3)
+        ref = SKNMF(4, **kw).fit(Xr, W=W0.copy(), H=H0.copy())  # it updates W in place
+        ours = NMF(4, **kw).fit(Xr, W=W0, H=H0)
+        np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-7, atol=1e-9)
+
+
+def test_accelerated_hals_reaches_the_objective_in_fewer_iterations():
+    Xr = _sparse_data(2000, 300, seed=9)
+    W0, H0 = _custom(*Xr.shape, 8, seed=10)
+    ref = NMF(8, init="custom", solver="cd", tol=0, max_iter=60).fit(Xr, W=W0, H=H0)
+    model = NMFModel(n_components=8, solver="cd", dtype="float64", cd_sweeps=4)
+    model.set_parameters(H0)
+    res = model.fit(Xr.T.tocsc(), H=np.asfortranarray(W0.T), max_iter=20, tol=0)
+    assert np.sqrt(2 * res.divergence) <= ref.reconstruction_err_ * (1 + 1e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# minibatch
+
+
+@pytest.mark.parametrize("solver,beta", [("mu", "frobenius"), ("cd", "frobenius"),
+                                         ("mu", "kullback-leibler")])
+def test_minibatch_reaches_the_full_batch_objective(solver, beta):
+    X, _, _ = _planted(n_samples=1200, n_features=60, r=4, density=True, seed=11)
+    Xn = np.sqrt((X.data ** 2).sum())
+    kw = dict(beta_loss=beta, batch_size=200, max_iter=30, tol=0, random_state=0)
+    mb = MiniBatchNMF(4, solver=solver, transform_max_iter=30, **kw).fit(X)
+    if solver == "cd":
+        # online HALS on a planted exact factorization: near the full-batch fit (~0)
+        full = NMF(4, solver="cd", init="nndsvda", tol=1e-5, max_iter=500,
+                   random_state=0).fit(X)
+        assert mb.reconstruction_err_ <= 2 * full.reconstruction_err_ + 0.01 * Xn
+    else:
+        # multiplicative updates converge slowly: within 3x of as many full-batch iterations
+        # as passes (measured: 1.3x Frobenius, 2.8x KL), and at least scikit-learn's
+        # MiniBatchNMF (measured: 0.62x and 0.66x of its error)
+        full = NMF(4, solver="mu", beta_loss=beta, init="nndsvda", tol=0, max_iter=30,
+                   random_state=0).fit(X)
+        sk = SKMiniBatchNMF(4, **kw).fit(X)
+        assert mb.reconstruction_err_ <= 3 * full.reconstruction_err_
+        assert mb.reconstruction_err_ <= sk.reconstruction_err_
+        assert mb.reconstruction_err_ <= 0.1 * Xn
+
+
+def test_model_trains_in_a_learner_with_heldout_loss():
+    X, _, _ = _planted(n_samples=1000, n_features=50, r=3, density=True, seed=12)
+    Xc = X.T.tocsc()
+    model = NMFModel(n_components=3, dtype="float64", inner_iter=30, rho=0.8)
+    learner = Learner(MatSource(Xc[:, :800], batch_size=100), model, ModelUpdate(),
+                      heldout=MatSource(sp.csc_matrix(Xc[:, 800:]), batch_size=100),
+                      n_passes=5, eval_every=8, progress=False)
+    res = learner.train()
+    held = [r["heldout_loss"] for r in res.trace]
+    assert held[-1] < 0.2 * held[0]
+    est = MiniBatchNMF(3, batch_size=100, random_state=0)
+    for s in range(0, 1000, 100):
+        est.partial_fit(X[s:s + 100])
+    assert est.n_steps_ == 10 and est.components_.shape == (3, 50)
+    assert model.flops_per_step(type("B", (), {"X": Xc})()) == 4 * 3 * Xc.nnz
+    cost = model.cost(type("B", (), {"X": Xc})())
+    assert cost.flops == 4 * 3 * Xc.nnz and cost.bytes > Xc.nnz * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# distributed
+
+
+def _rank_nmf(comm, solver, beta):
+    Xr = _sparse_data(400, 60, seed=13)
+    W0, H0 = _custom(*Xr.shape, 4, seed=14)
+    part = np.array_split(np.arange(400), comm.size)[comm.rank]
+    est = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30, comm=comm)
+    W = est.fit_transform(Xr[part], W=W0[part], H=H0)
+    return est.components_, W, est.reconstruction_err_
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("K", [2, 4])
+def test_distributed_fit_equals_single_process(K):
+    Xr = _sparse_data(400, 60, seed=13)
+    W0, H0 = _custom(*Xr.shape, 4, seed=14)
+    for solver, beta in (("cd", "frobenius"), ("mu", "kullback-leibler")):
+        ref = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30)
+        Wr = ref.fit_transform(Xr, W=W0.copy(), H=H0.copy())
+        out = run(_rank_nmf, K, backend="tcp", args=(solver, beta), timeout=60)
+        for C, _, err in out:
+            np.testing.assert_array_equal(C, out[0][0])
+            np.testing.assert_allclose(C, ref.components_, rtol=1e-8, atol=1e-10)
+            assert err == pytest.approx(ref.reconstruction_err_, rel=1e-10)
+        np.testing.assert_allclose(np.vstack([o[1] for o in out]), Wr, rtol=1e-8, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_bad_input_gets_clear_errors():
+    X = _sparse_data(50, 20)
+    neg = X.copy()
+    neg.data[3] = -1.0
+    with pytest.raises(ValueError, match="X has negative values"):
+        NMF(3).fit(neg)
+    with pytest.raises(ValueError, match="X has negative values"):
+        NMF(3).fit(neg.toarray())
+    with pytest.raises(ValueError, match="X has negative values"):
+        MiniBatchNMF(3).fit(neg)
+    with pytest.raises(ValueError, match="X has negative values"):
+        NMF(3, random_state=0).fit(X).transform(neg)
+    with pytest.raises(ValueError, match="H has negative"):
+        NMF(3, init="custom").fit(X, W=np.ones((50, 3)), H=-np.ones((3, 20)))
+    with pytest.raises(ValueError, match="W has shape"):
+        NMF(3, init="custom").fit(X, W=np.ones((5, 3)), H=np.ones((3, 20)))
+    with pytest.raises(ValueError, match="0 sample"):
+        NMF(3).fit(np.empty((0, 4)))
+    with pytest.raises(ValueError):
+        NMF(3).fit(np.array([["a", "b"]]))
+    with pytest.raises(ValueError, match="beta_loss"):
+        NMF(3, beta_loss="itakura").fit(X)
+    with pytest.raises(ValueError, match="cd"):
+        NMF(3, solver="cd", beta_loss="kullback-leibler").fit(X)
+    with pytest.raises(ValueError, match="n_components"):
+        NMF(0).fit(X)
+    with pytest.raises(ValueError, match="init"):
+        NMF(3, init="svd").fit(X)
+    with pytest.raises(ValueError, match="cd"):
+        NMFModel(solver="cd", beta_loss="kullback-leibler")
+    model = NMFModel(n_components=3, dtype="float32")
+    model.set_parameters(np.ones((3, 20)))
+    with pytest.raises(TypeError, match="dtype"):
+        model.transform(X.T.tocsc())
+    with pytest.raises(ValueError, match="features"):
+        model.transform(np.ones((7, 3), np.float32))
+    with pytest.raises(ValueError, match="components"):
+        model.set_parameters(np.ones((2, 20)))
+    with pytest.raises(RuntimeError, match="not initialised"):
+        NMFModel().transform(np.ones((3, 3), np.float32))
+
+
+def test_nndsvd_init_is_non_negative_and_close():
+    X, _, _ = _planted(density=True, seed=15)
+    Xc = X.T.tocsc()
+    for init in ("nndsvd", "nndsvda", "random"):
+        Wt, H = nmf_init(Xc, 5, init, rng=0)
+        assert Wt.shape == (5, 80) and H.shape == (5, 300)
+        assert Wt.min() >= 0 and H.min() >= 0
+    Wt, H = nmf_init(Xc, 5, "nndsvd", rng=0)
+    rel = np.sqrt(2 * divergence(Xc, Wt, H, 2)) / np.sqrt((X.data ** 2).sum())
+    assert rel < 0.6  # a rough start, much better than zero
+
+
+def test_scikit_learn_estimator_checks():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    for est in (NMF(2, max_iter=1000, tol=1e-6, random_state=0),
+                MiniBatchNMF(2, max_iter=3, batch_size=20, random_state=0)):
+        res = check_estimator(est, on_fail=None)
+        failed = [(r["check_name"], str(r["exception"])[:200]) for r in res
+                  if r["status"] == "failed"]
+        assert failed == [], failed
