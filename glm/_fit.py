@@ -137,6 +137,10 @@ class GLMSolverOptions(Options):
                                                "larger data are streamed by chunks (None: 80% "
                                                "of the free device memory)", kind=float,
                                          low=0.0, low_open=True)
+    gpu_blocks: int | None = option(None, "device='gpu': thread blocks in flight, each "
+                                          "stepping one example against a possibly stale "
+                                          "shared vector (None: as many as the device holds)",
+                                    kind=int, low=1)
 
     def _check(self, prefix):
         # the registry's rows are checked live (a row registered later is a valid choice)
@@ -379,6 +383,15 @@ def fit_glm(
         stream while the previous chunk trains: :class:`roofline.kernels.DeviceChunkStream`);
         the dual variables and the shared vector stay on the device.  ``result.info``:
         ``"streamed"``, ``"n_chunks"``, ``"bytes_streamed"``.
+    gpu_blocks : int, optional
+        ``device="gpu"``: thread blocks in flight (the launch's grid, striding over the
+        examples; default: as many as the device holds at once).  Each reads the shared vector
+        while up to ``gpu_blocks - 1`` others' steps are pending, so the steps use mini-batch
+        SDCA's safe norms for that many (:func:`roofline.kernels.eso_colsq`: a feature counts
+        as often as the examples sharing it allow, up to ``gpu_blocks`` times), which the
+        adaptive rule relaxes while the dual objective keeps rising; fewer blocks take bolder
+        steps on the frequent features, more blocks keep the device busier.
+        ``result.info``: ``"concurrency"``, ``"tau"`` (the norms' final count).
     **solver_options
         The :class:`GLMSolverOptions` fields listed above (``tol``, ``max_iter``,
         ``n_workers``, ...), given as keywords; they override ``options``.
@@ -739,7 +752,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             pb, max_iter=opts.max_iter,
             check_every=1 if opts.check_every == "auto" else opts.check_every, rng=rng,
             trace=trace, verbose=verbose, adaptive_damping=opts.adaptive_damping,
-            damping=opts.damping, callback=callback, device_memory=opts.device_memory)
+            damping=opts.damping, callback=callback, device_memory=opts.device_memory,
+            concurrency=opts.gpu_blocks)
     else:
         order = None
         n_hot = 0

@@ -350,7 +350,8 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
 
 
 def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
-                 adaptive_damping=True, damping=1.0, callback=None, device_memory=None):
+                 adaptive_damping=True, damping=1.0, callback=None, device_memory=None,
+                 concurrency=None):
     """TPA-SCD of the dual on the GPU (Snap ML's twice-parallel asynchronous SCD,
     :class:`roofline.kernels.DeviceDual`): each epoch a block per example over a fresh
     permutation, asynchronously against the shared ``v`` (atomic adds), ``alpha`` and ``v``
@@ -364,6 +365,15 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
     the last check (stale reads of ``v`` by concurrent blocks overshooting) is discarded and
     the damping halved, Snap ML's rule.  The solver time of the trace covers the epochs up to
     their completion on the device (synchronised), not the checks.
+
+    Concurrent blocks read a stale ``v``: with ``tau`` blocks in flight (``concurrency``,
+    default the device's resident blocks) the steps start from the norms of
+    :func:`roofline.kernels.eso_colsq` at ``tau`` (mini-batch SDCA's safe steps, which weigh
+    a feature by how many examples share it: the hot features of power-law data count up to
+    ``tau`` times).  That bound is for ``tau`` steps from one ``v``; asynchronous blocks
+    usually see fresher values, so with ``adaptive_damping`` the norms' ``tau`` is halved
+    after every two accepted checks and doubled back (the epochs discarded) when the dual
+    objective falls; the damping is halved only once ``tau`` is back at ``concurrency``.
     """
     from roofline.kernels import DeviceDual
 
@@ -371,7 +381,8 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
     colsq = cd.col_sqnorms(X)
     seed = int(rng.integers(2**31))
     dev = DeviceDual(X.indptr, X.indices, X.data, np.ascontiguousarray(pb.y), colsq, pb.d,
-                     icpt=pb.icpt, budget=device_memory, seed=seed)
+                     icpt=pb.icpt, budget=device_memory, seed=seed, concurrency=concurrency)
+    streak = 0  # accepted checks since the norms' tau last changed
     try:
         a = np.zeros(pb.n)
         v = np.zeros(pb.d + (1 if pb.icpt else 0))
@@ -401,9 +412,19 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
                 if not negD <= negD_cur + _NOISE * abs(negD_cur):
                     a, v = kept  # discard the epochs since the last check
                     dev.set(a, v)
-                    damp *= 0.5
+                    if dev.tau < dev.concurrency:
+                        dev.set_tau(2 * dev.tau)  # back towards the safe steps
+                    else:
+                        damp *= 0.5
+                    streak = 0
                     n_rejected += 1
-                    logger.debug("tpa-scd gpu: epochs rejected, damping -> %g", damp)
+                    logger.debug("tpa-scd gpu: epochs rejected, tau -> %d, damping -> %g",
+                                 dev.tau, damp)
+                else:
+                    streak += 1
+                    if streak >= 2 and dev.tau > 1:
+                        dev.set_tau(dev.tau // 2)  # bolder steps while they pay
+                        streak = 0
             v_dev = v
             v, since_exact, parts, P, gap = _dual_check(pb, a, v, it == max_iter, since_exact,
                                                         trace)
@@ -420,6 +441,7 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
         w, b = pb.dual_primal(v)
         info = {"damping": damp, "n_rejected": n_rejected,
                 "stopped_by_callback": status == "stopped", "device": "gpu",
+                "concurrency": dev.concurrency, "tau": dev.tau,
                 "streamed": dev.streamed, "n_chunks": int(dev.chunk_bounds.size - 1),
                 "bytes_streamed": int(dev.bytes_streamed)}
         return w.copy(), b, a.copy(), it, conv, info

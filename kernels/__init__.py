@@ -93,7 +93,7 @@ from ._csc import (
     row_slabs,
     row_slabs_into,
 )
-from ._cuda_cd import DeviceDual, cuda_ready, gpu_dual_tpa
+from ._cuda_cd import DeviceDual, cuda_ready, eso_colsq, gpu_dual_tpa
 from ._cuda_glm import GPU_ACC_HEAD, gpu_glm_scatter_update, gpu_glm_step
 from ._cuda_losses import gpu_glm_loss_deriv
 from ._cuda_primitives import (
@@ -243,6 +243,7 @@ __all__ = [
     "cuda_ready",
     "default_threads",
     "disk_roofline",
+    "eso_colsq",
     "find_line_starts",
     "fma_loop",
     "gather_rows",

@@ -33,8 +33,8 @@ import numpy as np
 from . import _cuda_primitives as _cp
 from ._losses import HINGE, SQUARED
 
-__all__ = ["CD_THREADS", "SIM_CD_THREADS", "DeviceDual", "cuda_ready", "gpu_dual_tpa",
-           "gpu_dual_tpa_epoch"]
+__all__ = ["CD_THREADS", "SIM_CD_THREADS", "DeviceDual", "cuda_ready", "eso_colsq",
+           "eso_parts", "gpu_dual_tpa", "gpu_dual_tpa_epoch", "resident_blocks"]
 
 #: Threads per block (per coordinate).  Criteo-like examples hold ~40 nonzeros: 64 threads keep
 #: a warp or two busy per coordinate and many coordinates in flight per SM.
@@ -231,6 +231,63 @@ def gpu_dual_tpa(indptr, indices, data, y, alpha, v, colsq, loss, lam_n, *, epoc
 DEVICE_MEMORY_SHARE = 0.8
 
 
+def resident_blocks() -> int:
+    """Blocks of :func:`gpu_dual_tpa_epoch` the device runs at once (its multiprocessors times
+    the blocks of ``CD_THREADS`` threads one holds, at most 32); 1 under the simulator, where
+    the blocks run one after the other."""
+    if _cp._simulated():
+        return 1
+    cuda = _cp._cuda()
+    dev = cuda.get_current_device()
+    per_sm = min(32, int(dev.MAX_THREADS_PER_MULTI_PROCESSOR) // _threads())
+    return int(dev.MULTIPROCESSOR_COUNT) * max(per_sm, 1)
+
+
+def eso_parts(indptr, indices, data, n_features):
+    """``(plain, hot)``: the examples' squared norms and their shares on shared features, for
+    :func:`eso_colsq` at any ``tau``: ``plain[i] = ||x_i||^2``,
+    ``hot[i] = sum_j x_ij^2 (omega_j - 1) / (m - 1)`` (feature ``j`` in ``omega_j`` of the
+    ``m`` examples).
+
+    Returns
+    -------
+    plain, hot : ndarray of float64, shape (m,)
+    """
+    ip = np.asarray(indptr)
+    m = ip.shape[0] - 1
+    nnz = int(ip[-1])
+    ix = np.asarray(indices)[:nnz]
+    omega = np.bincount(ix, minlength=int(n_features)).astype(np.float64)
+    w2 = np.square(np.asarray(data)[:nnz], dtype=np.float64)
+    owner = np.repeat(np.arange(m, dtype=np.int64), np.diff(ip).astype(np.int64))
+    plain = np.bincount(owner, weights=w2, minlength=m)
+    hot = np.bincount(owner, weights=w2 * ((omega - 1.0) / max(m - 1, 1))[ix], minlength=m)
+    return plain, hot
+
+
+def eso_colsq(indptr, indices, data, n_features, tau, icpt=0.0, parts=None):
+    """The squared norms of the examples as the steps of ``tau`` concurrent blocks must see
+    them: the ESO (expected separable overapproximation) of mini-batch SDCA for ``tau``
+    coordinates updated at once (Richtarik & Takac 2016; Takac, Bijral, Richtarik & Srebro
+    2013): feature ``j``, present in ``omega_j`` of the ``m`` examples, counts
+    ``1 + (omega_j - 1) (tau - 1) / (m - 1)`` times in ``||x_i||^2``.
+
+    A feature held by few examples keeps its weight (its steps rarely meet), one held by every
+    example (the intercept's constant, the hot buckets of Criteo-like data) counts ``tau``
+    times: the steps of ``tau`` blocks that read the same stale ``v`` then add up to at most
+    one exact step along it, where unscaled steps overshoot up to ``tau``-fold (and diverge:
+    the earlier benchmark harness's ``nan``).  The kernel adds ``icpt^2`` itself, so the
+    constant feature's extra ``(tau - 1) icpt^2`` is added here.  ``parts``: the
+    :func:`eso_parts` of the data when the caller has them.
+
+    Returns
+    -------
+    ndarray of float64, shape (m,)
+    """
+    plain, hot = eso_parts(indptr, indices, data, n_features) if parts is None else parts
+    return plain + (float(tau) - 1.0) * (hot + icpt * icpt)
+
+
 class DeviceDual:
     """The dual of one CD problem on the device: the data, resident or streamed by chunks,
     and the dual state ``alpha`` (``m``) and ``v`` (``d``, plus the intercept's entry), always
@@ -264,6 +321,10 @@ class DeviceDual:
         memory).
     seed : int
         Seeds the permutations.
+    concurrency : int, optional
+        Blocks in flight, the launch's grid (default :func:`resident_blocks`: as many as the
+        device runs at once; 1 under the simulator).  With more than one, the steps use
+        :func:`eso_colsq`'s norms, safe for that many steps against a stale ``v``.
 
     Raises
     ------
@@ -272,15 +333,30 @@ class DeviceDual:
     """
 
     def __init__(self, indptr, indices, data, y, colsq, n_features, *, icpt=0.0, budget=None,
-                 seed=0):
+                 seed=0, concurrency=None):
         cuda = _cp._cuda()
         self._cuda = cuda
         self.m = int(indptr.shape[0]) - 1
         self.d = int(n_features)
         self.icpt = float(icpt)
         nv = self.d + (1 if self.icpt != 0.0 else 0)
+        if concurrency is None:
+            concurrency = resident_blocks()
+        if isinstance(concurrency, bool) or int(concurrency) < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        #: blocks in flight (the launch's grid): at most this many steps read a stale ``v``
+        self.concurrency = int(min(int(concurrency), max(self.m, 1)))
+        colsq = np.array(colsq, dtype=np.float64)  # a copy: rewritten by set_tau
+        self._eso = None
+        #: the ``tau`` of the steps' norms (:func:`eso_colsq`; :meth:`set_tau`)
+        self.tau = 1
+        if self.concurrency > 1:
+            self._eso = eso_parts(indptr, indices, data, self.d)
+            self.tau = self.concurrency
+            colsq[:] = eso_colsq(indptr, indices, data, self.d, self.tau, self.icpt,
+                                 parts=self._eso)
         self._host = (np.asarray(indptr), np.asarray(indices), np.asarray(data),
-                      np.asarray(y), np.ascontiguousarray(colsq, dtype=np.float64))
+                      np.asarray(y), colsq)
         if budget is None:
             budget = DEVICE_MEMORY_SHARE * float(cuda.current_context().get_memory_info()[0])
         self.budget = float(budget)
@@ -319,6 +395,25 @@ class DeviceDual:
             self._pipe = DeviceChunkStream(depth=2)
             self._dev = None
 
+    def set_tau(self, tau):
+        """Rewrite the steps' norms for ``tau`` concurrent steps (:func:`eso_colsq`; 1: the
+        plain norms); on the device too when the data are resident (the streamed chunks read
+        the host's array, which is rewritten in place)."""
+        tau = int(min(max(int(tau), 1), self.concurrency))
+        if tau == self.tau or self._eso is None:
+            return
+        self.synchronize()
+        cq = self._host[4]
+        cq[:] = self._eso[0] + (tau - 1.0) * (self._eso[1] + self.icpt * self.icpt)
+        if self.chunks is None:
+            self._dev[4].copy_to_device(cq)
+        self.tau = tau
+
+    def _blocks(self, n):
+        """The launch's grid: ``concurrency`` blocks striding over the ``n`` coordinates (0:
+        the launcher's default, under the simulator)."""
+        return 0 if _cp._simulated() else max(1, min(self.concurrency, n))
+
     def _host_chunk(self, lo, hi):
         """Examples ``lo:hi`` as host arrays: indptr rebased to 0, indices, data, y, colsq."""
         ip, ix, dt, yy, cq = self._host
@@ -352,14 +447,15 @@ class DeviceDual:
         if self.chunks is None:
             ip, ix, dt, yy, cq = self._dev
             gpu_dual_tpa_epoch(ip, ix, dt, yy, self.alpha, self.v, cq, self._order(self.m),
-                               loss, lam_n, self.icpt, damp)
+                               loss, lam_n, self.icpt, damp, blocks=self._blocks(self.m))
             return
         which = self._rs.permutation(len(self.chunks))
         for k, (ip, ix, dt, yy, cq) in self._pipe.iterate(self.chunks[j] for j in which):
             j = int(which[k])
             lo, hi = int(self.chunk_bounds[j]), int(self.chunk_bounds[j + 1])
             gpu_dual_tpa_epoch(ip, ix, dt, yy, self.alpha[lo:hi], self.v, cq,
-                               self._order(hi - lo), loss, lam_n, self.icpt, damp)
+                               self._order(hi - lo), loss, lam_n, self.icpt, damp,
+                               blocks=self._blocks(hi - lo))
 
     def synchronize(self):
         """Wait for the queued work."""

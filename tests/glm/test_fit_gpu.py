@@ -121,6 +121,21 @@ def test_streamed_chunks_equal_the_resident_solve(backend, loss):
     _close_to_optimum(chunked, whole, alpha)
 
 
+def test_blocks_in_flight_take_safe_steps_then_bolder_ones(backend):
+    """``gpu_blocks=8``: the steps start from mini-batch SDCA's norms for 8 concurrent steps;
+    the dual keeps rising (the simulator's blocks run one after the other), so the rule relaxes
+    them towards the plain norms, and the fit reaches the same optimum."""
+    X, y = _problem("squared", seed=4)
+    alpha = 0.05
+    ref = fit_glm(X, y, loss="squared", alpha=alpha, solver="scd", dual=True, tol=1e-12,
+                  max_iter=20000)
+    res = fit_glm(X, y, loss="squared", alpha=alpha, solver=GPU_SOLVER, device="gpu",
+                  tol=1e-8, max_iter=400, gpu_blocks=8, random_state=1)
+    assert res.info["concurrency"] == 8 and res.info["tau"] < 8
+    assert res.info["n_rejected"] == 0
+    _close_to_optimum(res, ref, alpha)
+
+
 def test_budget_too_small_names_device_memory(backend):
     X, y = _problem("squared")
     with pytest.raises(ValueError, match="device_memory"):

@@ -160,3 +160,23 @@ def test_streamed_epochs_keep_v_equal_to_x_alpha(backend):
         prev = dual
     assert dev.bytes_streamed >= 3 * (X.data.nbytes + X.indices.nbytes)
     dev.close()
+
+
+def test_eso_norms_weigh_each_feature_by_the_examples_sharing_it():
+    """``eso_colsq``: ``sum_j x_ij^2 (1 + (omega_j - 1)(tau - 1)/(m - 1))`` plus the constant
+    feature's ``(tau - 1) icpt^2``; ``tau = 1`` is the plain norm (numpy only, no device)."""
+    from roofline.kernels import eso_colsq
+
+    X = _csc(seed=3, d=6, m=30)
+    D = X.toarray()
+    omega = (D != 0).sum(axis=1)
+    m = D.shape[1]
+    for tau in (1, 4, 30):
+        f = 1.0 + (omega - 1.0) * (tau - 1.0) / (m - 1)
+        want = (D**2 * f[:, None]).sum(axis=0) + (tau - 1.0) * 0.25
+        got = eso_colsq(X.indptr, X.indices, X.data, X.shape[0], tau, icpt=0.5)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    # a feature in every example counts tau times; one in a single example once
+    X1 = sp.csc_matrix(np.vstack([np.ones(m), np.eye(1, m, 3)[0] * 2.0]))
+    got = eso_colsq(X1.indptr, X1.indices, X1.data, 2, 8)
+    np.testing.assert_allclose(got, np.where(np.arange(m) == 3, 8.0 + 4.0, 8.0))
