@@ -165,6 +165,7 @@ def test_sample_weight_equals_repeated_samples():
 # minibatch
 
 
+@pytest.mark.slow
 def test_minibatch_reaches_the_full_batch_inertia():
     Xr = _powerlaw(4000, 200, seed=8)
     full = KMeans(8, n_init=3, random_state=0).fit(Xr)
@@ -241,6 +242,7 @@ def _single(seeded):
     return np.asarray(model.centers), res.labels, res.inertia, res.n_iter
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("K", [2, 4])
 def test_distributed_lloyd_equals_single_process(K):
@@ -255,6 +257,7 @@ def test_distributed_lloyd_equals_single_process(K):
     np.testing.assert_array_equal(labels, ref[1])
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_distributed_kmeans_plusplus_equals_single_process():
     ref = _single(True)
@@ -313,6 +316,7 @@ def test_bad_input_gets_clear_errors():
         KMeansModel().predict(np.zeros((3, 4), np.float32))
 
 
+@pytest.mark.slow
 def test_scikit_learn_estimator_checks():
     from sklearn.utils.estimator_checks import check_estimator
 

@@ -118,6 +118,7 @@ def test_divergence_matches_the_definition(beta, sparse):
 # planted structure
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver,beta", [("cd", "frobenius"), ("mu", "frobenius"),
                                          ("mu", "kullback-leibler")])
 @pytest.mark.parametrize("sparse", [True, False])
@@ -255,6 +256,7 @@ def _rank_nmf(comm, solver, beta):
     return est.components_, W, est.reconstruction_err_
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("K", [2, 4])
 def test_distributed_fit_equals_single_process(K):
@@ -329,6 +331,7 @@ def test_nndsvd_init_is_non_negative_and_close():
     assert rel < 0.6  # a rough start, much better than zero
 
 
+@pytest.mark.slow
 def test_scikit_learn_estimator_checks():
     from sklearn.utils.estimator_checks import check_estimator
 
