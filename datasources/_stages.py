@@ -225,6 +225,9 @@ class ToDeviceOptions(Options):
     """``device``: ``"cpu"`` or ``"gpu"``."""
 
     device: str = option("gpu", "where the minibatches' arrays go", choices=("cpu", "gpu"))
+    pipeline: bool = option(False, "device='gpu': copy through Snap ML's double-buffered "
+                                   "pipeline (pinned buffers, a second stream) instead of "
+                                   "one synchronous copy per array")
 
 
 @register_stage
@@ -240,6 +243,13 @@ class ToDevice(Stage):
         The wrapped source.
     device : {"gpu", "cpu"}
         Where the minibatches' arrays go.
+    pipeline : bool, default False
+        ``device="gpu"``: copy the host minibatches through
+        :class:`roofline.kernels.DeviceChunkStream` (Snap ML's pipeline: each minibatch's arrays
+        staged in pinned buffers and copied on a second stream while the consumer works on the
+        previous one, double buffered), then into arrays of their own on the device (the
+        pipeline's buffers are reused); the same minibatches as without it.  Minibatches
+        already on the device pass through.
 
     Raises
     ------
@@ -247,9 +257,9 @@ class ToDevice(Stage):
         ``device="gpu"`` and no CUDA device is usable.
     """
 
-    def __init__(self, source, *, device="gpu"):
+    def __init__(self, source, *, device="gpu", pipeline=False):
         super().__init__(source)
-        self.opts = ToDeviceOptions(device=device)
+        self.opts = ToDeviceOptions(device=device, pipeline=pipeline)
         self.n_examples = source.n_examples
         if device == "gpu" and not gmat.gpu_available():
             raise RuntimeError(
@@ -263,6 +273,9 @@ class ToDevice(Stage):
 
     def _batches(self):
         dev = self.opts.device
+        if dev == "gpu" and self.opts.pipeline:
+            yield from self._pipelined()
+            return
         for mb in self.source:
             yield Minibatch(
                 gmat.to_device(mb.X, dev),
@@ -271,3 +284,52 @@ class ToDevice(Stage):
                 mb.start,
             )
 
+    def _pipelined(self):
+        """The minibatches through the double-buffered pipeline (see ``pipeline``)."""
+        import cupy
+        import cupyx.scipy.sparse as csp
+
+        from roofline.kernels import DeviceChunkStream
+
+        shapes = {}  # chunk number -> how to rebuild its minibatch
+        passed = {}  # chunk number -> a minibatch already on the device
+
+        def parts():
+            for k, mb in enumerate(self.source):
+                if gmat.device_of(mb.X) == "gpu":
+                    passed[k] = mb
+                    yield ()
+                    continue
+                X = mb.X
+                if gmat.is_sparse(X):
+                    X = X.tocsc()
+                    arrays = [X.indptr, X.indices, X.data]
+                    kind = ("csc", X.shape)
+                else:
+                    X = np.asarray(X)
+                    fortran = X.ndim == 2 and X.flags.f_contiguous and not X.flags.c_contiguous
+                    arrays = [X.T if fortran else X]
+                    kind = ("dense_f" if fortran else "dense", X.shape)
+                extra = [a for a in (mb.y, mb.w) if a is not None]
+                shapes[k] = (kind, mb.y is not None, mb.w is not None, mb.start)
+                yield tuple(arrays + [np.asarray(a) for a in extra])
+
+        pipe = DeviceChunkStream(depth=2)
+        try:
+            for k, dev_arrays in pipe.iterate(parts()):
+                if k in passed:
+                    yield passed.pop(k)
+                    continue
+                (kind, shape), has_y, has_w, start = shapes.pop(k)
+                own = [cupy.asarray(a).copy() for a in dev_arrays]  # the slots are reused
+                if kind == "csc":
+                    X = csp.csc_matrix((own[2], own[1], own[0]), shape=shape)
+                    rest = own[3:]
+                else:
+                    X = own[0].T if kind == "dense_f" else own[0]
+                    rest = own[1:]
+                y = rest.pop(0) if has_y else None
+                w = rest.pop(0) if has_w else None
+                yield Minibatch(X, y, w, start)
+        finally:
+            pipe.close()
