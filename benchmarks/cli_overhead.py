@@ -10,7 +10,7 @@ The problem: Criteo-like examples written as npz shards (a ``"files"`` datasourc
 logistic regression with L2.  Two paths, each timed end to end (read the shards, fit, write the
 model), alternated ``--repeats`` times, the best of each kept:
 
-* ``config``: :func:`roofline.learners._cli.main` (``roofline train cfg.toml`` in this
+* ``config``: the ``roofline`` console script's function (``roofline train cfg.toml`` in this
   process: parse and check the config, build the datasource, materialise its minibatches into
   one CSC matrix, fit, write ``model.npz``, ``trace.json`` and ``config.toml``);
 * ``api``: what a Python user writes: :func:`roofline.datasources.datasource_from_config`,
@@ -45,7 +45,17 @@ from roofline import datasources as ds
 from roofline import glm
 from roofline.glm import GLMSolverOptions
 from roofline.learners import GLM, GLMOptions, save_checkpoint
-from roofline.learners._cli import main
+
+
+def _roofline_command():
+    """The function of the installed ``roofline`` console script (its entry point)."""
+    from importlib.metadata import entry_points
+
+    (ep,) = entry_points(group="console_scripts", name="roofline")
+    return ep.load()
+
+
+main = _roofline_command()
 
 #: seconds spent inside the last fit (both paths call the solvers through roofline.glm)
 FIT = {"s": 0.0}
