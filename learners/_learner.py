@@ -49,6 +49,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from roofline import gmat
+from roofline.datasources import ToDevice
 from roofline.gmat import Options, option
 
 from ._checkpoint import load_checkpoint, save_checkpoint
@@ -81,6 +82,10 @@ class LearnerOptions(Options):
                                  "device of the training source's minibatches "
                                  "(datasource.device), 'cpu' or 'gpu'; every minibatch is moved "
                                  "there", choices=("auto", "cpu", "gpu"))
+    pipeline: bool = option(False, "model on the GPU, training minibatches on the host: copy "
+                                   "them through Snap ML's double-buffered pipeline "
+                                   "(datasources.ToDevice(pipeline=True)) instead of one "
+                                   "synchronous copy per array")
     roofline_gauge: str = option("auto", "report the fraction of the machine's roofline the "
                                          "step's primitives (A*S, A*S^T) achieve: 'auto' = when "
                                          "the progress bar is shown", choices=("auto", "on", "off"))
@@ -329,7 +334,11 @@ class Learner:
     def training_batches(self):
         """One pass over the training minibatches (held-out minibatches excluded), on the
         model's device."""
-        for i, batch in enumerate(self.datasource):
+        source = self.datasource
+        if (self.opts.pipeline and self.model.device == "gpu"
+                and getattr(source, "device", "cpu") != "gpu"):
+            source = ToDevice(source, device="gpu", pipeline=True)
+        for i, batch in enumerate(source):
             if not self._is_heldout(i):
                 yield self._on_model_device(batch)
 

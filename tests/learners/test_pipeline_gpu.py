@@ -60,3 +60,40 @@ def test_learner_on_the_pipeline_learns_the_same_model():
         Learner(src, model, ADAGrad(lr=0.3), n_passes=2).train()
         coefs.append(gmat.to_device(model.coef, "cpu"))
     np.testing.assert_allclose(coefs[0], coefs[1], rtol=1e-5, atol=1e-6)
+
+
+def test_learner_pipeline_option_is_a_no_op_on_the_cpu():
+    """``Learner(pipeline=True)`` only changes how host minibatches reach a GPU model."""
+    from roofline.learners import GLM, ADAGrad, Learner
+
+    rng = np.random.default_rng(2)
+    X = sp.random(30, 500, density=0.2, format="csc", dtype=np.float32, random_state=2)
+    y = (rng.random(500) < 0.5).astype(np.float32)
+    coefs = []
+    for pipeline in (False, True):
+        model = GLM(loss="logistic")
+        learner = Learner(MatSource(X, y, batch_size=100), model, ADAGrad(lr=0.3), n_passes=2,
+                          pipeline=pipeline, progress=False)
+        assert learner.opts.pipeline is pipeline
+        learner.train()
+        coefs.append(np.array(model.coef))
+    assert np.abs(coefs[0]).max() > 0
+    np.testing.assert_array_equal(coefs[0], coefs[1])
+
+
+@pytest.mark.gpu
+def test_learner_pipeline_option_on_the_gpu():
+    if not gmat.gpu_available():
+        pytest.skip("no CUDA device available")
+    from roofline.learners import GLM, ADAGrad, Learner
+
+    rng = np.random.default_rng(3)
+    X = sp.random(50, 2000, density=0.1, format="csc", dtype=np.float32, random_state=3)
+    y = (rng.random(2000) < 0.5).astype(np.float32)
+    coefs = []
+    for pipeline in (False, True):
+        model = GLM(loss="logistic")
+        Learner(MatSource(X, y, batch_size=256), model, ADAGrad(lr=0.3), n_passes=2,
+                device="gpu", pipeline=pipeline, progress=False).train()
+        coefs.append(gmat.to_device(model.coef, "cpu"))
+    np.testing.assert_allclose(coefs[0], coefs[1], rtol=1e-5, atol=1e-6)
