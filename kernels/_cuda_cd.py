@@ -239,7 +239,10 @@ def resident_blocks() -> int:
         return 1
     cuda = _cp._cuda()
     dev = cuda.get_current_device()
-    per_sm = min(32, int(dev.MAX_THREADS_PER_MULTI_PROCESSOR) // _threads())
+    try:  # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+        per_sm = min(32, int(dev.MAX_THREADS_PER_MULTIPROCESSOR) // _threads())
+    except Exception:  # pragma: no cover - an attribute the binding lacks
+        per_sm = 2048 // _threads()
     return int(dev.MULTIPROCESSOR_COUNT) * max(per_sm, 1)
 
 
