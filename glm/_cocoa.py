@@ -232,13 +232,31 @@ def dual_worker(ctx, comms, X_k, y_k, seed, sample_weight=None):
     world = comms[0]
     pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n, sample_weight=sample_weight)
     rng = np.random.default_rng(seed)
-    colsq = pb.dual_colsq()
+    cross_reduce = _touched_reduce(comms[2], X_k, pb.d + (1 if pb.icpt else 0))
+    root = _feature_sigma_root(ctx, comms, X_k, pb, cross_reduce)
+    if root is None:
+        X_s, icpt_s = X_k, pb.icpt
+    else:  # the local problem in the scaled features sqrt(sigma_j) x_ij (see feature_sigma)
+        X_s = X_k.copy()
+        X_s.data = X_s.data * root[X_s.indices[:X_s.indptr[-1]]]
+        icpt_s = pb.icpt * float(root[-1]) if pb.icpt else 0.0
+    colsq = cd.col_sqnorms(X_s, parallel=False)
     a = np.zeros(pb.n_local)  # weighted: b = a / s, the kernel's variables
 
     def epoch(v_local, coords, sigma, d_k, c=1.0):
-        cd.dual_epoch(X_k, y_k, a, v_local, coords, loss=pb.loss, lam_n=pb.lam_n / c,
-                      colsq=colsq, icpt=pb.icpt, sigma=sigma, d=d_k,
-                      parallel=False)  # a worker thread
+        if root is None:
+            cd.dual_epoch(X_k, y_k, a, v_local, coords, loss=pb.loss, lam_n=pb.lam_n / c,
+                          colsq=colsq, icpt=pb.icpt, sigma=sigma, d=d_k,
+                          parallel=False)  # a worker thread
+            return
+        # v~ = v / sqrt(sigma), x~ = sqrt(sigma) x: the steps' margins x~.v~ = x.v, curvature
+        # sum_j sigma_j x_j^2, v += sigma_j delta x_j; d_k gets the raw change d~ / sqrt(sigma)
+        v_s = v_local / root
+        d_s = np.zeros_like(d_k)
+        cd.dual_epoch(X_s, y_k, a, v_s, coords, loss=pb.loss, lam_n=pb.lam_n / c,
+                      colsq=colsq, icpt=icpt_s, sigma=1.0, d=d_s, parallel=False)
+        np.multiply(v_s, root, out=v_local)
+        d_k += d_s / root
 
     if pb.levels is None:
         def local_solve(v_local, sigma, d_k):
@@ -284,9 +302,40 @@ def dual_worker(ctx, comms, X_k, y_k, seed, sample_weight=None):
         return v, P, gap
 
     v = world.allreduce(pb.dual_point(true_a()))
-    v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check,
-                               _touched_reduce(comms[2], X_k, v.size))
+    v, it, conv = cocoa_rounds(ctx, comms, v, local_solve, exact_check, cross_reduce)
     return true_a(), v, it, conv
+
+
+#: Feature-wise sigma' in the flat CoCoA+ dual (see :func:`_feature_sigma_root`).
+FEATURE_SIGMA = True
+
+
+def _feature_sigma_root(ctx, comms, X_k, pb, cross_reduce):
+    """``sqrt(sigma_j)`` per entry of ``v = [X a; icpt sum a]`` for the flat CoCoA+ dual, or
+    None (one worker, the hierarchy's two levels, or :data:`FEATURE_SIGMA` off).
+
+    CoCoA+ adds the K workers' changes and keeps the sum safe with ``sigma' = K``: its local
+    subproblems bound ``||sum_k X_k da_k||^2`` by ``sigma' sum_k ||X_k da_k||^2``.  Feature by
+    feature, Cauchy-Schwarz gives the tighter bound ``(sum_k u_kj)^2 <= c_j sum_k u_kj^2`` with
+    ``c_j`` the number of workers whose examples touch feature ``j`` (every worker the
+    intercept slot), so ``sigma_j = c_j`` is safe too: a feature held by one worker is stepped
+    on as in one process, and only the features the workers share are damped ``c_j``-fold
+    (on power-law data most features are rare).  The local solve runs the unchanged kernel on
+    the scaled features ``sqrt(sigma_j) x_ij``.
+    """
+    if not FEATURE_SIGMA or ctx.sigma_in != 1.0 or ctx.inner_rounds != 1 or ctx.sigma_out <= 1:
+        return None
+    cross = comms[2]
+    size = pb.d + (1 if pb.icpt else 0)
+    mine = np.zeros(size)
+    mine[X_k.indices[:X_k.indptr[-1]]] = 1.0
+    if pb.icpt and X_k.shape[1]:
+        mine[-1] = 1.0
+    counts = cross.allreduce(mine) if cross_reduce is None else cross_reduce(mine)
+    counts = np.maximum(counts, 1.0)
+    if counts.min() >= ctx.sigma_out:  # every feature on every worker: CoCoA+'s own sigma'
+        return None
+    return np.sqrt(counts)
 
 
 def _touched_reduce(cross, X_k, size):
