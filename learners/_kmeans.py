@@ -150,6 +150,29 @@ def _csc_sqnorms(indptr, data, out):
         out[j] = s
 
 
+#: Below this much work (multiply-adds) a kernel runs its serial twin on the calling thread:
+#: waking the parallel workers costs more than it saves (a loaded machine: milliseconds).
+PARALLEL_MIN_WORK = 1 << 18
+
+_assign_serial = njit(cache=True)(_assign.py_func)
+_csc_cluster_sums_serial = njit(cache=True)(_csc_cluster_sums.py_func)
+_dense_cluster_sums_serial = njit(cache=True)(_dense_cluster_sums.py_func)
+_csc_sqnorms_serial = njit(cache=True)(_csc_sqnorms.py_func)
+
+
+def _pick(parallel, serial, work):
+    return parallel if work >= PARALLEL_MIN_WORK else serial
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS runs on one thread (scikit-learn's k-means does the
+    same): the products of one minibatch are small, and a multi-threaded BLAS waiting for
+    busy cores costs more than the product itself."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 # ---------------------------------------------------------------------------------------------
 # helpers
 
@@ -159,7 +182,7 @@ def _sqnorms(X):
     if gmat.is_sparse(X):
         out = np.empty(X.shape[1], np.float64)
         if X.shape[1]:
-            _csc_sqnorms(X.indptr, X.data, out)
+            _pick(_csc_sqnorms, _csc_sqnorms_serial, X.nnz)(X.indptr, X.data, out)
         return out
     return np.einsum("ij,ij->j", X, X, dtype=np.float64)
 
@@ -509,7 +532,7 @@ class KMeansModel(Model):
             D = (cache.empty((k, m), self.dtype, tag="kmeans.dist", order="F", like=X)
                  if cache is not None else np.empty((k, m), self.dtype, order="F"))
             np.matmul(self.centers, X, out=D)
-        _assign(D.T, cnorm, xnorm, labels, mind)
+        _pick(_assign, _assign_serial, k * m)(D.T, cnorm, xnorm, labels, mind)
         return labels, mind
 
     def _sums_into(self, X, w, labels, sums, wsum, order=None, starts=None):
@@ -519,10 +542,12 @@ class KMeansModel(Model):
             starts = np.empty(k + 1, np.int64)
         _cluster_order(labels, k, starts, order)
         if gmat.is_sparse(X):
-            _csc_cluster_sums(X.indptr, X.indices, X.data, w, order, starts, sums, wsum)
+            _pick(_csc_cluster_sums, _csc_cluster_sums_serial, X.nnz)(
+                X.indptr, X.indices, X.data, w, order, starts, sums, wsum)
         else:
             XT = X.T if X.T.flags.c_contiguous else np.ascontiguousarray(X.T)
-            _dense_cluster_sums(XT, w, order, starts, sums, wsum)
+            _pick(_dense_cluster_sums, _dense_cluster_sums_serial, XT.size)(
+                XT, w, order, starts, sums, wsum)
 
     # -- Model interface ----------------------------------------------------------------------
     def loss(self, batch, cache=None):
@@ -592,7 +617,8 @@ class KMeansModel(Model):
         """
         k = self.opts.n_clusters
         if self.opts.init == "k-means++":
-            C, _ = kmeans_plusplus(X, k, sample_weight=w, rng=self._rng, comm=comm)
+            with one_blas_thread():
+                C, _ = kmeans_plusplus(X, k, sample_weight=w, rng=self._rng, comm=comm)
         else:
             C = _random_centers(X, k, self._rng, comm)
         if self.centers is None:
@@ -686,6 +712,10 @@ class KMeansModel(Model):
             ``labels`` (this rank's examples; None for a DataSource), ``inertia``,
             ``n_iter``, ``converged``, ``inertia_trace``.
         """
+        with one_blas_thread():
+            return self._fit(X, sample_weight, max_iter, tol, comm, init)
+
+    def _fit(self, X, sample_weight, max_iter, tol, comm, init):
         comm = _check_comm(comm)
         is_matrix = gmat.is_sparse(X) or isinstance(X, np.ndarray)
         n = int(X.shape[0]) if is_matrix else int(X.n_features)
@@ -1168,7 +1198,8 @@ class MiniBatchKMeans(_KMeansBase):
         prev = math.inf
         done = 0
         for _ in range(passes):
-            res = learner.train()
+            with one_blas_thread():
+                res = learner.train()
             done += 1
             cur = res.trace[-1]["train_loss"] if res.trace else math.nan
             if self.tol and prev < math.inf and prev - cur < self.tol * abs(prev):

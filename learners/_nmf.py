@@ -244,6 +244,13 @@ def _mu_codes_kernel(HT, NT, G, s, l1, l2, eps):
             HT[j, t] *= NT[j, t] / den[t]
 
 
+#: Below this much work (multiply-adds) a kernel runs its serial twin on the calling thread.
+PARALLEL_MIN_WORK = 1 << 18
+
+_hals_kernel_serial = njit(cache=True)(_hals_kernel.py_func)
+_mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
+
+
 def _mu_codes(X, Wt, H, beta, l1, l2, cache=None, wx=None, G=None):
     """One multiplicative update of the codes ``H`` (in place); returns ``W X`` (Frobenius,
     reusable while ``W`` is unchanged)."""
@@ -257,7 +264,9 @@ def _mu_codes(X, Wt, H, beta, l1, l2, cache=None, wx=None, G=None):
         G = np.empty((0, 0))
         s = Wt.sum(axis=1, dtype=np.float64)
     if H.flags.f_contiguous and num.flags.f_contiguous:
-        _mu_codes_kernel(H.T, num.T, G, s, float(l1), float(l2), EPSILON)
+        kern = (_mu_codes_kernel if H.size * H.shape[0] >= PARALLEL_MIN_WORK
+                else _mu_codes_kernel_serial)
+        kern(H.T, num.T, G, s, float(l1), float(l2), EPSILON)
     else:  # any layout: numpy
         den = G @ H if beta == 2 else np.broadcast_to(s[:, None], H.shape).copy()
         den = den + l1 + l2 * H
@@ -305,7 +314,8 @@ def _hals(F, G, B, l1=0.0, l2=0.0):
     B = np.asarray(B)
     if F.flags.f_contiguous and B.flags.f_contiguous and B.dtype == F.dtype:
         viol = np.empty(F.shape[1])
-        _hals_kernel(F.T, G, B.T, float(l1), float(l2), viol)
+        kern = _hals_kernel if F.size * F.shape[0] >= PARALLEL_MIN_WORK else _hals_kernel_serial
+        kern(F.T, G, B.T, float(l1), float(l2), viol)
         return float(viol.sum())
     G = G.astype(F.dtype, copy=True)
     if l2 > 0:
@@ -714,7 +724,8 @@ class NMFModel(Model):
         return loss, float(X.shape[1])
 
     # -- full batch ---------------------------------------------------------------------------
-    def fit(self, X, *, H=None, max_iter=200, tol=1e-4, comm=None, update_components=True):
+    def fit(self, X, *, H=None, max_iter=200, tol=1e-4, comm=None, update_components=True,
+            callback=None):
         """Full-batch NMF (``opts.solver``), scikit-learn's stopping rules: ``mu`` checks every
         10 iterations whether ``sqrt(2 D)`` fell by less than ``tol`` times its start value;
         ``cd`` stops when the projected gradient's norm falls to ``tol`` times its first.
@@ -732,12 +743,23 @@ class NMFModel(Model):
             Each rank holds its examples; the components' statistics are all-reduced.
         update_components : bool
             False: solve the codes only (``transform`` to convergence).
+        callback : callable, optional
+            ``callback(iteration, components, codes)`` after each iteration; a true result
+            stops the fit (e.g. once a target objective is reached).
 
         Returns
         -------
         NMFResult
             ``codes`` (r, m), ``n_iter``, ``divergence`` (over all ranks), ``trace``.
         """
+        if gmat.is_sparse(X):  # the dense products are then r x r: one BLAS thread
+            from ._kmeans import one_blas_thread
+
+            with one_blas_thread():
+                return self._fit(X, H, max_iter, tol, comm, update_components, callback)
+        return self._fit(X, H, max_iter, tol, comm, update_components, callback)
+
+    def _fit(self, X, H, max_iter, tol, comm, update_components, callback):
         check_nonnegative(X)
         o = self.opts
         beta = self.beta
@@ -807,6 +829,8 @@ class NMFModel(Model):
                     if (prev - err) / err0 < tol:
                         break
                     prev = err
+            if callback is not None and callback(it, Wt, H):
+                break
         final = total(divergence(X, Wt, H, beta))
         trace.append(final)
         logger.info("NMF (%s, %s): %d iterations, divergence %.6g", o.solver, o.beta_loss,
@@ -1256,8 +1280,11 @@ class MiniBatchNMF(_NMFBase):
                           progress=False, n_passes=1)
         prev = math.inf
         done = 0
+        from ._kmeans import one_blas_thread
+
         for _ in range(passes):
-            res = learner.train()
+            with one_blas_thread():
+                res = learner.train()
             done += 1
             cur = res.trace[-1]["train_loss"]
             if self.tol and prev < math.inf and prev - cur < self.tol * abs(prev):

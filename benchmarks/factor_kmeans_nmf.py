@@ -1,0 +1,291 @@
+"""k-means and NMF: Roofline against scikit-learn and Spark MLlib, side by side in one run.
+
+For each data set (synthetic power-law sparse data, and scikit-learn's bundled ``digits``:
+1797 x 64 dense, non-negative, shipped inside the scikit-learn wheel, never downloaded) and each
+peer, the peer runs first with its defaults from a shared start (the same k-means++ centers,
+the same NNDSVDa factors); its time and final objective (inertia; ``sqrt(2 D)`` of NMF) are
+recorded; then Roofline runs from the same start until its objective is at most the peer's.
+The ratio is the peer's time over Roofline's.  Objective evaluations that only the stopping
+check needs (minibatch passes, NMF iterations) are excluded from Roofline's time.
+
+Peers: scikit-learn ``KMeans`` (Lloyd), ``MiniBatchKMeans``, ``NMF`` (``cd``; ``mu`` with the
+KL loss), ``MiniBatchNMF``; Spark MLlib ``KMeans`` (RDD API, ``initialModel`` = the shared
+centers, ``local[2]``; data cached and counted before timing; the JVM start is not timed).
+
+Run::
+
+    python benchmarks/factor_kmeans_nmf.py                       # ~1e6 nonzeros
+    python benchmarks/factor_kmeans_nmf.py --examples 200000 --nnz-per-example 50   # 1e7
+    python benchmarks/factor_kmeans_nmf.py --no-spark
+
+The machine and its load matter: say which and how loaded next to any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from roofline import gmat  # noqa: E402
+from roofline.datasources import MatSource  # noqa: E402
+from roofline.learners import Learner, ModelUpdate  # noqa: E402
+from roofline.learners._kmeans import KMeans, KMeansModel, kmeans_plusplus  # noqa: E402
+from roofline.learners._nmf import NMFModel, divergence, nmf_init  # noqa: E402
+
+ROWS = []
+
+
+def row(data, task, peer, t_peer, obj_peer, t_ours, obj_ours, note=""):
+    ratio = t_peer / t_ours if t_ours > 0 else math.nan
+    ok = obj_ours <= obj_peer * (1 + 1e-6)
+    ROWS.append((data, task, peer, t_peer, obj_peer, t_ours, obj_ours, ratio, ok, note))
+    print(f"  {task:<22} {peer:<28} peer {t_peer:8.3f}s obj {obj_peer:.6g} | roofline "
+          f"{t_ours:8.3f}s obj {obj_ours:.6g} | {ratio:6.2f}x {'' if ok else '(NOT reached)'} "
+          f"{note}", flush=True)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+# ---------------------------------------------------------------------------------------------
+# k-means
+
+
+def kmeans_suite(name, Xc, k, a, spark=None):
+    """``Xc``: n_features x m (CSC or F-ordered dense), float64."""
+    from sklearn.cluster import KMeans as SKKMeans
+    from sklearn.cluster import MiniBatchKMeans as SKMiniBatchKMeans
+    from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
+
+    Xr = Xc.T.tocsr() if sp.issparse(Xc) else np.ascontiguousarray(Xc.T)
+    m = Xr.shape[0]
+    print(f"\n{name}: k-means, {m} samples x {Xr.shape[1]} features, "
+          f"{Xc.nnz if sp.issparse(Xc) else Xc.size} stored values, k={k}")
+    # seeding: both greedy k-means++; potentials differ by chance (not an equal-quality race)
+    (_, _), t_sk_pp = timed(lambda: sk_kmeans_plusplus(Xr, k, random_state=0))
+    (C0, _), t_pp = timed(lambda: kmeans_plusplus(Xc, k, rng=0))
+    print(f"  k-means++ seeding: scikit-learn {t_sk_pp:.3f}s, roofline {t_pp:.3f}s "
+          f"({t_sk_pp / t_pp:.2f}x)")
+    # Lloyd from the same centers, scikit-learn's tol: the same iterations on both sides
+    sk, t_sk = timed(lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4).fit(Xr))
+    ours, t_o = timed(lambda: KMeans(k, init=C0, tol=1e-4).fit(Xr))
+    row(name, "k-means Lloyd", "sklearn KMeans", t_sk, sk.inertia_, t_o, ours.inertia_,
+        f"{sk.n_iter_} / {ours.n_iter_} iterations")
+    # minibatch: scikit-learn's defaults (batch 1024, its early stopping) from the same centers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        skm, t_skm = timed(lambda: SKMiniBatchKMeans(k, init=C0, n_init=1, random_state=0,
+                                                     batch_size=1024).fit(Xr))
+    target = -skm.score(Xr)
+
+    def km_passes(n, stop=None):
+        model = KMeansModel(n_clusters=k, dtype="float64", seed=0)
+        model.set_parameters(C0)
+        learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
+                          progress=False)
+        for p in range(n):
+            learner.train()
+            if stop is not None and stop(model):
+                return p + 1, model
+        return n, model
+
+    # untimed: the first pass count that reaches the peer's inertia; then timed
+    n, _ = km_passes(a.max_passes, lambda mdl: float(mdl.assign(Xc)[1].sum()) <= target)
+    (_, model), t_train = timed(lambda: km_passes(n))
+    inertia = float(model.assign(Xc)[1].sum())
+    row(name, "k-means minibatch", "sklearn MiniBatchKMeans", t_skm, target, t_train, inertia,
+        f"{n} passes of batch 1024")
+    if spark is not None:
+        spark_kmeans(name, Xr, Xc, C0, k, sk.n_iter_, spark)
+
+
+def spark_kmeans(name, Xr, Xc, C0, k, n_iter, spark):
+    from pyspark.mllib.clustering import KMeans as SparkKMeans
+    from pyspark.mllib.clustering import KMeansModel as SparkKMeansModel
+    from pyspark.mllib.linalg import SparseVector, Vectors
+
+    sc = spark.sparkContext
+    n = Xr.shape[1]
+    if sp.issparse(Xr):
+        vecs = [SparseVector(n, Xr.indices[Xr.indptr[i]:Xr.indptr[i + 1]].tolist(),
+                             Xr.data[Xr.indptr[i]:Xr.indptr[i + 1]].tolist())
+                for i in range(Xr.shape[0])]
+    else:
+        vecs = [Vectors.dense(r) for r in Xr]
+    rdd = sc.parallelize(vecs, 2).cache()
+    rdd.count()
+    init = SparkKMeansModel([Vectors.dense(c) for c in C0])
+    # n_iter Lloyd iterations from the same centers (epsilon 0: no early stop)
+    model, t_sp = timed(lambda: SparkKMeans.train(rdd, k, maxIterations=n_iter,
+                                                  initialModel=init, epsilon=0.0))
+    cost = float(model.computeCost(rdd))
+    ours, t_o = timed(lambda: KMeans(k, init=C0, tol=0, max_iter=n_iter).fit(Xr))
+    row(name, "k-means Lloyd", "Spark MLlib KMeans local[2]", t_sp, cost, t_o, ours.inertia_,
+        f"{n_iter} iterations each")
+    rdd.unpersist()
+
+
+# ---------------------------------------------------------------------------------------------
+# NMF
+
+
+def _nmf_race(Xc, Wt0, H0, target, solver, beta, sweeps, max_iter):
+    """Roofline's NMF from (Wt0, H0): an untimed run finds the first iteration N whose
+    ``sqrt(2 D)`` is at most ``target``; a second run of N iterations is timed.  Returns
+    (seconds, objective, N)."""
+
+    def fit(n, callback=None):
+        model = NMFModel(n_components=Wt0.shape[0], solver=solver, beta_loss=beta,
+                         dtype=Xc.dtype.name, cd_sweeps=sweeps)
+        model.set_parameters(Wt0)
+        return model.fit(Xc, H=np.array(H0, order="F"), max_iter=n, tol=0, callback=callback)
+
+    reached = [max_iter]
+
+    def check(it, Wt, Hc):
+        if math.sqrt(2 * divergence(Xc, Wt, Hc, _BETAS[beta])) <= target:
+            reached[0] = it
+            return True
+        return False
+
+    fit(max_iter, check)
+    res, dt = timed(lambda: fit(reached[0]))
+    return dt, math.sqrt(2 * res.divergence), reached[0]
+
+
+_BETAS = {"frobenius": 2, "kullback-leibler": 1}
+
+
+def nmf_suite(name, Xc, r, a):
+    from sklearn.decomposition import NMF as SKNMF
+    from sklearn.decomposition import MiniBatchNMF as SKMiniBatchNMF
+
+    Xr = Xc.T.tocsr() if sp.issparse(Xc) else np.ascontiguousarray(Xc.T)
+    print(f"\n{name}: NMF, {Xr.shape[0]} samples x {Xr.shape[1]} features, r={r}")
+    Wt0, H0 = nmf_init(Xc, r, "nndsvda", rng=0)
+    W_sk, H_sk = np.ascontiguousarray(H0.T), np.ascontiguousarray(Wt0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for solver, beta in (("cd", "frobenius"), ("mu", "kullback-leibler")):
+            sk, t_sk = timed(lambda s=solver, b=beta: SKNMF(
+                r, init="custom", solver=s, beta_loss=b, tol=1e-4, max_iter=200).fit(
+                Xr, W=W_sk.copy(), H=H_sk.copy()))
+            target = sk.reconstruction_err_
+            peer = f"sklearn NMF {solver} {'KL' if beta != 'frobenius' else 'Frob'}"
+            for sweeps in ((1, a.cd_sweeps) if solver == "cd" else (1,)):
+                t_o, obj, n_it = _nmf_race(Xc, Wt0, H0, target, solver, beta, sweeps,
+                                           4 * sk.n_iter_ + 10)
+                note = f"{sk.n_iter_} / {n_it} iterations" + (
+                    f", {sweeps} HALS sweeps" if solver == "cd" else "")
+                row(name, f"NMF {solver}", peer, t_sk, target, t_o, obj, note)
+        skm, t_skm = timed(lambda: SKMiniBatchNMF(r, init="custom", batch_size=1024,
+                                                  random_state=0).fit(
+            Xr, W=W_sk.copy(), H=H_sk.copy()))
+    target = skm.reconstruction_err_
+
+    def err_of(model):
+        H = model.transform(Xc, max_iter=50, tol=1e-4)
+        return math.sqrt(2 * divergence(Xc, model.components, H, 2))
+
+    def nmf_passes(n, stop=None):
+        model = NMFModel(n_components=r, dtype=Xc.dtype.name, inner_iter=10,
+                         rho=0.7 ** (min(1024, Xc.shape[1]) / Xc.shape[1]))
+        model.set_parameters(Wt0)
+        learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
+                          progress=False)
+        for p in range(n):
+            learner.train()
+            if stop is not None and stop(model):
+                return p + 1, model
+        return n, model
+
+    n, _ = nmf_passes(a.max_passes, lambda mdl: err_of(mdl) <= target)
+    (_, model), t_train = timed(lambda: nmf_passes(n))
+    row(name, "NMF minibatch", "sklearn MiniBatchNMF", t_skm, target, t_train, err_of(model),
+        f"{n} passes of batch 1024 (objective: codes by transform)")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def start_spark():
+    from _peers import why_no_pyspark
+
+    why = why_no_pyspark()
+    if why:
+        print(f"Spark skipped: {why}")
+        return None
+    from pyspark.sql import SparkSession
+
+    t = time.perf_counter()
+    spark = (SparkSession.builder.master("local[2]").appName("roofline-kmeans")
+             .config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"Spark local[2] started in {time.perf_counter() - t:.1f}s (not timed)")
+    return spark
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--examples", type=int, default=50_000)
+    ap.add_argument("--features", type=int, default=20_000)
+    ap.add_argument("--nnz-per-example", type=float, default=20.0)
+    ap.add_argument("--k", type=int, default=20, help="k-means clusters")
+    ap.add_argument("--rank", type=int, default=10, help="NMF components")
+    ap.add_argument("--cd-sweeps", type=int, default=4, help="accelerated HALS sweeps")
+    ap.add_argument("--max-passes", type=int, default=30)
+    ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--only", choices=("kmeans", "nmf"), default=None)
+    a = ap.parse_args()
+
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{platform.node()}: {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f} at start; {now}")
+    X = gmat.powerlaw_csc(a.features, a.examples, a.nnz_per_example, dtype=np.float64,
+                          random_state=0)
+    X.data = np.abs(X.data) + 0.1  # non-negative values for NMF
+    from sklearn.datasets import load_digits
+
+    digits = np.asfortranarray(load_digits().data.T.astype(np.float64))
+    data = [(f"power-law {X.nnz:.2g} nnz", X), ("digits (sklearn)", digits)]
+    # warm the numba kernels (compiled or loaded from the cache) outside the timings
+    small = X[:, :2000].tocsc()
+    KMeans(3, init=small[:, :3].T.toarray(), max_iter=2).fit(small.T.tocsr())
+    NMFModel(n_components=2, dtype="float64", solver="cd").fit(small, max_iter=2)
+    NMFModel(n_components=2, dtype="float64", beta_loss="kullback-leibler").fit(small,
+                                                                                max_iter=2)
+    spark = None if (a.no_spark or a.only == "nmf") else start_spark()
+    try:
+        for name, Xc in data:
+            if a.only != "nmf":
+                kmeans_suite(name, Xc, a.k if Xc.shape[0] > 64 else 10, a, spark)
+            if a.only != "kmeans":
+                nmf_suite(name, Xc, a.rank, a)
+    finally:
+        if spark is not None:
+            spark.stop()
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+    print("\n| data | task | peer | peer s | peer objective | Roofline s | Roofline objective |"
+          " ratio | reached | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for d, task, peer, tp, op, to, oo, ratio, ok, note in ROWS:
+        print(f"| {d} | {task} | {peer} | {tp:.3f} | {op:.6g} | {to:.3f} | {oo:.6g} | "
+              f"{ratio:.2f}x | {'yes' if ok else 'no'} | {note} |")
+
+
+if __name__ == "__main__":
+    main()
