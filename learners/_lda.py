@@ -226,6 +226,7 @@ class LDA(Model):
         self.last_estep = {"iterations": 0, "nnz_work": 0, "documents": 0}
         self._exp_elog_beta = None
         self._elog_beta_cache = None
+        self._last_ratios = None
         self._last_flops = 0
 
     # -- parameters ---------------------------------------------------------------------------
@@ -431,6 +432,7 @@ class LDA(Model):
         S = None
         if want_sstats:
             Rm = gmat.csc_from_arrays(type(X), R, X.indices[:nnz], X.indptr, X.shape)
+            self._last_ratios = R
             S = gmat.mult_ast(T, Rm)
             S *= B
             self.last_estep["nnz_work"] += nnz
@@ -481,6 +483,7 @@ class LDA(Model):
         S = None
         if want_sstats:
             R = _ratios(X, B, T, eps)
+            self._last_ratios = R.data
             S = gmat.mult_ast(T, R)
             S *= B
             self.last_estep["nnz_work"] += 2 * int(X.indptr[-1])
@@ -491,29 +494,35 @@ class LDA(Model):
         """``E[log beta]`` of the current ``lambda`` (computed when ``lambda`` was set)."""
         return self._elog_beta_cache
 
-    def _doc_bound(self, X, gamma, elog_beta=None):
+    def _doc_bound(self, X, gamma, elog_beta=None, ratios=None):
         """The document part of the bound of ``X``'s columns at ``gamma`` (a float), summed in
-        float64."""
+        float64.  With the E-step's ``ratios`` (``X / N`` at the nonzeros, ``N`` at this
+        ``gamma`` and eps included), the word part is ``sum X log N`` from them instead of an
+        SDDMM over shifted exponentials (the online step's training loss)."""
         xp = gmat.get_array_module(gamma)
         psi, gammaln = _special(xp)
         K, m = gamma.shape
         if m == 0:
             return 0.0
-        eb = self._elog_beta() if elog_beta is None else elog_beta
         et = _elog_columns(gamma, psi)
+        g64 = gamma.astype(np.float64)
+        theta_part = _dirichlet_ll(self.alpha, g64, et.astype(np.float64), K, gammaln, axis=0)
+        nnz = int(X.indptr[-1])
+        if ratios is not None:
+            c = X.data[:nnz].astype(np.float64)
+            pos = c > 0
+            words = float(xp.dot(c[pos], xp.log(c[pos] / ratios[:nnz][pos].astype(np.float64))))
+            return words + theta_part
+        eb = self._elog_beta() if elog_beta is None else elog_beta
         # log sum_k exp(Elog_theta + Elog_beta) at the nonzeros, shifted against underflow
         cb, ct = eb.max(axis=0), et.max(axis=0)
         A = xp.asfortranarray(xp.exp(eb - cb[None, :]))
         Bm = xp.asfortranarray(xp.exp(et - ct[None, :]))
-        nnz = int(X.indptr[-1])
         norm = gmat.sddmm(X, A, Bm, scale=False).data[:nnz]
         lengths = xp.diff(X.indptr)
         lognorm = (xp.log(norm.astype(np.float64)) + cb[X.indices[:nnz]]
                    + xp.repeat(ct, lengths))
-        score = float(xp.dot(X.data[:nnz].astype(np.float64), lognorm))
-        g64 = gamma.astype(np.float64)
-        score += _dirichlet_ll(self.alpha, g64, et.astype(np.float64), K, gammaln, axis=0)
-        return score
+        return float(xp.dot(X.data[:nnz].astype(np.float64), lognorm)) + theta_part
 
     def _topic_bound(self):
         """The topic part of the bound (a float)."""
@@ -628,7 +637,7 @@ class LDA(Model):
         m = X.shape[1]
         if self.opts.method == "vb":
             gamma, S = self._e_step(X, True, True)
-            loss = -self._doc_bound(X, gamma)
+            loss = -self._doc_bound(X, gamma, ratios=self._last_ratios)
         else:
             gamma, S = self._gibbs(X)
             loss = -self._doc_bound(X, gamma)

@@ -109,6 +109,20 @@ def test_fused_e_step_equals_the_primitives_e_step():
     np.testing.assert_allclose(Sa.sum(axis=0), np.asarray(Xc.sum(axis=1)).ravel(), rtol=1e-6)
 
 
+def test_online_training_loss_is_the_document_bound_before_the_step():
+    X, _ = planted(D=100, seed=19)
+    Xc = columns(X)
+    for e_step in ("fused", "primitives"):
+        a = LDA(n_components=4, dtype="float64", e_step=e_step, total_samples=100, seed=2)
+        a.init(Xc.shape[0])
+        b = LDA(n_components=4, dtype="float64", e_step=e_step, seed=2)
+        b.init(Xc.shape[0])
+        loss, words = a.update(Minibatch(Xc))
+        gamma, _ = b.e_step(Xc, random_init=True)  # the same draws as a's step
+        assert loss == pytest.approx(-b._doc_bound(Xc, gamma), rel=1e-9)
+        assert words == float(Xc.sum())
+
+
 # --- planted topics ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method,kw,tv_max", [
