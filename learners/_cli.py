@@ -34,6 +34,7 @@ error naming the key and the file)::
     backend = "env"              # "env": roofline.comm.from_environment() (the launcher,
                                  # mpiexec, or one process) | "dask": one rank per worker of
     address = "tcp://host:8786"  # the Dask scheduler at address (--dask SCHEDULER overrides)
+                                 # | "disk": n_ranks simulated nodes (--simulate N)
 
 The ``[solver]`` table runs every solver of :func:`roofline.glm.fit_glm` on any ``[data]``: a
 ``type = "datasource"`` source is materialised into one CSC matrix (refused, naming ``[data]
@@ -47,7 +48,9 @@ train cfg.toml --dask SCHEDULER``.  Each rank reads its own part of the training
 size == rank``), the fit runs over the ranks' communicator (``fit_glm(comm=)``,
 ``Learner(comm=)``), and rank 0 alone prints and writes the outputs (under Dask the client
 writes them, from rank 0's result).  ``roofline predict`` runs the same ways; rank 0 writes one
-prediction file in the data's order.
+prediction file in the data's order.  ``roofline train cfg.toml --simulate N`` (``[comm]
+backend = "disk"``, ``n_ranks = N``) runs the same job on N nodes of a disk-simulated cluster
+in this process, their messages checksummed files.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -133,10 +137,13 @@ class CommOptions(Options):
 
     backend: str = option("env", "env: roofline.comm.from_environment() (the launcher, mpiexec, "
                                  "or one process); dask: one rank per worker of the scheduler "
-                                 "at address", choices=("env", "dask"))
+                                 "at address; disk: n_ranks simulated nodes in this process, "
+                                 "their messages checksummed files",
+                          choices=("env", "dask", "disk"))
     address: str | None = option(None, "dask: the scheduler's address (tcp://host:8786)",
                                  kind=str)
-    n_ranks: int = option(0, "dask: number of ranks (0: one per worker)", low=0)
+    n_ranks: int = option(0, "dask: number of ranks (0: one per worker); disk: the simulated "
+                             "nodes", low=0)
     timeout: float = option(120.0, "dask: seconds a rank waits for a peer", low=0.0,
                             low_open=True)
 
@@ -144,6 +151,9 @@ class CommOptions(Options):
         if self.backend == "dask" and not self.address:
             raise ValueError(f"{prefix}backend 'dask' needs the key 'address' (the scheduler's, "
                              "or roofline train --dask SCHEDULER)")
+        if self.backend == "disk" and self.n_ranks < 1:
+            raise ValueError(f"{prefix}backend 'disk' needs the key 'n_ranks' (the simulated "
+                             "nodes, >= 1; or roofline train --simulate N)")
 
 
 def _cd_losses():
@@ -434,8 +444,9 @@ class _Job:
 
 @contextlib.contextmanager
 def _quiet(job):
-    """The ranks other than 0 raise no warnings (rank 0 shows the job's)."""
-    if job.lead:
+    """The ranks other than 0 raise no warnings (rank 0 shows the job's).  Ranks that are
+    threads of one process (``backend = "disk"``) keep the filters: they are the process's."""
+    if job.lead or threading.current_thread() is not threading.main_thread():
         yield
         return
     with warnings.catch_warnings():
@@ -457,13 +468,27 @@ def _environment_comm():
 
 
 def _comm_options(copts, args):
-    """The ``[comm]`` options, ``--dask SCHEDULER`` over them."""
+    """The ``[comm]`` options, ``--dask SCHEDULER`` or ``--simulate N`` over them."""
     address = getattr(args, "dask", None)
-    if not address:
-        return copts or CommOptions()
+    nodes = getattr(args, "simulate", None)
     base = copts or CommOptions()
+    if address and nodes:
+        raise ValueError("--dask and --simulate exclude each other")
+    if nodes is not None:
+        return CommOptions(backend="disk", n_ranks=nodes, timeout=base.timeout)
+    if not address:
+        return base
     return CommOptions(backend="dask", address=address, n_ranks=base.n_ranks,
                        timeout=base.timeout)
+
+
+def _on_disk(copts, fn, args):
+    """``fn(comm, *args)`` on ``copts.n_ranks`` nodes of a disk-simulated cluster in this
+    process (``roofline.comm.run(backend="disk")``: Kylix over checksummed message files);
+    rank 0's result."""
+    from roofline.comm import run
+
+    return run(fn, copts.n_ranks, backend="disk", args=args, timeout=copts.timeout)[0]
 
 
 def _on_dask(copts, fn, args):
@@ -787,8 +812,9 @@ def cmd_train(args) -> int:
         from roofline.gmat import require_matplotlib
 
         require_matplotlib("roofline train --plot")
-    if copts.backend == "dask":
-        rep = _on_dask(copts, _train_rank, (parts, os.path.abspath(args.config)))
+    if copts.backend in ("dask", "disk"):
+        on = _on_dask if copts.backend == "dask" else _on_disk
+        rep = on(copts, _train_rank, (parts, os.path.abspath(args.config)))
         os.makedirs(out, exist_ok=True)
         _write_config(out, resolved)
         return _finish_train(rep, out, args)
@@ -889,9 +915,9 @@ def _predict_rank(comm, model_path, data):
 
 def cmd_predict(args) -> int:
     copts = _comm_options(None, args)
-    if copts.backend == "dask":
-        rep = _on_dask(copts, _predict_rank, (os.path.abspath(args.model),
-                                             os.path.abspath(args.data)))
+    if copts.backend in ("dask", "disk"):
+        on = _on_dask if copts.backend == "dask" else _on_disk
+        rep = on(copts, _predict_rank, (os.path.abspath(args.model), os.path.abspath(args.data)))
     else:
         with _environment_comm() as comm:
             job = _Job(comm)
@@ -922,6 +948,16 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _positive_int(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="roofline",
                                 description="Roofline: machine learning at the hardware limit")
@@ -938,6 +974,9 @@ def _parser():
                    help="run on the Dask cluster of this scheduler (tcp://host:8786), one rank "
                         "per worker (overrides the [comm] table); the data paths must be "
                         "readable by the workers")
+    t.add_argument("--simulate", type=_positive_int, metavar="N",
+                   help="run on N simulated nodes of a disk cluster in this process (Kylix over "
+                        "checksummed message files; overrides the [comm] table)")
     t.set_defaults(func=cmd_train)
     q = sub.add_parser("predict", help="predict with a trained model")
     q.add_argument("model", help="model.npz written by 'roofline train'")
@@ -946,6 +985,8 @@ def _parser():
     q.add_argument("-o", "--output", help="write predictions (.npy, or text)")
     q.add_argument("--dask", metavar="SCHEDULER",
                    help="predict on the Dask cluster of this scheduler, one rank per worker")
+    q.add_argument("--simulate", type=_positive_int, metavar="N",
+                   help="predict on N simulated nodes of a disk cluster in this process")
     q.set_defaults(func=cmd_predict)
     i = sub.add_parser("info", help="print this machine's roofline report")
     i.add_argument("--remeasure", action="store_true", help="re-measure instead of the cache")
