@@ -513,6 +513,7 @@ def test_distributed_threads_equals_single():
     _check_dist(rcomm.run(_dist_both, 3, backend="threads", timeout=60))
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_distributed_tcp_two_processes_equals_single():
     _check_dist(rcomm.run(_dist_both, 2, backend="tcp", timeout=60))
