@@ -528,3 +528,23 @@ def test_distributed_tcp_four_processes_equals_single():
 def test_distributed_rejects_minibatch_solver():
     with pytest.raises(ValueError, match="ALS"):
         MatrixFactorization(solver="sgd").fit(small(), comm=object())
+
+
+def _mf_learner_fit(c):
+    X, _ = planted(n_users=500, n_items=150, nnz=10_000, seed=6)
+    S = sp.csc_matrix((X.data, X.indices, X.indptr), shape=X.shape[::-1])
+    model = MFModel(factors=4, regularization=0.05, dtype="float64",
+                    global_mean=float(X.data.mean()), fit_mean=False)
+    L = Learner(MatSource(S, batch_size=50), model, ADAGrad(lr=0.1, fused=False), n_passes=12,
+                progress=False, comm=c, sync_every=2)
+    L.train()
+    return model.coef.copy(), L.objective()
+
+
+def test_mfmodel_data_parallel_learner():
+    single = _mf_learner_fit(None)[1]
+    outs = rcomm.run(_mf_learner_fit, 2, backend="threads", timeout=120)
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])  # model averaging: one model
+    # each rank takes half the steps between averages: stated, within 25% of one process's
+    # per-rating objective after the same passes
+    assert outs[0][1] <= 1.25 * single, (outs[0][1], single)
