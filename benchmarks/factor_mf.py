@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline import gmat
-from roofline.learners._mf import MatrixFactorization, als_objective
+from roofline.learners import MatrixFactorization, als_objective
 
 
 def powerlaw_ratings(nnz, seed=0, rank=8):
