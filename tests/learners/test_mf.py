@@ -101,6 +101,24 @@ def test_explicit_kernel_matches_numpy(dtype, bias, weighted):
     assert np.all(Z[:, np.diff(S.indptr) == 0] == 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bias", [True, False])
+def test_explicit_kernel_rows_shorter_than_k(dtype, bias):
+    # rows of 1..12 nonzeros with k = 8 unknowns: the dual (n x n) solve for n < k
+    rng = np.random.default_rng(14)
+    n_other, n_self, k = 30, 24, 8
+    cols = [np.sort(rng.choice(n_other, j % 12 + 1, replace=False)) for j in range(n_self)]
+    indptr = np.r_[0, np.cumsum([c.size for c in cols])]
+    S = sp.csc_matrix((rng.integers(1, 6, indptr[-1]).astype(dtype), np.concatenate(cols),
+                       indptr), shape=(n_other, n_self))
+    D = np.asfortranarray(rng.normal(size=(k, n_other)).astype(dtype))
+    Z = np.full((k, n_self), np.nan, dtype=dtype, order="F")
+    kernels.als_explicit(S.indptr, S.indices, S.data, D, bias, 3.0, 0.2, True,
+                         kernels.als_row_chunks(S.indptr, 1.0, 3), Z)
+    ref = _ref_rows(S, D.astype(np.float64), bias, 3.0, 0.2, True)
+    np.testing.assert_allclose(Z, ref, rtol=10 * TOL[dtype], atol=10 * TOL[dtype])
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_explicit_cg_kernel_converges_to_the_solve(bias):
     rng = np.random.default_rng(12)
