@@ -37,7 +37,7 @@ Peers (each optional: skipped with the reason when its package does not import; 
   the JVM start is printed apart.
 
 Roofline, two runs: online VB (:class:`~roofline.learners.LDA`, float32, minibatches of
-``--batch-size`` documents (default: 1/16 of the documents within 256..2048: on a loaded
+``--batch-size`` documents (default: 1/16 of the documents within 128..2048: on a loaded
 machine every minibatch pays for waking the thread pool, so larger minibatches than
 scikit-learn's 128), ``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the
 training documents, fused E-step: scikit-learn's online algorithm), up to ``--max-passes``
@@ -274,7 +274,7 @@ def run_roofline(Xtr, K, evaluate, a):
     model = LDA(n_components=K, total_samples=m, learning_offset=10.0, learning_decay=0.7,
                 dtype="float32", seed=0)
     model.init(X.shape[0])
-    bs = a.batch_size or int(np.clip(m // 16, 256, 2048))
+    bs = a.batch_size or int(np.clip(m // 16, 128, 2048))
     batches = [gmat.slice_columns(X, s, min(s + bs, m)) for s in range(0, m, bs)]
     # warm the kernels' compilation out of the clock
     warm = LDA(n_components=K, dtype="float32")
@@ -409,7 +409,7 @@ def main(argv=None):
     ap.add_argument("--max-batch-passes", type=int, default=15,
                     help="Roofline batch's passes")
     ap.add_argument("--batch-size", type=int, default=0,
-                    help="Roofline's minibatch (0: documents / 16, within 256..2048)")
+                    help="Roofline's minibatch (0: documents / 16, within 128..2048)")
     ap.add_argument("--eval-every", type=int, default=2, help="Roofline's minibatches")
     ap.add_argument("--no-real", action="store_true", help="skip the real corpus")
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS)

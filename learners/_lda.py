@@ -511,7 +511,9 @@ class LDA(Model):
         if ratios is not None:
             c = X.data[:nnz].astype(np.float64)
             pos = c > 0
-            words = float(xp.dot(c[pos], xp.log(c[pos] / ratios[:nnz][pos].astype(np.float64))))
+            # elementwise and a sum, not a BLAS dot: OpenBLAS's threads, woken after numba's
+            # pool, made a 30k-value ddot take 16 ms here
+            words = float((c[pos] * xp.log(c[pos] / ratios[:nnz][pos].astype(np.float64))).sum())
             return words + theta_part
         eb = self._elog_beta() if elog_beta is None else elog_beta
         # log sum_k exp(Elog_theta + Elog_beta) at the nonzeros, shifted against underflow
@@ -522,7 +524,7 @@ class LDA(Model):
         lengths = xp.diff(X.indptr)
         lognorm = (xp.log(norm.astype(np.float64)) + cb[X.indices[:nnz]]
                    + xp.repeat(ct, lengths))
-        return float(xp.dot(X.data[:nnz].astype(np.float64), lognorm)) + theta_part
+        return float((X.data[:nnz].astype(np.float64) * lognorm).sum()) + theta_part
 
     def _topic_bound(self):
         """The topic part of the bound (a float)."""
