@@ -84,6 +84,14 @@ def kmeans_suite(name, Xc, k, a, spark=None):
     ours, t_o = timed(lambda: KMeans(k, init=C0, tol=1e-4).fit(Xr))
     row(name, "k-means Lloyd", "sklearn KMeans", t_sk, sk.inertia_, t_o, ours.inertia_,
         f"{sk.n_iter_} / {ours.n_iter_} iterations")
+    # the same iterations with Hamerly's bounds, against scikit-learn's Lloyd and Elkan
+    ham, t_h = timed(lambda: KMeans(k, init=C0, tol=1e-4, algorithm="hamerly").fit(Xr))
+    row(name, "k-means Hamerly", "sklearn KMeans", t_sk, sk.inertia_, t_h, ham.inertia_,
+        f"{ham.n_iter_} iterations")
+    ske, t_ske = timed(lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4,
+                                        algorithm="elkan").fit(Xr))
+    row(name, "k-means Hamerly", "sklearn KMeans elkan", t_ske, ske.inertia_, t_h,
+        ham.inertia_, f"{ske.n_iter_} / {ham.n_iter_} iterations")
     # minibatch: scikit-learn's defaults (batch 1024, its early stopping) from the same centers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -686,7 +686,8 @@ class KMeansModel(Model):
         logger.debug("k-means: reassigned %d starved centers", n_re)
 
     # -- Lloyd --------------------------------------------------------------------------------
-    def fit(self, X, *, sample_weight=None, max_iter=300, tol=0.0, comm=None, init=None):
+    def fit(self, X, *, sample_weight=None, max_iter=300, tol=0.0, comm=None, init=None,
+            algorithm="lloyd"):
         """Lloyd's algorithm: passes until the labels stop changing, the squared center shift
         falls to ``tol`` or ``max_iter`` passes.
 
@@ -705,6 +706,13 @@ class KMeansModel(Model):
         init : array (k, n_features), optional
             Starting centers; by default the current ones when set, else seeded from ``X``
             (a matrix) with ``opts.init``.
+        algorithm : {"lloyd", "hamerly"}
+            ``"hamerly"`` (a matrix, single process): the same iterations, but each example
+            keeps an upper bound on its distance to its center and a lower bound on the
+            others (Hamerly 2010, moved by the centers' drift); only the examples whose bounds
+            overlap get their ``k`` distances recomputed (``A*S`` over those columns).  The
+            labels are Lloyd's (the bounds carry a rounding margin); ``inertia_trace`` holds
+            only the final inertia.
 
         Returns
         -------
@@ -712,10 +720,12 @@ class KMeansModel(Model):
             ``labels`` (this rank's examples; None for a DataSource), ``inertia``,
             ``n_iter``, ``converged``, ``inertia_trace``.
         """
+        if algorithm not in ("lloyd", "hamerly"):
+            raise ValueError(f"algorithm must be 'lloyd' or 'hamerly', got {algorithm!r}")
         with one_blas_thread():
-            return self._fit(X, sample_weight, max_iter, tol, comm, init)
+            return self._fit(X, sample_weight, max_iter, tol, comm, init, algorithm)
 
-    def _fit(self, X, sample_weight, max_iter, tol, comm, init):
+    def _fit(self, X, sample_weight, max_iter, tol, comm, init, algorithm="lloyd"):
         comm = _check_comm(comm)
         is_matrix = gmat.is_sparse(X) or isinstance(X, np.ndarray)
         n = int(X.shape[0]) if is_matrix else int(X.n_features)
@@ -739,6 +749,8 @@ class KMeansModel(Model):
             chunk = None
             m_local = None
         k = self.opts.n_clusters
+        if algorithm == "hamerly" and is_matrix and comm is None:
+            return self._fit_hamerly(X, w_all, xnorm_all, max_iter, tol)
         labels_old = None
         trace = []
         converged = strict = False
@@ -787,6 +799,95 @@ class KMeansModel(Model):
                     converged)
         return KMeansResult(labels=labels, inertia=final, n_iter=n_iter, converged=converged,
                             inertia_trace=trace)
+
+    def _distances_of(self, X, idx, xnorm):
+        """Squared distances (k x s, float64) of the columns ``idx`` of ``X`` to every center."""
+        Xs = X[:, idx]
+        if gmat.is_sparse(Xs):
+            Xs = sp.csc_matrix(Xs)
+            D = gmat.mult_as(self.centers, Xs)
+        else:
+            D = self.centers @ Xs
+        full = self._cnorm()[:, None] - 2.0 * D + xnorm[idx][None, :]
+        np.maximum(full, 0.0, out=full)
+        return full
+
+    def _fit_hamerly(self, X, w, xnorm, max_iter, tol):
+        """Lloyd's iterations with Hamerly's bounds (see :meth:`fit`)."""
+        k, m = self.opts.n_clusters, X.shape[1]
+        n = X.shape[0]
+        eps = float(np.finfo(self.dtype).eps)
+        labels = np.zeros(m, np.int32)
+        upper = np.zeros(m)
+        lower = np.zeros(m)
+        margin = np.zeros(m)
+        order = np.empty(m, np.int64)
+        starts = np.empty(k + 1, np.int64)
+        labels_old = None
+        converged = False
+        n_iter = 0
+        need = np.arange(m)
+        self._recomputed = []
+        for it in range(max_iter):
+            if need.size:
+                for s0 in range(0, need.size, max(256, _CHUNK_VALUES // k)):
+                    idx = need[s0: s0 + max(256, _CHUNK_VALUES // k)]
+                    full = self._distances_of(X, idx, xnorm)
+                    lab = np.argmin(full, axis=0)
+                    if k > 1:
+                        two = np.partition(full, 1, axis=0)[:2]
+                    else:
+                        two = np.vstack([full[0], np.full(idx.size, np.inf)])
+                    labels[idx] = lab
+                    upper[idx] = np.sqrt(two[0])
+                    lower[idx] = np.sqrt(two[1])
+            # rounding margin of the distances: |sqrt(a) - sqrt(b)| <= sqrt(|a - b|)
+            cn = self._cnorm()
+            np.sqrt(64 * eps * (xnorm + cn.max()), out=margin)
+            sums = np.zeros((k, n))
+            wsum = np.zeros(k)
+            self._sums_into(X, w, labels, sums, wsum, order, starts)
+            if np.any(wsum == 0):  # relocation needs exact distances: a full E-step
+                labs, mind = self.assign(X)
+                labels[:] = labs
+                sums[...] = 0
+                wsum[...] = 0
+                self._sums_into(X, w, labels, sums, wsum, order, starts)
+                self._relocate_empty(X, w, labels, mind, sums, wsum, None)
+                need = np.arange(m)  # the bounds are stale
+                relocated = True
+            else:
+                relocated = False
+            new = sums / wsum[:, None]
+            C_old = np.asarray(self.centers, np.float64)
+            delta = np.sqrt(((new - C_old) ** 2).sum(axis=1))
+            shift = float((delta ** 2).sum())
+            self.centers[...] = new
+            self.counts = wsum
+            n_iter = it + 1
+            self._recomputed.append(int(need.size))
+            if labels_old is not None and np.array_equal(labels, labels_old):
+                converged = True
+                break
+            if shift <= tol:
+                converged = True
+                break
+            labels_old = labels.copy()
+            if relocated:
+                continue
+            # move the bounds by the drift, then recompute where they overlap
+            top = np.argsort(delta)[::-1]
+            d1 = delta[top[0]]
+            d2 = delta[top[1]] if k > 1 else 0.0
+            upper += delta[labels]
+            lower -= np.where(labels == top[0], d2, d1)
+            need = np.flatnonzero(upper + margin >= lower - margin)
+        labels, mind = self.assign(X)  # the final labels and inertia (an extra pass)
+        final = float(mind @ w)
+        logger.info("k-means Hamerly: %d passes, inertia %.6g, converged %s", n_iter, final,
+                    converged)
+        return KMeansResult(labels=labels, inertia=final, n_iter=n_iter, converged=converged,
+                            inertia_trace=[final])
 
     def _lloyd_pass(self, X, w_all, xnorm_all, chunk, sums, wsum, m_local):
         """One E-step (and the M-step's sums when ``sums`` is given) over ``X``."""
@@ -1080,6 +1181,9 @@ class KMeans(_KMeansBase):
     comm : roofline.comm.Communicator, optional
         Distributed Lloyd: each rank passes its own samples to :meth:`fit`; the centers are the
         same on every rank.
+    algorithm : {"lloyd", "hamerly"}, default="lloyd"
+        ``"hamerly"``: the same iterations with Hamerly's distance bounds, recomputing only the
+        samples whose assignment may change (single process; see :meth:`KMeansModel.fit`).
 
     Attributes
     ----------
@@ -1092,7 +1196,8 @@ class KMeans(_KMeansBase):
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
-                 tol=1e-4, random_state=None, comm=None):
+                 tol=1e-4, random_state=None, comm=None, algorithm="lloyd"):
+        self.algorithm = algorithm
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -1142,7 +1247,7 @@ class KMeans(_KMeansBase):
             if init is None:
                 model.seed_centers(Xc, sw, comm)
             res = model.fit(Xc, sample_weight=sw, max_iter=max_iter, tol=tol, comm=comm,
-                            init=init)
+                            init=init, algorithm=self.algorithm)
             if best is None or res.inertia < best[1].inertia:
                 best = (model, res)
         model, res = best

@@ -133,6 +133,13 @@ def test_inertia_equals_scikit_learn_from_the_same_init(dtype, kind):
     np.testing.assert_allclose(ours.transform(X[:20]), ref.transform(X[:20]), rtol=1e-3,
                                atol=1e-3)
     assert ours.score(X) == pytest.approx(-ours.inertia_, rel=1e-6)
+    # Hamerly's bounds: the same iterations, the same result
+    ham = KMeans(10, init=init, tol=0, max_iter=300, algorithm="hamerly").fit(X)
+    assert abs(ham.inertia_ - ref.inertia_) <= rtol * ref.inertia_
+    assert ham.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(ham.cluster_centers_, ours.cluster_centers_, rtol=rtol,
+                               atol=rtol)
+    assert sum(ham._model_._recomputed) < ham.n_iter_ * X.shape[0]  # some were skipped
 
 
 def test_empty_cluster_is_relocated_as_scikit_learn_does():
@@ -304,6 +311,8 @@ def test_bad_input_gets_clear_errors():
         KMeans(2, init="kmeans").fit(X)
     with pytest.raises(ValueError, match="n_clusters"):
         KMeans(0).fit(X)
+    with pytest.raises(ValueError, match="algorithm"):
+        KMeans(2, algorithm="elkan").fit(X)
     model = KMeansModel(n_clusters=2, dtype="float32")
     model.set_parameters(np.zeros((2, 3)))
     with pytest.raises(TypeError, match="dtype"):
