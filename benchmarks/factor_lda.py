@@ -36,19 +36,20 @@ Peers (each optional: skipped with the reason when its package does not import; 
   off; the DataFrame of ``SparseVector`` rows is built and cached before the clock starts;
   the JVM start is printed apart.
 
-Roofline, two runs: online VB (:class:`~roofline.learners.LDA`, float32, minibatches of
-``--batch-size`` documents (default: 1/16 of the documents within 128..2048: on a loaded
-machine every minibatch pays for waking the thread pool, so larger minibatches than
-scikit-learn's 128), ``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the
-training documents, fused E-step: scikit-learn's online algorithm), up to ``--max-passes``
-passes, the held-out perplexity evaluated
-every ``--eval-every`` minibatches with the clock stopped; and batch VB (``LDA.fit_batch``,
-float32, ``--max-batch-passes`` passes, evaluated after each, clock stopped).  A peer's
-"Roofline s" is the earlier time at which either run first reaches the peer's final perplexity
-(the run is named). ``ratio`` = peer s / Roofline s ("not reached" when Roofline never
-gets there). ``roofline`` = the primitives' roofline time of the E-step's work (SDDMM + A*S over
-every nonzero visit, A*S^T for the sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc.
-on the measured machine) over the measured training time.
+Roofline, three runs: online VB (:class:`~roofline.learners.LDA`, float32, minibatches of
+``--batch-size`` documents (default: 1/16 of the documents within 128..2048: on a loaded machine
+every minibatch pays for waking the thread pool, so larger minibatches than scikit-learn's 128),
+``learning_offset`` 10, ``learning_decay`` 0.7, ``total_samples`` = the training documents,
+fused E-step: scikit-learn's online algorithm), up to ``--max-passes`` passes, the held-out
+perplexity evaluated every ``--eval-every`` minibatches with the clock stopped; and batch VB
+(``LDA.fit_batch``, float32, ``--max-batch-passes`` passes, evaluated after each, clock
+stopped); and online VB with Spark's schedule (``online-S``: ``learning_offset`` 1024,
+``learning_decay`` 0.51, minibatches of 5% of the documents). A peer's "Roofline s" is the
+earliest time at which one of the runs first reaches the peer's final perplexity (the run is
+named). ``ratio`` = peer s / Roofline s ("not reached" when Roofline never gets there).
+``roofline`` = the primitives' roofline time of the E-step's work (SDDMM + A*S over every
+nonzero visit, A*S^T for the sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc. on the
+measured machine) over the measured training time.
 
 Times are wall-clock seconds on whatever machine runs it; say how loaded it was next to any
 figure recorded from it.
@@ -266,15 +267,15 @@ def why_not(name):
 # Roofline
 
 
-def run_roofline(Xtr, K, evaluate, a):
+def run_roofline(Xtr, K, evaluate, a, offset=10.0, decay=0.7, batch_size=None):
     """Online VB; returns ``[(seconds, perplexity)]`` at every evaluation and the primitives'
     roofline fraction."""
     X = columns(Xtr, np.float32)
     m = X.shape[1]
-    model = LDA(n_components=K, total_samples=m, learning_offset=10.0, learning_decay=0.7,
+    model = LDA(n_components=K, total_samples=m, learning_offset=offset, learning_decay=decay,
                 dtype="float32", seed=0)
     model.init(X.shape[0])
-    bs = a.batch_size or int(np.clip(m // 16, 128, 2048))
+    bs = batch_size or a.batch_size or int(np.clip(m // 16, 128, 2048))
     batches = [gmat.slice_columns(X, s, min(s + bs, m)) for s in range(0, m, bs)]
     # warm the kernels' compilation out of the clock
     warm = LDA(n_components=K, dtype="float32")
@@ -352,14 +353,20 @@ def bench(name, X, a, peers):
     print(f"Roofline online VB: {len(trace)} evaluations, best perplexity {best:.2f}, final "
           f"{trace[-1][1]:.2f} after {trace[-1][0]:.2f} s; primitives' roofline fraction "
           f"{100 * frac:.1f}%")
+    strace, _ = run_roofline(Xtr, K, evaluate, a, offset=1024.0, decay=0.51,
+                             batch_size=max(16, Xtr.shape[0] // 20))
+    print(f"Roofline online VB, Spark's schedule: {len(strace)} evaluations, best perplexity "
+          f"{min(p for _, p in strace):.2f}, final {strace[-1][1]:.2f} after "
+          f"{strace[-1][0]:.2f} s")
     btrace = run_roofline_batch(Xtr, K, evaluate, a)
     print(f"Roofline batch VB: {len(btrace)} passes, best perplexity "
           f"{min(p for _, p in btrace):.2f}, final {btrace[-1][1]:.2f} after "
           f"{btrace[-1][0]:.2f} s")
     print(f"{'peer':<18} {'peer s':>9} {'perplexity':>11} {'Roofline s':>11} {'ratio':>8}  notes")
     for p, dt, perp, note in rows:
-        online, batch = first_reach(trace, perp), first_reach(btrace, perp)
-        ours, how = min((online, "online"), (batch, "batch"),
+        ours, how = min((first_reach(trace, perp), "online"),
+                        (first_reach(strace, perp), "online-S"),
+                        (first_reach(btrace, perp), "batch"),
                         key=lambda r: math.inf if math.isnan(r[0]) else r[0])
         ratio = "not reached" if math.isnan(ours) else f"{dt / ours:.1f}x"
         ours_s = "-" if math.isnan(ours) else f"{ours:.2f} {how}"
