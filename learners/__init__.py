@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and IDEs (loaded lazily 
     from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
     from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
     from ._learner import Learner, LearnerOptions, TrainResult
+    from ._mf import MatrixFactorization, MFModel, MFOptions, als_objective
     from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
     from ._models import GLM, LOSSES, GLMOptions, Model
     from ._optimizers import (
@@ -54,6 +55,9 @@ __all__ = [
     "LinearRegression",
     "LinearSVC",
     "LogisticRegression",
+    "MFModel",
+    "MFOptions",
+    "MatrixFactorization",
     "MetricsRecorder",
     "Mixin",
     "Model",
@@ -65,6 +69,7 @@ __all__ = [
     "SGDOptions",
     "TrainResult",
     "VWHybridResult",
+    "als_objective",
     "fit_vw_hybrid",
     "load_checkpoint",
     "save_checkpoint",
@@ -77,6 +82,7 @@ _HOMES = {
     **dict.fromkeys(("LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"),
                     "_estimators"),
     **dict.fromkeys(("Learner", "LearnerOptions", "TrainResult"), "_learner"),
+    **dict.fromkeys(("MFModel", "MFOptions", "MatrixFactorization", "als_objective"), "_mf"),
     **dict.fromkeys(("L1Regularizer", "L2Regularizer", "MetricsRecorder", "Mixin"), "_mixins"),
     **dict.fromkeys(("GLM", "LOSSES", "GLMOptions", "Model"), "_models"),
     **dict.fromkeys(("LBFGS", "SGD", "ADAGrad", "ADAGradOptions", "LBFGSOptions", "ModelUpdate",
