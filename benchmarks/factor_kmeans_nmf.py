@@ -38,9 +38,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from roofline import gmat  # noqa: E402
 from roofline.datasources import MatSource  # noqa: E402
-from roofline.learners import Learner, ModelUpdate  # noqa: E402
-from roofline.learners._kmeans import KMeans, KMeansModel, kmeans_plusplus  # noqa: E402
-from roofline.learners._nmf import NMFModel, divergence, nmf_init  # noqa: E402
+from roofline.learners import (  # noqa: E402
+    KMeans,
+    KMeansModel,
+    Learner,
+    ModelUpdate,
+    NMFModel,
+    beta_divergence,
+    kmeans_plusplus,
+    nmf_init,
+)
 
 ROWS = []
 
@@ -164,7 +171,7 @@ def _nmf_race(Xc, Wt0, H0, target, solver, beta, sweeps, max_iter):
     reached = [max_iter]
 
     def check(it, Wt, Hc):
-        if math.sqrt(2 * divergence(Xc, Wt, Hc, _BETAS[beta])) <= target:
+        if math.sqrt(2 * beta_divergence(Xc, Wt, Hc, _BETAS[beta])) <= target:
             reached[0] = it
             return True
         return False
@@ -206,7 +213,7 @@ def nmf_suite(name, Xc, r, a):
 
     def err_of(model):
         H = model.transform(Xc, max_iter=50, tol=1e-4)
-        return math.sqrt(2 * divergence(Xc, model.components, H, 2))
+        return math.sqrt(2 * beta_divergence(Xc, model.components, H, 2))
 
     def nmf_passes(n, stop=None):
         model = NMFModel(n_components=r, dtype=Xc.dtype.name, inner_iter=10,

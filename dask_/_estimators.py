@@ -207,7 +207,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     :class:`roofline.learners.LogisticRegression` fitted on Dask collections: each worker
     holding partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).
     The parameters are those of :class:`~roofline.learners.LogisticRegression` except
-    ``comm``, plus ``client``.
+    ``comm`` and ``device`` (the fit runs on the workers' CPUs), plus ``client``.
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` over all the partitions;
     with more than two classes, the multinomial model (as the local estimator's).
@@ -308,7 +308,8 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
 
     :class:`roofline.learners.LinearSVC` fitted on Dask collections: each worker holding
     partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
-    parameters are those of :class:`~roofline.learners.LinearSVC` except ``comm``, plus
+    parameters are those of :class:`~roofline.learners.LinearSVC` except ``comm`` and
+    ``device`` (the fit runs on the workers' CPUs), plus
     ``client``; ``solver`` defaults to ``"cocoa"`` and ``loss`` to ``"hinge"`` (the loss the
     distributed dual CD solves).
 
@@ -399,7 +400,8 @@ class DaskRidge(_DaskGLM, Ridge):
 
     :class:`roofline.learners.Ridge` fitted on Dask collections: each worker holding
     partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
-    parameters are those of :class:`~roofline.learners.Ridge` except ``comm``, plus
+    parameters are those of :class:`~roofline.learners.Ridge` except ``comm`` and ``device``
+    (the fit runs on the workers' CPUs), plus
     ``client``.
 
     Minimises ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` over all the partitions.

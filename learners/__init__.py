@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names below, for type checkers and IDEs (loaded lazily at run time)
     from ._checkpoint import Checkpoint, load_checkpoint, save_checkpoint
     from ._estimators import LinearRegression, LinearSVC, LogisticRegression, Ridge
+    from ._kmeans import KMeans, KMeansModel, KMeansOptions, MiniBatchKMeans, kmeans_plusplus
+    from ._lda import LDA, LatentDirichletAllocation, LDABatchResult, LDAOptions
     from ._learner import Learner, LearnerOptions, TrainResult
     from ._mf import MatrixFactorization, MFModel, MFOptions, als_objective
     from ._mixins import L1Regularizer, L2Regularizer, MetricsRecorder, Mixin
     from ._models import GLM, LOSSES, GLMOptions, Model
+    from ._nmf import NMF, MiniBatchNMF, NMFModel, NMFOptions, beta_divergence, nmf_init
     from ._optimizers import (
         LBFGS,
         SGD,
@@ -45,11 +48,18 @@ __all__ = [
     "Checkpoint",
     "GLM",
     "GLMOptions",
+    "KMeans",
+    "KMeansModel",
+    "KMeansOptions",
     "L1Regularizer",
     "L2Regularizer",
     "LBFGS",
     "LBFGSOptions",
+    "LDA",
+    "LDABatchResult",
+    "LDAOptions",
     "LOSSES",
+    "LatentDirichletAllocation",
     "Learner",
     "LearnerOptions",
     "LinearRegression",
@@ -59,10 +69,15 @@ __all__ = [
     "MFOptions",
     "MatrixFactorization",
     "MetricsRecorder",
+    "MiniBatchKMeans",
+    "MiniBatchNMF",
     "Mixin",
     "Model",
     "ModelUpdate",
     "ModelUpdateOptions",
+    "NMF",
+    "NMFModel",
+    "NMFOptions",
     "Optimizer",
     "Ridge",
     "SGD",
@@ -70,8 +85,11 @@ __all__ = [
     "TrainResult",
     "VWHybridResult",
     "als_objective",
+    "beta_divergence",
     "fit_vw_hybrid",
+    "kmeans_plusplus",
     "load_checkpoint",
+    "nmf_init",
     "save_checkpoint",
 ]
 
@@ -81,10 +99,15 @@ _HOMES = {
     **dict.fromkeys(("Checkpoint", "load_checkpoint", "save_checkpoint"), "_checkpoint"),
     **dict.fromkeys(("LinearRegression", "LinearSVC", "LogisticRegression", "Ridge"),
                     "_estimators"),
+    **dict.fromkeys(("KMeans", "KMeansModel", "KMeansOptions", "MiniBatchKMeans",
+                     "kmeans_plusplus"), "_kmeans"),
+    **dict.fromkeys(("LDA", "LDABatchResult", "LDAOptions", "LatentDirichletAllocation"), "_lda"),
     **dict.fromkeys(("Learner", "LearnerOptions", "TrainResult"), "_learner"),
     **dict.fromkeys(("MFModel", "MFOptions", "MatrixFactorization", "als_objective"), "_mf"),
     **dict.fromkeys(("L1Regularizer", "L2Regularizer", "MetricsRecorder", "Mixin"), "_mixins"),
     **dict.fromkeys(("GLM", "LOSSES", "GLMOptions", "Model"), "_models"),
+    **dict.fromkeys(("MiniBatchNMF", "NMF", "NMFModel", "NMFOptions", "beta_divergence",
+                     "nmf_init"), "_nmf"),
     **dict.fromkeys(("LBFGS", "SGD", "ADAGrad", "ADAGradOptions", "LBFGSOptions", "ModelUpdate",
                      "ModelUpdateOptions", "Optimizer",
                      "SGDOptions"), "_optimizers"),

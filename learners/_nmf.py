@@ -59,7 +59,7 @@ from roofline.gmat import Options, option
 
 from ._models import Model
 
-__all__ = ["NMF", "MiniBatchNMF", "NMFModel", "NMFOptions", "nmf_init"]
+__all__ = ["MiniBatchNMF", "NMF", "NMFModel", "NMFOptions", "beta_divergence", "nmf_init"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _ratio(X, Wt, H, cache=None):
     return X / V, V
 
 
-def divergence(X, Wt, H, beta, wx=None):
+def beta_divergence(X, Wt, H, beta, wx=None):
     """The beta-divergence ``D(X, W^T H)`` (1/2 squared Frobenius or generalised KL; see the
     module docstring), as scikit-learn's ``_beta_divergence``.
 
@@ -635,7 +635,7 @@ class NMFModel(Model):
         loss_sum, weight_sum : float
         """
         H = self.transform(batch.X, cache)
-        return divergence(batch.X, self.components, H, self.beta), float(batch.n_examples)
+        return beta_divergence(batch.X, self.components, H, self.beta), float(batch.n_examples)
 
     def predict(self, X, cache=None):
         """The codes (as :meth:`transform`).
@@ -683,7 +683,7 @@ class NMFModel(Model):
         H = self.transform(X, cache)
         beta = self.beta
         Wt = self.components
-        loss = divergence(X, Wt, H, beta)
+        loss = beta_divergence(X, Wt, H, beta)
         _, _, l1, l2 = self._regs(X.shape[0], X.shape[1])
         rho = self.opts.rho
         if self.opts.solver == "cd":
@@ -791,7 +791,7 @@ class NMFModel(Model):
         l1_c, l2_c, _, _ = self._regs(n, m)
         _, _, l1_w, l2_w = self._regs(n, m_all)
         Wt = self.components
-        err0 = prev = math.sqrt(2 * total(divergence(X, Wt, H, beta)))
+        err0 = prev = math.sqrt(2 * total(beta_divergence(X, Wt, H, beta)))
         trace = [err0 ** 2 / 2]
         viol0 = None
         it = 0
@@ -824,14 +824,14 @@ class NMFModel(Model):
                         num, aux = self._sum_stats(comm, num, aux)
                     _mu_components(Wt, num, aux, beta, l1_w, l2_w)
                 if tol > 0 and it % 10 == 0:
-                    err = math.sqrt(2 * total(divergence(X, Wt, H, beta)))
+                    err = math.sqrt(2 * total(beta_divergence(X, Wt, H, beta)))
                     trace.append(err ** 2 / 2)
                     if (prev - err) / err0 < tol:
                         break
                     prev = err
             if callback is not None and callback(it, Wt, H):
                 break
-        final = total(divergence(X, Wt, H, beta))
+        final = total(beta_divergence(X, Wt, H, beta))
         trace.append(final)
         logger.info("NMF (%s, %s): %d iterations, divergence %.6g", o.solver, o.beta_loss,
                     it, final)
@@ -1026,7 +1026,7 @@ class _NMFBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         """
         Xc = self._xc(X)
         H = self._codes(Xc)
-        return -divergence(Xc, self._model_.components, H, self._model_.beta)
+        return -beta_divergence(Xc, self._model_.components, H, self._model_.beta)
 
     def transform(self, X):
         """Codes of the samples of ``X`` (the components fixed).
@@ -1294,7 +1294,7 @@ class MiniBatchNMF(_NMFBase):
         self.n_iter_ = done
         self.n_steps_ = model._n_steps
         Hc = self._codes(Xc)
-        self.reconstruction_err_ = math.sqrt(2 * divergence(Xc, model.components, Hc,
+        self.reconstruction_err_ = math.sqrt(2 * beta_divergence(Xc, model.components, Hc,
                                                             model.beta))
         return self
 

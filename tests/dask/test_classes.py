@@ -25,8 +25,11 @@ IDS = [c[0].__name__ for c in CASES]
 
 @pytest.mark.parametrize(("cls", "local", "changed"), CASES, ids=IDS)
 def test_signature_is_the_local_one_less_comm_plus_client(cls, local, changed):
+    """Less ``comm`` (the workers' ranks) and ``device`` (a Dask fit runs over ranks, and the
+    GPU solver takes no ``comm=``), plus ``client``."""
     want = [p.replace(default=changed.get(p.name, p.default))
-            for p in inspect.signature(local.__init__).parameters.values() if p.name != "comm"]
+            for p in inspect.signature(local.__init__).parameters.values()
+            if p.name not in ("comm", "device")]
     want.append(CLIENT)
     got = list(inspect.signature(cls.__init__).parameters.values())
     assert got == want

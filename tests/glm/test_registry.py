@@ -48,6 +48,7 @@ ALLOWED = {
     "gmat/__init__.py": {"newton"},  # its deprecated alias
     "learners/_estimators.py": {"lbfgs", "adagrad"},  # the learner runner's optimizers
     "learners/_cli.py": {"lbfgs", "adagrad", "sgd"},  # the [optimizer] table's types
+    "learners/_mf.py": {"adagrad", "sgd"},  # matrix factorization's minibatch optimizers
     "dask_/_estimators.py": {"cocoa"},  # the default solver=
 }
 

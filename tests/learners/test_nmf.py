@@ -18,7 +18,7 @@ from roofline.learners._nmf import (
     _hals_kernel,
     _mu_codes_kernel,
     _transpose_plan,
-    divergence,
+    beta_divergence,
     nmf_init,
 )
 
@@ -111,7 +111,7 @@ def test_divergence_matches_the_definition(beta, sparse):
     else:
         nz = D > 0
         ref = (D[nz] * np.log(D[nz] / V[nz])).sum() - D.sum() + V.sum()
-    assert divergence(X, Wt, H, beta) == pytest.approx(ref, rel=1e-10)
+    assert beta_divergence(X, Wt, H, beta) == pytest.approx(ref, rel=1e-10)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def test_nndsvd_init_is_non_negative_and_close():
         assert Wt.shape == (5, 80) and H.shape == (5, 300)
         assert Wt.min() >= 0 and H.min() >= 0
     Wt, H = nmf_init(Xc, 5, "nndsvd", rng=0)
-    rel = np.sqrt(2 * divergence(Xc, Wt, H, 2)) / np.sqrt((X.data ** 2).sum())
+    rel = np.sqrt(2 * beta_divergence(Xc, Wt, H, 2)) / np.sqrt((X.data ** 2).sum())
     assert rel < 0.6  # a rough start, much better than zero
 
 
