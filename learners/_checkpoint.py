@@ -54,9 +54,14 @@ class Checkpoint:
 
 
 def _model_classes():
+    """The models a checkpoint can rebuild: ``class name -> class`` (imported on use)."""
+    from ._kmeans import KMeansModel
+    from ._lda import LDA
+    from ._mf import MFModel
     from ._models import GLM
+    from ._nmf import NMFModel
 
-    return {"GLM": GLM}
+    return {c.__name__: c for c in (GLM, KMeansModel, NMFModel, MFModel, LDA)}
 
 
 def _host(v):
@@ -210,6 +215,12 @@ def load_checkpoint(path) -> Checkpoint:
         raise ValueError(f"{path}: unknown model class {name!r}")
     model = classes[name](**meta["model_opts"])
     params = {k[6:]: v for k, v in data.items() if k.startswith("model.")}
-    model.set_parameters(params["coef"], params.get("intercept"))
+    try:
+        if name == "GLM":
+            model.set_parameters(params["coef"], params.get("intercept"))
+        else:  # the factor models take back the arrays of their parameters() by name
+            model.set_parameters(**params)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: the {name} arrays do not rebuild the model ({e})") from None
     opt_state = {k[4:]: v for k, v in data.items() if k.startswith("opt.")}
     return Checkpoint(model=model, optimizer_state=opt_state, meta=meta)

@@ -106,3 +106,51 @@ def test_crash_mid_write_leaves_old_checkpoint_loadable(tmp_path):
     if tmp.exists():  # the half-written temporary never loads
         with pytest.raises(ValueError, match="not a complete"):
             load_checkpoint(tmp)
+
+
+def _factor_cases():
+    """Each factor model trained one pass by its Learner, on data it accepts."""
+    import scipy.sparse as sp
+
+    from roofline.learners import LDA, SGD, KMeansModel, MFModel, ModelUpdate, NMFModel
+
+    rng = np.random.default_rng(0)
+    counts = sp.random(60, 300, density=0.1, format="csc", random_state=1,
+                       data_rvs=lambda k: rng.integers(1, 5, size=k).astype(float))
+    ratings = sp.random(40, 200, density=0.15, format="csc", random_state=2,
+                        data_rvs=lambda k: rng.integers(1, 6, size=k).astype(float))
+    return [
+        (KMeansModel(n_clusters=3, dtype="float64"), ModelUpdate(), counts),
+        (NMFModel(n_components=2, dtype="float64"), ModelUpdate(), counts),
+        (LDA(n_components=3, dtype="float64"), ModelUpdate(), counts),
+        (MFModel(factors=2, dtype="float64"), SGD(lr=0.05), ratings),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["kmeans", "nmf", "lda", "mf"])
+def test_factor_models_round_trip_through_a_checkpoint(tmp_path, case):
+    """A factor model's checkpoint rebuilds it: the same class, options, arrays and loss."""
+    model, opt, X = _factor_cases()[case]
+    Learner(MatSource(X, batch_size=100), model, opt, progress=False).train()
+    path = str(tmp_path / "m.npz")
+    save_checkpoint(path, model, opt)
+    back = load_checkpoint(path).model
+    assert type(back) is type(model) and back.opts == model.opts
+    for name, arr in model.parameters().items():
+        np.testing.assert_array_equal(np.asarray(back.parameters()[name]), np.asarray(arr))
+    batch = next(iter(MatSource(X, batch_size=X.shape[1])))
+    assert back.loss(batch, None) == pytest.approx(model.loss(batch, None), rel=1e-12)
+
+
+def test_a_factor_checkpoint_with_missing_arrays_is_refused(tmp_path):
+    from roofline.learners import NMFModel
+
+    model = NMFModel(n_components=2, dtype="float64")
+    model.init(5)
+    path = str(tmp_path / "m.npz")
+    save_checkpoint(path, model)
+    with np.load(path) as z:
+        data = {k: z[k] for k in z.files if k != "model.components"}
+    np.savez(path, **data)
+    with pytest.raises(ValueError, match="NMFModel"):
+        load_checkpoint(path)
