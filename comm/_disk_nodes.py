@@ -347,19 +347,57 @@ class NodeStore:
         self._made = set()
 
     def path(self, node, name="state"):
-        """The file of ``node``'s ``name``."""
+        """The file of ``node``'s ``name``.
+
+        Parameters
+        ----------
+        node : int
+        name : str
+
+        Returns
+        -------
+        str
+        """
         return os.path.join(self.root, "nodes", str(int(node)), f"{name}.rfs")
 
     def save(self, node, state, name="state"):
-        """Save ``state`` as ``node``'s ``name`` (see :func:`save_state`); bytes written."""
+        """Save ``state`` as ``node``'s ``name`` (see :func:`save_state`).
+
+        Parameters
+        ----------
+        node : int
+        state : dict
+            Arrays and scalars.
+        name : str
+
+        Returns
+        -------
+        int
+            The bytes written.
+        """
         if node not in self._made:
             os.makedirs(os.path.dirname(self.path(node, name)), exist_ok=True)
             self._made.add(node)
         return self.io.write(self.path(node, name), _state_bufs(state, f"node {node}'s {name}"))
 
     def load(self, node, name="state"):
-        """``node``'s ``name`` (see :func:`load_state`); :class:`StateError` names node and
-        file when it is missing or fails its checks."""
+        """``node``'s ``name`` (see :func:`load_state`).
+
+        Parameters
+        ----------
+        node : int
+        name : str
+
+        Returns
+        -------
+        dict
+            The state saved.
+
+        Raises
+        ------
+        StateError
+            The file is missing or fails its checks (names the node and the file).
+        """
         path = self.path(node, name)
         try:
             buf = self.io.read(path)
@@ -369,9 +407,27 @@ class NodeStore:
         return _parse_state(buf, path, node)
 
     def exists(self, node, name="state"):
+        """Whether ``node``'s ``name`` was saved.
+
+        Parameters
+        ----------
+        node : int
+        name : str
+
+        Returns
+        -------
+        bool
+        """
         return os.path.exists(self.path(node, name))
 
     def remove(self, node, name):
+        """Delete ``node``'s ``name`` (nothing when it does not exist).
+
+        Parameters
+        ----------
+        node : int
+        name : str
+        """
         try:
             os.unlink(self.path(node, name))
         except FileNotFoundError:
@@ -470,11 +526,12 @@ class Node:
     """What a node's ``step`` sees of itself: its rank, the cluster's size, the round, and the
     collectives it may end its turn with.
 
-    Attributes
+    Parameters
     ----------
     rank, size : int
-    round : int
-        The round being run (from 0).
+        The node's rank and the number of nodes.
+    rnd : int
+        The round being run (from 0), the attribute ``round``.
     """
 
     def __init__(self, rank, size, rnd):
@@ -677,11 +734,30 @@ class DiskNodeCluster:
             self.store.remove(r, "result")
 
     def load(self, rank):
-        """Node ``rank``'s state (see :func:`load_state`)."""
+        """Node ``rank``'s state (see :func:`load_state`).
+
+        Parameters
+        ----------
+        rank : int
+
+        Returns
+        -------
+        dict
+        """
         return self.store.load(self._check_rank(rank))
 
     def result(self, rank):
-        """Node ``rank``'s result of the last collective (None when the last round had none)."""
+        """Node ``rank``'s result of the last collective.
+
+        Parameters
+        ----------
+        rank : int
+
+        Returns
+        -------
+        numpy.ndarray or None
+            None when the last round had no collective.
+        """
         rank = self._check_rank(rank)
         if not self.store.exists(rank, "result"):
             return None

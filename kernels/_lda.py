@@ -172,8 +172,30 @@ def lda_e_step(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, e
 @njit(cache=True, nogil=True, fastmath=True)
 def lda_e_step_serial(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
                       iters):
-    """:func:`lda_e_step` on the calling thread (small minibatches; same arguments but
-    ``n_chunks``)."""
+    """:func:`lda_e_step` on the calling thread (small minibatches).
+
+    Parameters
+    ----------
+    BT : ndarray (V, K), C-contiguous
+        ``exp(E[log beta])`` transposed.
+    indptr, indices, data : ndarray
+        The documents, CSC (``V x m``).
+    gammaT : ndarray (m, K), C-contiguous
+        In: the starting ``gamma``; out: the converged one.
+    TT : ndarray (m, K)
+        Out: ``exp(E[log theta])``.
+    R : ndarray (nnz,)
+        Out: the ratios ``data / N``.
+    alpha, tol, eps : float
+    max_iter : int
+    iters : ndarray (m,) int64
+        Out: each document's iterations (-1: a word index out of range; nothing written).
+
+    Returns
+    -------
+    int
+        The number of documents with an out-of-range word index (0 for valid input).
+    """
     K = BT.shape[1]
     g = np.empty(K)
     t = np.empty(K, BT.dtype)

@@ -612,7 +612,13 @@ class LDA(Model):
 
     # -- training -----------------------------------------------------------------------------
     def rho(self) -> float:
-        """The next online step's weight ``(learning_offset + t)^-learning_decay``."""
+        """The next online step's weight.
+
+        Returns
+        -------
+        float
+            ``(learning_offset + t + 1)^-learning_decay``.
+        """
         return (self.opts.learning_offset + self.n_batch_iter + 1) ** (-self.opts.learning_decay)
 
     def update(self, batch, cache=None):

@@ -260,7 +260,13 @@ class MFModel(Model):
         self._n_mean = 0.0
 
     def parameters(self) -> dict:
-        """dict: ``coef`` and ``intercept`` (``[mu]``)."""
+        """The trained arrays.
+
+        Returns
+        -------
+        dict
+            ``coef`` (the item factors) and ``intercept`` (``[mu]``).
+        """
         return {"coef": self.coef, "intercept": self.intercept}
 
     def set_parameters(self, coef, intercept) -> None:
@@ -289,6 +295,13 @@ class MFModel(Model):
 
     def linear(self, X, cache=None):
         """Not a GLM: ADAGrad's fused path does not apply.
+
+        Parameters
+        ----------
+        X : CSC matrix or array
+            Unused.
+        cache : BufferCache, optional
+            Unused.
 
         Raises
         ------

@@ -187,6 +187,8 @@ class ModelUpdate(Optimizer):
     ----------
     opts : ModelUpdateOptions, optional
         The options (none).
+    **kwargs
+        Fields of ``opts`` (there are none: any keyword is an error).
 
     Raises
     ------
