@@ -53,15 +53,16 @@ class Checkpoint:
     meta: dict = field(default_factory=dict)
 
 
-def _model_classes():
-    """The models a checkpoint can rebuild: ``class name -> class`` (imported on use)."""
-    from ._kmeans import KMeansModel
-    from ._lda import LDA
-    from ._mf import MFModel
-    from ._models import GLM
-    from ._nmf import NMFModel
+def _model_class(name):
+    """The model class a checkpoint names: a :class:`Model` among ``roofline.learners``' public
+    names (resolved through the package's lazy loader, as pickle resolves a class by its name,
+    so that this module imports none of the models' modules), or None."""
+    from roofline import learners
 
-    return {c.__name__: c for c in (GLM, KMeansModel, NMFModel, MFModel, LDA)}
+    from ._models import Model
+
+    cls = getattr(learners, name) if name in learners.__all__ else None
+    return cls if isinstance(cls, type) and issubclass(cls, Model) else None
 
 
 def _host(v):
@@ -209,11 +210,11 @@ def load_checkpoint(path) -> Checkpoint:
         raise ValueError(f"{path} is not a complete Roofline checkpoint ({e})") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path} is not a Roofline checkpoint (format={meta.get('format')!r})")
-    classes = _model_classes()
     name = meta["model_class"]
-    if name not in classes:
+    cls = _model_class(name)
+    if cls is None:
         raise ValueError(f"{path}: unknown model class {name!r}")
-    model = classes[name](**meta["model_opts"])
+    model = cls(**meta["model_opts"])
     params = {k[6:]: v for k, v in data.items() if k.startswith("model.")}
     try:
         if name == "GLM":
