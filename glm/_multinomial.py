@@ -43,13 +43,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
 
 from roofline import gmat
 
 from ._auto import LBFGS_AUTO_SCALE
 from ._newton import _agree, feature_union, union_plan
-from ._problem import check_on_every_rank, check_positive, check_sample_weight, check_X
+from ._problem import (
+    check_on_every_rank,
+    check_positive,
+    check_sample_weight,
+    check_X,
+    convergence_warning,
+)
 
 __all__ = ["MULTINOMIAL_SOLVERS", "MultinomialResult", "fit_multinomial", "softmax_loss"]
 
@@ -465,7 +470,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         warnings.warn(
             f"fit_multinomial(solver={solver!r}) stopped after {result.n_iter} iterations "
             f"({message}) with relative gradient {ratio:.3e} > tol={tol:g}; raise max_iter",
-            ConvergenceWarning, stacklevel=2)
+            convergence_warning(), stacklevel=2)
     if verbose:
         logger.info("%r", result)
     return result
