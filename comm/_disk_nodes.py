@@ -1007,6 +1007,19 @@ class _Run:
             prev.remove()
         return new
 
+    def sweep(self, step, layers, spool):
+        """One :meth:`phase` per layer of ``layers`` (in that order), each node's turn
+        ``step(r, layer, prev, new)``; returns the last phase's spool."""
+        for layer in layers:
+            spool = self.phase(lambda r, prev, new, layer=layer: step(r, layer, prev, new), spool)
+        return spool
+
+    def down_up(self, spool):
+        """The reduce down the layers (``self.down``) and back up (``self.up``) after
+        ``spool``'s phase; removes the last spool."""
+        spool = self.sweep(self.down, range(self.L + 1), spool)
+        self.sweep(self.up, range(self.L - 1, -1, -1), spool).remove()
+
 
 class _DenseRun(_Run):
     """Kylix's dense all-reduce (``KylixCommunicator._allreduce``): reduce-scatter down,
@@ -1024,14 +1037,7 @@ class _DenseRun(_Run):
                 me = self.members(r, layer).index(r)
                 segs.append(tuple(_bounds(*segs[-1], k)[me:me + 2]))
             self.segs.append(segs)
-        spool = None
-        for layer in range(self.L + 1):
-            spool = self.phase(lambda r, prev, new, layer=layer: self.down(r, layer, prev, new),
-                               spool)
-        for layer in range(self.L - 1, -1, -1):
-            spool = self.phase(lambda r, prev, new, layer=layer: self.up(r, layer, prev, new),
-                               spool)
-        spool.remove()
+        self.down_up(None)
 
     def down(self, r, layer, prev, new):
         store = self.c.store
@@ -1088,17 +1094,7 @@ class _SparseRun(_Run):
         self.range = [[(0, hi)] for _ in range(n)]  # each node's index range per depth
         self.cuts = [[None] * self.L for _ in range(n)]  # sels, wsels cut positions per layer
         self.n_union = [[0] * self.L for _ in range(n)]
-        spool = None
-        for layer in range(self.L + 1):
-            spool = self.phase(lambda r, prev, new, layer=layer: self.config(r, layer, prev,
-                                                                              new), spool)
-        for layer in range(self.L + 1):
-            spool = self.phase(lambda r, prev, new, layer=layer: self.down(r, layer, prev, new),
-                               spool)
-        for layer in range(self.L - 1, -1, -1):
-            spool = self.phase(lambda r, prev, new, layer=layer: self.up(r, layer, prev, new),
-                               spool)
-        spool.remove()
+        self.down_up(self.sweep(self.config, range(self.L + 1), None))
         for r in range(n):
             for name in ("cidx", "final", *(f"map{j}" for j in range(self.L))):
                 self.c.store.remove(r, name)

@@ -8,9 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from roofline.learners import load_checkpoint
 from roofline.learners._cli import build_from_config, main
-from tests.learners._cli_shards import config, write_problem
+from tests.learners._cli_shards import assert_same_models, config, write_problem
 
 distributed = pytest.importorskip("distributed")
 
@@ -37,10 +36,7 @@ def test_train_and_predict_on_dask_as_in_one_process(cluster, tmp_path, capsys):
     assert printed.count("newton: ") == 1 and "(2 ranks)" in printed
     assert "held-out logistic loss" in printed
     assert sorted(os.listdir(f"{d}/dask")) == ["config.toml", "model.npz", "trace.json"]
-    one = load_checkpoint(f"{d}/one/model.npz").model
-    two = load_checkpoint(f"{d}/dask/model.npz").model
-    assert np.linalg.norm(two.coef - one.coef) <= 1e-6 * np.linalg.norm(one.coef)
-    np.testing.assert_allclose(two.intercept, one.intercept, rtol=1e-6, atol=1e-9)
+    _, two = assert_same_models(f"{d}/one", f"{d}/dask")
 
     assert main(["predict", f"{d}/dask/model.npz", f"{d}/test.toml", "-o", f"{d}/p.npy",
                  "--dask", cluster.scheduler_address]) == 0

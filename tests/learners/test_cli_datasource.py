@@ -10,21 +10,11 @@ from roofline import glm
 from roofline.glm import GLMSolverOptions, fit_glm
 from roofline.learners import load_checkpoint
 from roofline.learners._cli import main
-from tests.learners._cli_shards import config, write_problem
+from tests.learners._cli_shards import assert_close, config, model_of, shards_fixture
 
 N = 1600  # training examples of write_problem
 
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    d = tmp_path_factory.mktemp("shards")
-    X, y = write_problem(str(d), n=N)
-    return str(d), X, y
-
-
-def _coef(out):
-    m = load_checkpoint(f"{out}/model.npz").model
-    return m.coef.ravel(), float(np.asarray(m.intercept).ravel()[0])
+shards = shards_fixture("shards", N)
 
 
 @pytest.mark.parametrize("solver", glm.solver_names(runner="fit_glm", loss="squared",
@@ -42,7 +32,7 @@ def test_every_solver_from_a_datasource_config_reaches_the_ridge_solution(shards
     # the exact minimiser of mean (w^T x - y)^2 / 2 + alpha ||w||^2 / 2 on the training shards
     Xd = X[:, :N].toarray()
     w_star = np.linalg.solve(Xd @ Xd.T / N + alpha * np.eye(Xd.shape[0]), Xd @ y[:N] / N)
-    coef, b = _coef(f"{d}/{solver}")
+    coef, b = model_of(f"{d}/{solver}")
     assert b == 0.0
     assert np.linalg.norm(coef - w_star) <= 1e-4 * np.linalg.norm(w_star)
 
@@ -56,7 +46,7 @@ def test_the_config_path_fits_exactly_what_the_python_api_fits(shards):
     assert main(["train", cfg]) == 0
     ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="logistic", alpha=1e-3,
                   options=GLMSolverOptions(solver="newton", tol=1e-9), random_state=0)
-    coef, b = _coef(f"{d}/api")
+    coef, b = model_of(f"{d}/api")
     np.testing.assert_array_equal(coef, ref.coef)
     assert b == ref.intercept
 
@@ -68,7 +58,7 @@ def test_newton_takes_the_squared_hinge_from_a_config(shards):
     assert main(["train", cfg]) == 0
     ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="squared_hinge", alpha=1e-2, solver="newton",
                   tol=1e-9)
-    np.testing.assert_allclose(_coef(f"{d}/sqh")[0], ref.coef, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model_of(f"{d}/sqh")[0], ref.coef, rtol=1e-9, atol=1e-12)
 
 
 def test_stream_true_trains_out_of_core_to_the_in_memory_optimum(shards, capsys):
@@ -81,9 +71,7 @@ def test_stream_true_trains_out_of_core_to_the_in_memory_optimum(shards, capsys)
     # the same problem in memory: the dual, the intercept a regularised constant feature
     ref = fit_glm(X[:, :N].tocsc(), y[:N], loss="logistic", alpha=1e-2, solver="scd",
                   dual=True, tol=1e-11, max_iter=5000)
-    coef, b = _coef(f"{d}/stream")
-    assert np.linalg.norm(coef - ref.coef) <= 1e-3 * np.linalg.norm(ref.coef)
-    assert abs(b - ref.intercept) <= 1e-3 * max(1.0, abs(ref.intercept))
+    assert_close(model_of(f"{d}/stream"), (ref.coef, ref.intercept), 1e-3)
 
 
 def test_predict_a_datasource_in_its_order(shards, tmp_path):
@@ -151,7 +139,7 @@ def test_the_example_config_runs_as_documented(tmp_path, capsys):
     assert "held-out logistic loss" in capsys.readouterr().out
     ref = fit_glm(X[:, :1200].tocsc().astype(np.float64), y[:1200], loss="logistic",
                   alpha=1e-5, solver="newton", tol=1e-8)
-    coef, b = _coef(str(out))
+    coef, b = model_of(str(out))
     np.testing.assert_allclose(coef, ref.coef, rtol=1e-9, atol=1e-12)
     assert abs(b - ref.intercept) <= 1e-9 * max(1.0, abs(ref.intercept))
 

@@ -10,21 +10,9 @@ import pytest
 
 from roofline.learners import load_checkpoint
 from roofline.learners._cli import main
-from tests.learners._cli_shards import config, write_problem
+from tests.learners._cli_shards import assert_close, config, model_of, shards_fixture
 
-N = 1600
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    d = tmp_path_factory.mktemp("disk")
-    X, y = write_problem(str(d), n=N)
-    return str(d), X, y
-
-
-def _model(out):
-    m = load_checkpoint(os.path.join(out, "model.npz")).model
-    return m.coef.ravel(), float(np.asarray(m.intercept).ravel()[0])
+shards = shards_fixture("disk", 1600)
 
 
 def test_simulated_nodes_fit_the_single_process_model(shards, capsys, monkeypatch):
@@ -39,16 +27,14 @@ def test_simulated_nodes_fit_the_single_process_model(shards, capsys, monkeypatc
     assert "(3 ranks)" in out, out
     assert sorted(os.listdir(f"{d}/n-3")) == ["config.toml", "model.npz", "trace.json"]
     assert load_checkpoint(f"{d}/n-3/model.npz").meta["extra"]["ranks"] == 3
-    w1, b1 = _model(f"{d}/n-1")
-    w3, b3 = _model(f"{d}/n-3")
-    assert np.linalg.norm(w3 - w1) <= 1e-6 * np.linalg.norm(w1)
-    assert abs(b3 - b1) <= 1e-6 * max(1.0, abs(b1))
+    w1, b1 = model_of(f"{d}/n-1")
+    assert_close(model_of(f"{d}/n-3"), (w1, b1), 1e-6)
     # the [comm] table says the same
     cfg2 = config(d, '[solver]\nalpha = 1e-2\nsolver = "newton"\ntol = 1e-10\n'
                      '[comm]\nbackend = "disk"\nn_ranks = 2\n', name="n2.toml", out="n-2")
     assert main(["train", cfg2]) == 0
     assert "(2 ranks)" in capsys.readouterr().out
-    assert np.linalg.norm(_model(f"{d}/n-2")[0] - w1) <= 1e-6 * np.linalg.norm(w1)
+    assert np.linalg.norm(model_of(f"{d}/n-2")[0] - w1) <= 1e-6 * np.linalg.norm(w1)
     # predict on simulated nodes: the local predictions, in the data's order
     local, sim = f"{d}/p1.npy", f"{d}/p3.npy"
     assert main(["predict", f"{d}/n-1/model.npz", f"{d}/test.toml", "-o", local]) == 0

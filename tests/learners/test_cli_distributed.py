@@ -11,34 +11,29 @@ import pytest
 from roofline import glm
 from roofline.learners import load_checkpoint
 from roofline.learners._cli import main
-from tests.learners._cli_shards import config, launch, write_problem
+from tests.learners._cli_shards import assert_close, config, launch, model_of, shards_fixture
 
 pytestmark = pytest.mark.multiprocess
 
 N = 1600
 
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dist")
-    X, y = write_problem(str(d), n=N)
-    return str(d), X, y
+shards = shards_fixture("dist", N)
 
 
-def _model(out):
-    m = load_checkpoint(os.path.join(out, "model.npz")).model
-    return m.coef.ravel(), float(np.asarray(m.intercept).ravel()[0])
-
-
-def _only_rank0_speaks(p, files):
+def _only_rank0_speaks(p):
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     assert lines and all(ln.startswith("[rank 0]") for ln in lines), p.stdout
     assert "[rank 1]" not in p.stdout + p.stderr
 
 
-def _close(a, b, rtol):
-    assert np.linalg.norm(a[0] - b[0]) <= rtol * np.linalg.norm(b[0])
-    assert abs(a[1] - b[1]) <= rtol * max(1.0, abs(b[1]))
+def _train_one_and_two(d, cfg, out2):
+    """``cfg`` trained in this process, then on two ranks under the launcher into ``out2``
+    (rank 0 alone printing); returns the launcher's completed process."""
+    assert main(["train", cfg]) == 0
+    p = launch(2, "train", cfg, "-o", f"{d}/{out2}", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    _only_rank0_speaks(p)
+    return p
 
 
 @pytest.mark.parametrize("solver,extra,rtol", [
@@ -49,14 +44,11 @@ def test_two_ranks_under_the_launcher_fit_the_single_process_model(shards, solve
     d, X, y = shards
     cfg = config(d, f'[solver]\nalpha = 1e-2\nsolver = "{solver}"\ntol = 1e-10\n'
                     f'max_iter = 2000\n{extra}', name=f"{solver}.toml", out=f"{solver}-1")
-    assert main(["train", cfg]) == 0
-    p = launch(2, "train", cfg, "-o", f"{d}/{solver}-2", cwd=d)
-    assert p.returncode == 0, p.stdout + p.stderr
-    _only_rank0_speaks(p, None)
+    p = _train_one_and_two(d, cfg, f"{solver}-2")
     assert f"{solver}: " in p.stdout and "(2 ranks)" in p.stdout
     assert sorted(os.listdir(f"{d}/{solver}-2")) == ["config.toml", "model.npz", "trace.json"]
     assert load_checkpoint(f"{d}/{solver}-2/model.npz").meta["extra"]["ranks"] == 2
-    _close(_model(f"{d}/{solver}-2"), _model(f"{d}/{solver}-1"), rtol)
+    assert_close(model_of(f"{d}/{solver}-2"), model_of(f"{d}/{solver}-1"), rtol)
 
 
 #: fit_glm's distributed solvers but the two above and pure-block (over ranks it needs
@@ -77,7 +69,7 @@ def test_the_other_distributed_solvers_from_one_config(shards, solver):
     assert p.returncode == 0, p.stdout + p.stderr
     Xd = X[:, :N].toarray()
     w_star = np.linalg.solve(Xd @ Xd.T / N + alpha * np.eye(Xd.shape[0]), Xd @ y[:N] / N)
-    assert np.linalg.norm(_model(f"{d}/{solver}-2")[0] - w_star) <= 1e-3 * np.linalg.norm(w_star)
+    assert np.linalg.norm(model_of(f"{d}/{solver}-2")[0] - w_star) <= 1e-3 * np.linalg.norm(w_star)
 
 
 @pytest.mark.slow
@@ -93,7 +85,7 @@ def test_in_memory_data_is_striped_over_the_ranks(shards, tmp_path):
     assert main(["train", str(cfg), "-o", str(tmp_path / "one")]) == 0
     p = launch(2, "train", str(cfg), "-o", str(tmp_path / "two"), cwd=str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
-    _close(_model(str(tmp_path / "two")), _model(str(tmp_path / "one")), 1e-4)
+    assert_close(model_of(str(tmp_path / "two")), model_of(str(tmp_path / "one")), 1e-4)
 
 
 @pytest.mark.slow
@@ -101,13 +93,10 @@ def test_stream_on_two_ranks_each_streaming_its_shards(shards):
     d, _, _ = shards
     cfg = config(d, '[solver]\nalpha = 1e-2\nstream = true\ntol = 1e-7\nmax_iter = 150\n\n'
                     '[stream]\ncache = "memory"\n', name="stream.toml", out="stream-1")
-    assert main(["train", cfg]) == 0
-    p = launch(2, "train", cfg, "-o", f"{d}/stream-2", cwd=d)
-    assert p.returncode == 0, p.stdout + p.stderr
-    _only_rank0_speaks(p, None)
+    _train_one_and_two(d, cfg, "stream-2")
     # out-of-core CoCoA+ over 2 ranks converges more slowly per pass than one process's SDCA
     # (150 passes: a relative gap near 1e-6): the same optimum within what that gap allows
-    _close(_model(f"{d}/stream-2"), _model(f"{d}/stream-1"), 5e-3)
+    assert_close(model_of(f"{d}/stream-2"), model_of(f"{d}/stream-1"), 5e-3)
 
 
 @pytest.mark.slow
@@ -117,10 +106,7 @@ def test_a_minibatch_learner_trains_data_parallel(shards):
     d, _, _ = shards
     cfg = config(d, '[optimizer]\ntype = "adagrad"\nlr = 0.1\n\n[learner]\nn_passes = 3\n'
                     'eval_every = 4\nsync_every = 2\n', name="ada.toml", out="ada-1")
-    assert main(["train", cfg]) == 0
-    p = launch(2, "train", cfg, "-o", f"{d}/ada-2", cwd=d)
-    assert p.returncode == 0, p.stdout + p.stderr
-    _only_rank0_speaks(p, None)
+    _train_one_and_two(d, cfg, "ada-2")
     assert sorted(os.listdir(f"{d}/ada-2")) == ["config.toml", "model.npz", "trace.csv",
                                                 "trace.json"]
 
@@ -147,7 +133,7 @@ def test_predict_on_two_ranks_equals_the_local_predictions(shards, tmp_path):
     assert main(["predict", model, f"{d}/test.toml", "-o", str(tmp_path / "one.npy")]) == 0
     p = launch(2, "predict", model, f"{d}/test.toml", "-o", str(tmp_path / "two.npy"), cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
-    _only_rank0_speaks(p, None)
+    _only_rank0_speaks(p)
     one, two = np.load(tmp_path / "one.npy"), np.load(tmp_path / "two.npy")
     assert one.shape == two.shape == (X.shape[1] - N,)
     np.testing.assert_array_equal(two, one)

@@ -8,10 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from roofline.learners import load_checkpoint
 from roofline.learners._cli import main
 from tests._helpers import MPIEXEC, needs_mpi
-from tests.learners._cli_shards import ROOFLINE, config, write_problem
+from tests.learners._cli_shards import ROOFLINE, assert_same_models, config, write_problem
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow, needs_mpi]
 
@@ -34,10 +33,7 @@ def test_mpiexec_two_ranks_fit_and_predict_as_one_process(tmp_path):
     assert p.stdout.count("newton: ") == 1 and p.stdout.count("wrote ") == 1, p.stdout
     assert "(2 ranks)" in p.stdout
     assert sorted(os.listdir(f"{d}/two")) == ["config.toml", "model.npz", "trace.json"]
-    one = load_checkpoint(f"{d}/one/model.npz").model
-    two = load_checkpoint(f"{d}/two/model.npz").model
-    assert np.linalg.norm(two.coef - one.coef) <= 1e-6 * np.linalg.norm(one.coef)
-    np.testing.assert_allclose(two.intercept, one.intercept, rtol=1e-6, atol=1e-9)
+    _, two = assert_same_models(f"{d}/one", f"{d}/two")
 
     p = _mpiexec("predict", f"{d}/two/model.npz", f"{d}/test.toml", "-o", f"{d}/p2.npy", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
