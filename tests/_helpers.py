@@ -6,6 +6,7 @@ several shapes or seeds in one test) import them: ``from tests._helpers import p
 
 import importlib.util
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +21,46 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 needs_mpi = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
     reason="mpi4py / the mpich wheel absent")
+
+#: Whether this interpreter runs under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, which
+#: must be set before numba is imported: :func:`run_under_simulator` sets it in a subprocess).
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+#: The params of a ``backend`` fixture: ``"sim"`` (numba's CUDA simulator) and ``"gpu"`` (a real
+#: device, marker ``gpu``); the fixture returns :func:`sim_or_gpu` of its param.
+BACKENDS = [pytest.param("sim"), pytest.param("gpu", marks=pytest.mark.gpu)]
+#: Skips the test that starts the simulator's subprocess when already under the simulator.
+not_under_simulator = pytest.mark.skipif(SIM, reason="already under the simulator")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sim_or_gpu(backend, gpu_ready, runner="test_under_simulator's subprocess"):
+    """``backend`` (``"sim"`` or ``"gpu"``), or a skip when it cannot run in this interpreter.
+
+    ``"sim"`` runs only under the simulator (:data:`SIM`; the ordinary run reaches those cases
+    through ``runner``), ``"gpu"`` only outside it and when ``gpu_ready()`` is true.
+    """
+    if backend == "sim" and not SIM:
+        pytest.skip(f"simulator cases run in {runner}")
+    if backend == "gpu" and (SIM or not gpu_ready()):
+        pytest.skip("no CUDA device available")
+    return backend
+
+
+def run_under_simulator(*test_files, timeout=900):
+    """Run the ``sim`` cases of ``test_files`` under numba's CUDA simulator in a subprocess
+    (``-m "not gpu"``, the ``test_under_simulator`` tests left out, stopping at the first
+    failure) and assert they passed; skips when numba-cuda is not installed.  Prints the
+    subprocess's summary line (seen with ``pytest -rP``)."""
+    if importlib.util.find_spec("numba_cuda") is None:
+        pytest.skip("numba-cuda is not installed (pip install -e '.[dev]')")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
+         "-k", "not test_under_simulator", *test_files],
+        env=env, capture_output=True, text=True, timeout=timeout, cwd=_ROOT)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout, proc.stdout[-3000:]
+    print(proc.stdout.strip().splitlines()[-1])
 
 
 def powerlaw_matrix(n_features, n_examples, nnz_per_example=8.0, *, dtype=np.float64, seed=0,

@@ -9,45 +9,27 @@ without one).  The reference is the CPU dual SCD run to a far tighter gap: ``P``
 the optimum by ``sqrt(2 G / alpha)``, the tolerance used on the coefficients.
 """
 
-import os
-import subprocess
-import sys
-from importlib.util import find_spec
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from roofline.glm import GLMSolverOptions, fit_glm
 from roofline.kernels import cuda_ready
+from tests._helpers import BACKENDS, SIM, not_under_simulator, run_under_simulator, sim_or_gpu
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
 GPU_SOLVER = "tpa-scd"
 
 
-@pytest.fixture(params=[pytest.param("sim"), pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=BACKENDS)
 def backend(request):
-    if request.param == "sim" and not SIM:
-        pytest.skip("simulator cases run in test_under_simulator's subprocess")
-    if request.param == "gpu" and (SIM or not cuda_ready()):
-        pytest.skip("no CUDA device available")
-    return request.param
+    return sim_or_gpu(request.param, cuda_ready)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(SIM, reason="already under the simulator")
+@not_under_simulator
 def test_under_simulator():
     """This file's ``sim`` cases under numba's CUDA simulator (a subprocess)."""
-    if find_spec("numba_cuda") is None:
-        pytest.skip("numba-cuda is not installed (pip install -e '.[dev]')")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
-         "-k", "not test_under_simulator", __file__],
-        env=env, capture_output=True, text=True, timeout=900,
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout, proc.stdout[-3000:]
+    run_under_simulator(__file__, timeout=900)
 
 
 def _problem(loss, n_features=8, n_examples=60, seed=0, dtype=np.float64):

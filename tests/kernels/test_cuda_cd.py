@@ -6,25 +6,18 @@ the blocks one after the other: sequential SDCA); the ``gpu`` cases on a real de
 (marker ``gpu``; skipped without one), where the blocks run asynchronously.
 """
 
-import os
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+from roofline import gmat
+from tests._helpers import BACKENDS, SIM, sim_or_gpu
 
 
-@pytest.fixture(params=[pytest.param("sim"), pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=BACKENDS)
 def backend(request):
-    if request.param == "sim" and not SIM:
-        pytest.skip("simulator cases run in test_cuda_primitives.py::test_under_simulator")
-    if request.param == "gpu":
-        from roofline import gmat
-
-        if SIM or not gmat.gpu_available():
-            pytest.skip("no CUDA device available")
-    return request.param
+    return sim_or_gpu(request.param, gmat.gpu_available,
+                      "test_cuda_primitives.py::test_under_simulator")
 
 
 def _problem(loss, dtype, n=6, m=24, seed=0):

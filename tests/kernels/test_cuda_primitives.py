@@ -16,52 +16,26 @@ length (``SEG_STEPS``) makes the row split (several groups per column, atomics) 
 import os
 import subprocess
 import sys
-from importlib.util import find_spec
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
-_SIM_TIMEOUT_S = 600
+from roofline import gmat
+from tests._helpers import BACKENDS, SIM, not_under_simulator, run_under_simulator, sim_or_gpu
 
 
-def _gpu_ready():
-    if SIM:
-        return False
-    from roofline import gmat
-
-    return gmat.gpu_available()
-
-
-@pytest.fixture(
-    params=[pytest.param("sim"), pytest.param("gpu", marks=pytest.mark.gpu)]
-)
+@pytest.fixture(params=BACKENDS)
 def backend(request):
-    if request.param == "sim" and not SIM:
-        pytest.skip("simulator cases run in test_under_simulator's subprocess")
-    if request.param == "gpu" and not _gpu_ready():
-        pytest.skip("no CUDA device available")
-    return request.param
+    return sim_or_gpu(request.param, gmat.gpu_available)
 
 
-@pytest.mark.skipif(SIM, reason="already under the simulator")
+@not_under_simulator
 def test_under_simulator():
     """Run this file's ``sim`` cases under numba's CUDA simulator (in a subprocess)."""
-    if find_spec("numba_cuda") is None:
-        pytest.skip("numba-cuda is not installed (pip install -e '.[dev]')")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     tests = [os.path.join(os.path.dirname(__file__), f)
              for f in ("test_cuda_primitives.py", "test_cuda_cd.py", "test_cuda_losses.py")]
-    tests = [t for t in tests if os.path.exists(t)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
-         "-k", "not test_under_simulator", *tests],
-        env=env, capture_output=True, text=True, timeout=_SIM_TIMEOUT_S,
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout, proc.stdout[-3000:]
+    run_under_simulator(*[t for t in tests if os.path.exists(t)], timeout=600)
 
 
 def test_import_gmat_imports_no_cuda():

@@ -10,46 +10,28 @@ convexity bounds the coefficients' distance to the optimum by
 ``C`` of 0.1 or 1, ridge's ``alpha = 10``: ``alpha`` at least ``1 / 60``).
 """
 
-import os
-import subprocess
-import sys
-from importlib.util import find_spec
-
 import numpy as np
 import pytest
 from sklearn.base import clone
 
 from roofline.kernels import cuda_ready
 from roofline.learners import LinearRegression, LinearSVC, LogisticRegression, Ridge
+from tests._helpers import BACKENDS, SIM, not_under_simulator, run_under_simulator, sim_or_gpu
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
 CPU_DUAL = "scd"
 ATOL = 2e-3
 
 
-@pytest.fixture(params=[pytest.param("sim"), pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=BACKENDS)
 def backend(request):
-    if request.param == "sim" and not SIM:
-        pytest.skip("simulator cases run in test_under_simulator's subprocess")
-    if request.param == "gpu" and (SIM or not cuda_ready()):
-        pytest.skip("no CUDA device available")
-    return request.param
+    return sim_or_gpu(request.param, cuda_ready)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(SIM, reason="already under the simulator")
+@not_under_simulator
 def test_under_simulator():
     """This file's ``sim`` cases under numba's CUDA simulator (a subprocess)."""
-    if find_spec("numba_cuda") is None:
-        pytest.skip("numba-cuda is not installed (pip install -e '.[dev]')")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
-         "-k", "not test_under_simulator", __file__],
-        env=env, capture_output=True, text=True, timeout=900,
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout, proc.stdout[-3000:]
+    run_under_simulator(__file__, timeout=900)
 
 
 def _data(seed=0, n=60, d=8):

@@ -44,22 +44,33 @@ def test_pipelined_minibatches_equal_the_plain_copies(sparse):
             assert b.X.flags.f_contiguous
 
 
-@pytest.mark.gpu
-def test_learner_on_the_pipeline_learns_the_same_model():
+def _same_gpu_model_with_and_without_the_pipeline(seed, train):
+    """``train(X, y, model, pipeline)`` on a GPU, without and with the pipeline, reaches the
+    same coefficients (skips without a device)."""
     if not gmat.gpu_available():
         pytest.skip("no CUDA device available")
-    from roofline.learners import GLM, ADAGrad, Learner
+    from roofline.learners import GLM
 
-    rng = np.random.default_rng(1)
-    X = sp.random(50, 2000, density=0.1, format="csc", dtype=np.float32, random_state=1)
+    rng = np.random.default_rng(seed)
+    X = sp.random(50, 2000, density=0.1, format="csc", dtype=np.float32, random_state=seed)
     y = (rng.random(2000) < 0.5).astype(np.float32)
     coefs = []
     for pipeline in (False, True):
-        src = ToDevice(MatSource(X, y, batch_size=256), device="gpu", pipeline=pipeline)
         model = GLM(loss="logistic")
-        Learner(src, model, ADAGrad(lr=0.3), n_passes=2).train()
+        train(X, y, model, pipeline)
         coefs.append(gmat.to_device(model.coef, "cpu"))
     np.testing.assert_allclose(coefs[0], coefs[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_learner_on_the_pipeline_learns_the_same_model():
+    from roofline.learners import ADAGrad, Learner
+
+    def train(X, y, model, pipeline):
+        src = ToDevice(MatSource(X, y, batch_size=256), device="gpu", pipeline=pipeline)
+        Learner(src, model, ADAGrad(lr=0.3), n_passes=2).train()
+
+    _same_gpu_model_with_and_without_the_pipeline(1, train)
 
 
 def test_learner_pipeline_option_is_a_no_op_on_the_cpu():
@@ -83,17 +94,10 @@ def test_learner_pipeline_option_is_a_no_op_on_the_cpu():
 
 @pytest.mark.gpu
 def test_learner_pipeline_option_on_the_gpu():
-    if not gmat.gpu_available():
-        pytest.skip("no CUDA device available")
-    from roofline.learners import GLM, ADAGrad, Learner
+    from roofline.learners import ADAGrad, Learner
 
-    rng = np.random.default_rng(3)
-    X = sp.random(50, 2000, density=0.1, format="csc", dtype=np.float32, random_state=3)
-    y = (rng.random(2000) < 0.5).astype(np.float32)
-    coefs = []
-    for pipeline in (False, True):
-        model = GLM(loss="logistic")
+    def train(X, y, model, pipeline):
         Learner(MatSource(X, y, batch_size=256), model, ADAGrad(lr=0.3), n_passes=2,
                 device="gpu", pipeline=pipeline, progress=False).train()
-        coefs.append(gmat.to_device(model.coef, "cpu"))
-    np.testing.assert_allclose(coefs[0], coefs[1], rtol=1e-5, atol=1e-6)
+
+    _same_gpu_model_with_and_without_the_pipeline(3, train)
