@@ -71,6 +71,18 @@ def timed(fn):
 # k-means
 
 
+def _passes(model, Xc, n, stop=None):
+    """Up to ``n`` minibatch passes (batch 1024) of ``model`` over ``Xc``, stopping after the
+    first pass at which ``stop(model)`` holds; (passes run, model)."""
+    learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
+                      progress=False)
+    for p in range(n):
+        learner.train()
+        if stop is not None and stop(model):
+            return p + 1, model
+    return n, model
+
+
 def kmeans_suite(name, Xc, k, a, spark=None):
     """``Xc``: n_features x m (CSC or F-ordered dense), float64."""
     from sklearn.cluster import KMeans as SKKMeans
@@ -109,13 +121,7 @@ def kmeans_suite(name, Xc, k, a, spark=None):
     def km_passes(n, stop=None):
         model = KMeansModel(n_clusters=k, dtype="float64", seed=0)
         model.set_parameters(C0)
-        learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
-                          progress=False)
-        for p in range(n):
-            learner.train()
-            if stop is not None and stop(model):
-                return p + 1, model
-        return n, model
+        return _passes(model, Xc, n, stop)
 
     # untimed: the first pass count that reaches the peer's inertia; then timed
     n, _ = km_passes(a.max_passes, lambda mdl: float(mdl.assign(Xc)[1].sum()) <= target)
@@ -219,13 +225,7 @@ def nmf_suite(name, Xc, r, a):
         model = NMFModel(n_components=r, dtype=Xc.dtype.name, inner_iter=10,
                          rho=0.7 ** (min(1024, Xc.shape[1]) / Xc.shape[1]))
         model.set_parameters(Wt0)
-        learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
-                          progress=False)
-        for p in range(n):
-            learner.train()
-            if stop is not None and stop(model):
-                return p + 1, model
-        return n, model
+        return _passes(model, Xc, n, stop)
 
     n, _ = nmf_passes(a.max_passes, lambda mdl: err_of(mdl) <= target)
     (_, model), t_train = timed(lambda: nmf_passes(n))

@@ -56,6 +56,7 @@ from roofline import gmat
 from roofline.datasources import MatSource, Minibatch
 from roofline.gmat import Options, option
 
+from ._factor import CPUFactorModelMixin
 from ._models import Model
 
 __all__ = ["KMeans", "KMeansModel", "KMeansOptions", "MiniBatchKMeans", "kmeans_plusplus"]
@@ -353,7 +354,7 @@ class KMeansOptions(Options):
                                              "random examples (0: never)", low=0.0)
 
 
-class KMeansModel(Model):
+class KMeansModel(CPUFactorModelMixin, Model):
     """k-means model: ``k`` centers, trained by Lloyd passes (:meth:`fit`) or minibatch updates
     (:meth:`update`, inside a :class:`~roofline.learners.Learner` with
     :class:`~roofline.learners.ModelUpdate`).
@@ -373,22 +374,19 @@ class KMeansModel(Model):
         a center moves by ``w_batch / counts`` towards its minibatch mean).
     """
 
+    _array = "centers"
+    _options = KMeansOptions
+    _check_device = True
+
     def __init__(self, opts: KMeansOptions | None = None, **kwargs):
-        base = (opts or KMeansOptions()).to_dict()
-        base.update(kwargs)
-        self.opts = KMeansOptions.from_dict(base, "KMeansModel")
-        self.centers = None
+        self._setup(opts, kwargs)
         self.counts = None
-        self._seeded = False
-        self._rng = np.random.default_rng(self.opts.seed)
-        self._n_steps = 0
         self._last_reassign = 0
 
     # -- parameters ---------------------------------------------------------------------------
     @property
-    def dtype(self) -> np.dtype:
-        """numpy.dtype: the value dtype of the centers."""
-        return np.dtype(self.opts.dtype)
+    def _n_rows(self):
+        return self.opts.n_clusters
 
     @property
     def n_clusters(self) -> int:
@@ -399,16 +397,6 @@ class KMeansModel(Model):
     def n_outputs(self) -> int:
         """int: ``k``, the rows of the dense operand of ``A*S`` (the Learner's roofline gauge)."""
         return self.opts.n_clusters
-
-    @property
-    def n_features(self) -> int | None:
-        """int or None: columns of ``centers``."""
-        return None if self.centers is None else int(self.centers.shape[1])
-
-    @property
-    def initialized(self) -> bool:
-        """bool: whether the centers are allocated."""
-        return self.centers is not None
 
     def init(self, n_features: int, device: str = "cpu") -> None:
         """Allocate zero centers; the first minibatch of :meth:`update` seeds them.
@@ -425,26 +413,9 @@ class KMeansModel(Model):
         ValueError
             ``device`` is not ``"cpu"``.
         """
-        if device != "cpu":
-            raise ValueError(f"KMeansModel runs on the CPU only, got device={device!r}")
-        self.centers = np.zeros((self.opts.n_clusters, n_features), self.dtype, order="F")
+        self._require_cpu(device)
+        self._allocate(n_features)
         self.counts = np.zeros(self.opts.n_clusters, np.float64)
-        self._seeded = False
-
-    def to_device(self, device: str) -> None:
-        """Move the centers to ``device`` (only ``"cpu"``).
-
-        Parameters
-        ----------
-        device : {"cpu"}
-
-        Raises
-        ------
-        ValueError
-            ``device`` is not ``"cpu"``.
-        """
-        if device != "cpu":
-            raise ValueError(f"KMeansModel runs on the CPU only, got device={device!r}")
 
     def set_parameters(self, centers, counts=None) -> None:
         """Set the centers (copied into a Fortran-ordered array of the model dtype).
@@ -460,16 +431,12 @@ class KMeansModel(Model):
         ValueError
             ``centers`` is not ``(n_clusters, n_features)`` or not finite.
         """
-        c = np.asarray(centers)
-        if c.ndim != 2 or c.shape[0] != self.opts.n_clusters:
-            raise ValueError(f"centers has shape {c.shape}, expected ({self.opts.n_clusters}, "
-                             f"n_features)")
+        c = self._checked_array(centers)
         if not np.all(np.isfinite(c)):
             raise ValueError("centers has non-finite values")
-        self.centers = np.array(c, dtype=self.dtype, order="F", copy=True)
+        self._store_array(c)
         self.counts = (np.zeros(self.opts.n_clusters) if counts is None
                        else np.array(counts, np.float64))
-        self._seeded = True
 
     def parameters(self) -> dict:
         """The trained arrays.
@@ -480,19 +447,6 @@ class KMeansModel(Model):
             ``{"centers": centers, "counts": counts}``.
         """
         return {"centers": self.centers, "counts": self.counts}
-
-    def _check_ready(self, X, name="X"):
-        if self.centers is None:
-            raise RuntimeError("the model is not initialised: call init(n_features), "
-                               "set_parameters(centers) or train it")
-        if gmat.device_of(X) != "cpu":
-            raise TypeError(f"{name} is on the GPU but KMeansModel runs on the CPU")
-        if X.ndim != 2 or X.shape[0] != self.centers.shape[1]:
-            raise ValueError(f"{name} has {X.shape[0]} features (rows) but the model has "
-                             f"{self.centers.shape[1]}")
-        if X.dtype != self.dtype:
-            raise TypeError(f"{name} has dtype {X.dtype} but the model has dtype {self.dtype}; "
-                            f"convert the data or set KMeansModel(dtype='{X.dtype}')")
 
     # -- assignment ---------------------------------------------------------------------------
     def _cnorm(self):
@@ -1293,6 +1247,14 @@ class MiniBatchKMeans(_KMeansBase):
     def _model_kwargs(self):
         return {"reassignment_ratio": float(self.reassignment_ratio)}
 
+    def _new_model(self, Xc, rng):
+        """A model with allocated centers, set to ``init`` when it is an array."""
+        model = self._model(Xc.dtype, rng)
+        model.init(Xc.shape[0])
+        if not isinstance(self.init, str):
+            model.set_parameters(self._init_array(Xc.shape[0], Xc.dtype))
+        return model
+
     def _train(self, Xc, sw, model, passes):
         from ._learner import Learner
         from ._optimizers import ModelUpdate
@@ -1330,8 +1292,7 @@ class MiniBatchKMeans(_KMeansBase):
         passes = _check_int("max_iter", self.max_iter, 1)
         sw = _check_sample_weight(sample_weight, Xr, dtype=np.float64)
         rng = _rng_of(self.random_state)
-        model = self._model(Xc.dtype, rng)
-        model.init(Xc.shape[0])
+        model = self._new_model(Xc, rng)
         # seed from a random sample of the data (scikit-learn: init_size = 3 * batch_size)
         size = min(Xc.shape[1], max(3 * int(self.batch_size), self.n_clusters))
         if isinstance(self.init, str):
@@ -1340,8 +1301,6 @@ class MiniBatchKMeans(_KMeansBase):
             if sp.issparse(Xs):
                 Xs = sp.csc_matrix(Xs)
             model.seed_centers(Xs, sw[pick])
-        else:
-            model.set_parameters(self._init_array(Xc.shape[0], Xc.dtype))
         self.n_iter_ = self._train(Xc, sw, model, passes)
         self.n_steps_ = model._n_steps
         self._store(model)
@@ -1367,10 +1326,7 @@ class MiniBatchKMeans(_KMeansBase):
         sw = _check_sample_weight(sample_weight, Xr, dtype=np.float64)
         if first:
             self._check_common(Xc.shape[1])
-            model = self._model(Xc.dtype, _rng_of(self.random_state))
-            model.init(Xc.shape[0])
-            if not isinstance(self.init, str):
-                model.set_parameters(self._init_array(Xc.shape[0], Xc.dtype))
+            model = self._new_model(Xc, _rng_of(self.random_state))
         else:
             model = self._model_
             if Xc.dtype != model.dtype:

@@ -57,6 +57,7 @@ from roofline import gmat
 from roofline.datasources import MatSource, Minibatch
 from roofline.gmat import Options, option
 
+from ._factor import CPUFactorModelMixin
 from ._models import Model
 
 __all__ = ["MiniBatchNMF", "NMF", "NMFModel", "NMFOptions", "beta_divergence", "nmf_init"]
@@ -440,7 +441,7 @@ class NMFOptions(Options):
                              f"'mu' for kullback-leibler)")
 
 
-class NMFModel(Model):
+class NMFModel(CPUFactorModelMixin, Model):
     """Non-negative matrix factorization ``X ~ W^T H``: the components ``W`` are the model,
     the codes ``H`` are per example (see the module docstring).
 
@@ -458,15 +459,16 @@ class NMFModel(Model):
     components : ndarray (r, n_features), Fortran order
     """
 
+    _array = "components"
+    _options = NMFOptions
+
     def __init__(self, opts: NMFOptions | None = None, **kwargs):
-        base = (opts or NMFOptions()).to_dict()
-        base.update(kwargs)
-        self.opts = NMFOptions.from_dict(base, "NMFModel")
-        self.components = None
+        self._setup(opts, kwargs)
         self._A = self._B = None
-        self._seeded = False
-        self._rng = np.random.default_rng(self.opts.seed)
-        self._n_steps = 0
+
+    @property
+    def _n_rows(self):
+        return self.opts.n_components
 
     @property
     def beta(self) -> int:
@@ -474,24 +476,9 @@ class NMFModel(Model):
         return _beta_of(self.opts.beta_loss)
 
     @property
-    def dtype(self) -> np.dtype:
-        """numpy.dtype: the factors' dtype."""
-        return np.dtype(self.opts.dtype)
-
-    @property
     def n_outputs(self) -> int:
         """int: ``r``, the rows of the dense operand of the products."""
         return self.opts.n_components
-
-    @property
-    def n_features(self):
-        """int or None: columns of ``components``."""
-        return None if self.components is None else int(self.components.shape[1])
-
-    @property
-    def initialized(self) -> bool:
-        """bool: whether the components are allocated."""
-        return self.components is not None
 
     def init(self, n_features: int, device: str = "cpu") -> None:
         """Allocate the components (zeros; the first minibatch seeds them).
@@ -506,25 +493,8 @@ class NMFModel(Model):
         ValueError
             ``device`` is not ``"cpu"``.
         """
-        if device != "cpu":
-            raise ValueError(f"NMFModel runs on the CPU only, got device={device!r}")
-        self.components = np.zeros((self.opts.n_components, n_features), self.dtype, order="F")
-        self._seeded = False
-
-    def to_device(self, device: str) -> None:
-        """Only ``"cpu"``.
-
-        Parameters
-        ----------
-        device : {"cpu"}
-
-        Raises
-        ------
-        ValueError
-            ``device`` is not ``"cpu"``.
-        """
-        if device != "cpu":
-            raise ValueError(f"NMFModel runs on the CPU only, got device={device!r}")
+        self._require_cpu(device)
+        self._allocate(n_features)
 
     def set_parameters(self, components) -> None:
         """Set the components (copied, Fortran order, model dtype).
@@ -538,14 +508,10 @@ class NMFModel(Model):
         ValueError
             Wrong shape, or negative values.
         """
-        c = np.asarray(components)
-        if c.ndim != 2 or c.shape[0] != self.opts.n_components:
-            raise ValueError(f"components has shape {c.shape}, expected "
-                             f"({self.opts.n_components}, n_features)")
+        c = self._checked_array(components)
         check_nonnegative(c, "components")
-        self.components = np.array(c, dtype=self.dtype, order="F", copy=True)
+        self._store_array(c)
         self._A = self._B = None
-        self._seeded = True
 
     def parameters(self) -> dict:
         """The trained arrays.
@@ -556,17 +522,6 @@ class NMFModel(Model):
             ``{"components": components}``.
         """
         return {"components": self.components}
-
-    def _check_ready(self, X, name="X"):
-        if self.components is None:
-            raise RuntimeError("the model is not initialised: call init(n_features), "
-                               "set_parameters(components) or train it")
-        if X.ndim != 2 or X.shape[0] != self.components.shape[1]:
-            raise ValueError(f"{name} has {X.shape[0]} features (rows) but the model has "
-                             f"{self.components.shape[1]}")
-        if X.dtype != self.dtype:
-            raise TypeError(f"{name} has dtype {X.dtype} but the model has dtype {self.dtype}; "
-                            f"convert the data or set NMFModel(dtype='{X.dtype}')")
 
     def _regs(self, n_features, m):
         o = self.opts
