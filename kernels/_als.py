@@ -132,6 +132,29 @@ def _cholesky_solve(A, b, out):
         out[i] = t / A[i, i]
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _cg_update(x, r, p, Ap, pAp, rsold, zero):
+    """One conjugate-gradient update from ``Ap = A p`` and ``pAp = p . Ap``: ``x`` and the
+    residual ``r`` step along ``p``, then ``p`` turns to the new residual.  Returns the new
+    ``r . r`` (accumulated from ``zero``, which sets its type) and whether to stop
+    (``pAp <= 0``: nothing updated; or the residual has vanished: ``p`` not updated)."""
+    k = x.shape[0]
+    if pAp <= 0.0:
+        return rsold, True
+    step = rsold / pAp
+    rsnew = zero
+    for a in range(k):
+        x[a] += step * p[a]
+        r[a] -= step * Ap[a]
+        rsnew += r[a] * r[a]
+    if rsnew < 1e-20:
+        return rsnew, True
+    beta = rsnew / rsold
+    for a in range(k):
+        p[a] = r[a] + beta * p[a]
+    return rsnew, False
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def _gram_add(A, G, w, m, k):
     """``A[a, :a+1] += sum_q w[q] G[q, a] G[q, :a+1]`` for the ``m`` (<= 4) gathered design
@@ -388,20 +411,9 @@ def als_implicit_cg(indptr, indices, data, D, YtY, alpha, lam, weighted, cg_step
                     pAp = zero
                     for a in range(k):
                         pAp += p[a] * Ap[a]
-                    if pAp <= 0.0:
+                    rsold, done = _cg_update(x, r, p, Ap, pAp, rsold, zero)
+                    if done:
                         break
-                    step = rsold / pAp
-                    rsnew = zero
-                    for a in range(k):
-                        x[a] += step * p[a]
-                        r[a] -= step * Ap[a]
-                        rsnew += r[a] * r[a]
-                    if rsnew < 1e-20:
-                        break
-                    beta = rsnew / rsold
-                    for a in range(k):
-                        p[a] = r[a] + beta * p[a]
-                    rsold = rsnew
             for a in range(k):
                 X[a, j] = x[a]
 
@@ -512,20 +524,9 @@ def als_solve_systems(A, B, counts, base, lam, weighted, cg_steps, bounds, X):
                                 t += M[a, cc] * p[cc]
                             Ap[a] = t
                             pAp += p[a] * t
-                        if pAp <= 0.0:
+                        rsold, done = _cg_update(x, r, p, Ap, pAp, rsold, 0.0)
+                        if done:
                             break
-                        step = rsold / pAp
-                        rsnew = 0.0
-                        for a in range(k):
-                            x[a] += step * p[a]
-                            r[a] -= step * Ap[a]
-                            rsnew += r[a] * r[a]
-                        if rsnew < 1e-20:
-                            break
-                        beta = rsnew / rsold
-                        for a in range(k):
-                            p[a] = r[a] + beta * p[a]
-                        rsold = rsnew
             for a in range(k):
                 X[a, j] = x[a]
 
@@ -604,19 +605,8 @@ def als_explicit_cg(indptr, indices, data, D, bias, mu, lam, weighted, cg_steps,
                     pAp = zero
                     for a in range(k):
                         pAp += p[a] * Ap[a]
-                    if pAp <= 0.0:
+                    rsold, done = _cg_update(x, res, p, Ap, pAp, rsold, zero)
+                    if done:
                         break
-                    step = rsold / pAp
-                    rsnew = zero
-                    for a in range(k):
-                        x[a] += step * p[a]
-                        res[a] -= step * Ap[a]
-                        rsnew += res[a] * res[a]
-                    if rsnew < 1e-20:
-                        break
-                    beta = rsnew / rsold
-                    for a in range(k):
-                        p[a] = res[a] + beta * p[a]
-                    rsold = rsnew
             for a in range(k):
                 Z[a, j] = x[a]

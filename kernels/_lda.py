@@ -110,6 +110,25 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
     return it
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _documents(start, step, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+               iters):
+    """The E-step of documents ``start, start + step, ...`` (one task's share, with its own
+    scratch); their iterations into ``iters``; returns how many had an out-of-range word."""
+    K = BT.shape[1]
+    g = np.empty(K)
+    t = np.empty(K, BT.dtype)
+    acc = np.empty(K, BT.dtype)
+    bad = 0
+    for j in range(start, gammaT.shape[0], step):
+        it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+                       g, t, acc)
+        iters[j] = it
+        if it < 0:
+            bad += 1
+    return bad
+
+
 @parallel_njit(cache=True, nogil=True, fastmath=True)
 def lda_e_step(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps, iters,
                n_chunks):
@@ -151,21 +170,10 @@ def lda_e_step(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, e
     int
         The number of documents with an out-of-range word index (0 for valid input).
     """
-    m = gammaT.shape[0]
-    K = BT.shape[1]
     faults = 0
     for c in prange(n_chunks):
-        g = np.empty(K)
-        t = np.empty(K, BT.dtype)
-        acc = np.empty(K, BT.dtype)
-        bad = 0
-        for j in range(c, m, n_chunks):
-            it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
-                           eps, g, t, acc)
-            iters[j] = it
-            if it < 0:
-                bad += 1
-        faults += bad
+        faults += _documents(c, n_chunks, BT, indptr, indices, data, gammaT, TT, R, alpha,
+                             max_iter, tol, eps, iters)
     return faults
 
 
@@ -176,38 +184,16 @@ def lda_e_step_serial(BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter,
 
     Parameters
     ----------
-    BT : ndarray (V, K), C-contiguous
-        ``exp(E[log beta])`` transposed.
-    indptr, indices, data : ndarray
-        The documents, CSC (``V x m``).
-    gammaT : ndarray (m, K), C-contiguous
-        In: the starting ``gamma``; out: the converged one.
-    TT : ndarray (m, K)
-        Out: ``exp(E[log theta])``.
-    R : ndarray (nnz,)
-        Out: the ratios ``data / N``.
-    alpha, tol, eps : float
-    max_iter : int
-    iters : ndarray (m,) int64
-        Out: each document's iterations (-1: a word index out of range; nothing written).
+    BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps, iters
+        As :func:`lda_e_step` (the same inputs and outputs).
 
     Returns
     -------
     int
         The number of documents with an out-of-range word index (0 for valid input).
     """
-    K = BT.shape[1]
-    g = np.empty(K)
-    t = np.empty(K, BT.dtype)
-    acc = np.empty(K, BT.dtype)
-    faults = 0
-    for j in range(gammaT.shape[0]):
-        it = _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
-                       g, t, acc)
-        iters[j] = it
-        if it < 0:
-            faults += 1
-    return faults
+    return _documents(0, 1, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol, eps,
+                      iters)
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")

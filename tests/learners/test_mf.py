@@ -58,6 +58,19 @@ def small(seed=1, n_users=30, n_items=20, density=0.3, implicit=False):
 # kernels against dense numpy solves
 
 
+def _kernel_problem(seed, n_other, n_self, density, high, k, n_chunks, scale=1.0,
+                    dtype=np.float64):
+    """A random CSC matrix ``S`` (``n_other x n_self``, integer values in ``[1, high)``), the
+    other side's factors ``D`` (``k x n_other``, Fortran order), row chunks, and the generator
+    (for further draws)."""
+    rng = np.random.default_rng(seed)
+    S = sp.random(n_other, n_self, density=density, random_state=seed + 1, format="csc",
+                  dtype=dtype)
+    S.data[:] = rng.integers(1, high, S.nnz)
+    D = np.asfortranarray(rng.normal(scale=scale, size=(k, n_other)).astype(dtype))
+    return rng, S, D, kernels.als_row_chunks(S.indptr, 1.0, n_chunks)
+
+
 def _ref_rows(S, D, bias, mu, lam, weighted, implicit=False, alpha=1.0):
     """Row solves of the kernels' systems by numpy (S: other x self CSC, D: k x n_other)."""
     k, n_self = D.shape[0], S.shape[1]
@@ -88,14 +101,10 @@ def _ref_rows(S, D, bias, mu, lam, weighted, implicit=False, alpha=1.0):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("bias,weighted", [(True, True), (False, True), (False, False)])
 def test_explicit_kernel_matches_numpy(dtype, bias, weighted):
-    rng = np.random.default_rng(2)
-    S = sp.random(25, 40, density=0.25, random_state=3, format="csc", dtype=dtype)
-    S.data[:] = rng.integers(1, 6, S.nnz)
     k = 5
-    D = np.asfortranarray(rng.normal(size=(k, 25)).astype(dtype))
+    _, S, D, bounds = _kernel_problem(2, 25, 40, 0.25, 6, k, 3, dtype=dtype)
     Z = np.full((k, 40), np.nan, dtype=dtype, order="F")
-    kernels.als_explicit(S.indptr, S.indices, S.data, D, bias, 2.5, 0.3, weighted,
-                         kernels.als_row_chunks(S.indptr, 1.0, 3), Z)
+    kernels.als_explicit(S.indptr, S.indices, S.data, D, bias, 2.5, 0.3, weighted, bounds, Z)
     ref = _ref_rows(S, D.astype(np.float64), bias, 2.5, 0.3, weighted)
     np.testing.assert_allclose(Z, ref, rtol=TOL[dtype], atol=TOL[dtype])
     assert np.all(Z[:, np.diff(S.indptr) == 0] == 0)
@@ -121,12 +130,8 @@ def test_explicit_kernel_rows_shorter_than_k(dtype, bias):
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_explicit_cg_kernel_converges_to_the_solve(bias):
-    rng = np.random.default_rng(12)
-    S = sp.random(25, 40, density=0.3, random_state=13, format="csc")
-    S.data[:] = rng.integers(1, 6, S.nnz)
     k = 5
-    D = np.asfortranarray(rng.normal(size=(k, 25)))
-    bounds = kernels.als_row_chunks(S.indptr, 1.0, 3)
+    rng, S, D, bounds = _kernel_problem(12, 25, 40, 0.3, 6, k, 3)
     ref = _ref_rows(S, D, bias, 2.5, 0.3, True)
     Z = np.asfortranarray(rng.normal(size=(k, 40)))
     kernels.als_explicit_cg(S.indptr, S.indices, S.data, D, bias, 2.5, 0.3, True, 3 * k, bounds,
@@ -148,13 +153,9 @@ def test_explicit_als_with_cg_reaches_the_cholesky_objective():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_implicit_kernels_match_numpy(dtype):
-    rng = np.random.default_rng(4)
-    S = sp.random(30, 50, density=0.2, random_state=5, format="csc", dtype=dtype)
-    S.data[:] = rng.integers(1, 4, S.nnz)
     k = 6
-    D = np.asfortranarray(rng.normal(scale=0.5, size=(k, 30)).astype(dtype))
+    rng, S, D, bounds = _kernel_problem(4, 30, 50, 0.2, 4, k, 4, scale=0.5, dtype=dtype)
     YtY = D @ D.T
-    bounds = kernels.als_row_chunks(S.indptr, 1.0, 4)
     ref = _ref_rows(S, D.astype(np.float64), False, 0.0, 0.2, False, True, 2.0)
     X = np.zeros((k, 50), dtype=dtype, order="F")
     kernels.als_implicit_cholesky(S.indptr, S.indices, S.data, D, YtY, 2.0, 0.2, False, bounds, X)
@@ -169,12 +170,8 @@ def test_implicit_kernels_match_numpy(dtype):
 
 @pytest.mark.parametrize("implicit", [False, True])
 def test_normal_equations_then_solve_equals_fused(implicit):
-    rng = np.random.default_rng(6)
-    S = sp.random(30, 45, density=0.2, random_state=7, format="csc")
-    S.data[:] = rng.integers(1, 5, S.nnz)
     k = 5
-    D = np.asfortranarray(rng.normal(size=(k, 30)))
-    bounds = kernels.als_row_chunks(S.indptr, 1.0, 4)
+    _, S, D, bounds = _kernel_problem(6, 30, 45, 0.2, 5, k, 4)
     A = np.empty((45, k, k))
     B = np.empty((45, k))
     counts = np.empty(45)
