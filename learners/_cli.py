@@ -507,6 +507,10 @@ def _on_dask(copts, fn, args):
     return results[0]
 
 
+#: The ``[comm]`` backends whose ranks this command starts itself (rank 0's result back).
+_RUNNERS = {"dask": _on_dask, "disk": _on_disk}
+
+
 def _innermost(src):
     """The first source of a chain of stages (``.source``)."""
     seen = 0
@@ -812,9 +816,8 @@ def cmd_train(args) -> int:
         from roofline.gmat import require_matplotlib
 
         require_matplotlib("roofline train --plot")
-    if copts.backend in ("dask", "disk"):
-        on = _on_dask if copts.backend == "dask" else _on_disk
-        rep = on(copts, _train_rank, (parts, os.path.abspath(args.config)))
+    if copts.backend in _RUNNERS:
+        rep = _RUNNERS[copts.backend](copts, _train_rank, (parts, os.path.abspath(args.config)))
         os.makedirs(out, exist_ok=True)
         _write_config(out, resolved)
         return _finish_train(rep, out, args)
@@ -915,9 +918,9 @@ def _predict_rank(comm, model_path, data):
 
 def cmd_predict(args) -> int:
     copts = _comm_options(None, args)
-    if copts.backend in ("dask", "disk"):
-        on = _on_dask if copts.backend == "dask" else _on_disk
-        rep = on(copts, _predict_rank, (os.path.abspath(args.model), os.path.abspath(args.data)))
+    if copts.backend in _RUNNERS:
+        rep = _RUNNERS[copts.backend](copts, _predict_rank,
+                                      (os.path.abspath(args.model), os.path.abspath(args.data)))
     else:
         with _environment_comm() as comm:
             job = _Job(comm)
