@@ -232,8 +232,9 @@ def dual_worker(ctx, comms, X_k, y_k, seed, sample_weight=None):
     world = comms[0]
     pb = ctx.problem(X_k, y_k, primal=False, n_total=ctx.n, sample_weight=sample_weight)
     rng = np.random.default_rng(seed)
-    cross_reduce = _touched_reduce(comms[2], X_k, pb.d + (1 if pb.icpt else 0))
-    root = _feature_sigma_root(ctx, comms, X_k, pb, cross_reduce)
+    size = pb.d + (1 if pb.icpt else 0)  # v = [X a; icpt sum a]
+    cross_reduce = _touched_reduce(comms[2], X_k, size)
+    root = _feature_sigma_root(ctx, comms[2], X_k, pb, size, cross_reduce)
     if root is None:
         X_s, icpt_s = X_k, pb.icpt
     else:  # the local problem in the scaled features sqrt(sigma_j) x_ij (see feature_sigma)
@@ -310,7 +311,7 @@ def dual_worker(ctx, comms, X_k, y_k, seed, sample_weight=None):
 FEATURE_SIGMA = True
 
 
-def _feature_sigma_root(ctx, comms, X_k, pb, cross_reduce):
+def _feature_sigma_root(ctx, cross, X_k, pb, size, cross_reduce):
     """``sqrt(sigma_j)`` per entry of ``v = [X a; icpt sum a]`` for the flat CoCoA+ dual, or
     None (one worker, the hierarchy's two levels, or :data:`FEATURE_SIGMA` off).
 
@@ -325,8 +326,6 @@ def _feature_sigma_root(ctx, comms, X_k, pb, cross_reduce):
     """
     if not FEATURE_SIGMA or ctx.sigma_in != 1.0 or ctx.inner_rounds != 1 or ctx.sigma_out <= 1:
         return None
-    cross = comms[2]
-    size = pb.d + (1 if pb.icpt else 0)
     mine = np.zeros(size)
     mine[X_k.indices[:X_k.indptr[-1]]] = 1.0
     if pb.icpt and X_k.shape[1]:
