@@ -44,6 +44,8 @@ Example::
     sums = run_in_threads(work, 4, [group])
 """
 
+from importlib.metadata import version as _dist_version
+
 from ._base import (
     CommError,
     CommTimeoutError,
@@ -68,6 +70,8 @@ from ._netmodel import ClusterModel, ComputeScaling, Network, Step, kylix_steps,
 from ._registry import backends, get_backend, register_backend
 from ._replicate import ReplicatedTransport
 from ._threads import QueueGroup, QueueTransport, run_in_threads
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = [
     "ClusterModel",

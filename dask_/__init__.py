@@ -19,6 +19,10 @@ Example::
 (The source folder is ``dask_/``, so that it never shadows the ``dask`` package itself.)
 """
 
+from importlib.metadata import version as _dist_version
+
 from ._estimators import DaskLinearSVC, DaskLogisticRegression, DaskRidge, partitions_by_worker
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = ["DaskLinearSVC", "DaskLogisticRegression", "DaskRidge", "partitions_by_worker"]

@@ -13,6 +13,8 @@ Tools
     :func:`make_criteo_like` / :func:`make_criteo_like_matrix` (synthetic Criteo-like data).
 """
 
+from importlib.metadata import version as _dist_version
+
 from ._base import DataSource, DataSourceOptions, MatSource, MatSourceOptions, Minibatch
 from ._config import (
     SOURCE_TYPES,
@@ -38,6 +40,8 @@ from ._stages import (
 from ._svmlight import SVMLightOptions, SVMLightSource, load_svmlight
 from ._synthetic import CRITEO_LIKE_CARDINALITIES, make_criteo_like, make_criteo_like_matrix
 from ._writer import ShardWriter, write_shards
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = [
     "CRITEO_FIELDS",

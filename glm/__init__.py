@@ -92,6 +92,8 @@ Vowpal Wabbit ``--l2`` (peer ``"vw"``)              ``l2`` (added to every examp
 variables of the CD solvers (one per example) are called ``a``, never ``alpha``.
 """
 
+from importlib.metadata import version as _dist_version
+
 from . import cd, newton
 from ._auto import LBFGS_AUTO_SCALE, choose_solver
 from ._cocoa import check_pure_blocks, pure_blocks, worker_shards
@@ -149,6 +151,8 @@ from ._registry import (
     unregister_solver,
 )
 from ._stream import fit_glm_stream
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = [
     "CD_LOSSES",

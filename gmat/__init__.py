@@ -13,6 +13,8 @@ the peers' conventions, the fused ADAGrad GLM step).
 
 # the fused E-step and SAME sweep of roofline.learners' LDA and the per-row solves of its ALS
 # (numba, CPU; arguments as the kernels document)
+from importlib.metadata import version as _dist_version
+
 from roofline.kernels import (
     als_explicit,
     als_explicit_cg,
@@ -62,6 +64,8 @@ from ._report import (
     best_time,
     roofline_report,
 )
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = [
     "SUPPORTED_DTYPES",

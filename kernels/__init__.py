@@ -24,6 +24,8 @@ tests) use, one private module per job:
 ``_threads``    the parallel kernels' decorator: idle OpenMP workers sleep (``OMP_WAIT_POLICY``)
 """
 
+from importlib.metadata import version as _dist_version
+
 from ._als import (
     als_explicit,
     als_explicit_cg,
@@ -165,6 +167,8 @@ from ._spmm import (
 )
 from ._svmlight import find_line_starts, svmlight_parse
 from ._threads import limit_blas_threads, parallel_njit, quiet_openmp
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
 
 __all__ = [
     "AST_BLOCK_SHIFT",

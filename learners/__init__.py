@@ -42,6 +42,10 @@ if TYPE_CHECKING:  # the names below, for type checkers and IDEs (loaded lazily 
     )
     from ._vw import VWHybridResult, fit_vw_hybrid
 
+from importlib.metadata import version as _dist_version
+
+__version__ = _dist_version("roofline")  # the installed distribution's version
+
 __all__ = [
     "ADAGrad",
     "ADAGradOptions",
