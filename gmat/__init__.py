@@ -48,6 +48,7 @@ from ._gmat import GMat
 from ._machine import (
     DiskRoofline,
     MachineRoofline,
+    cache_sizes,
     disk_roofline,
     machine_roofline,
     measure_machine,
@@ -89,6 +90,7 @@ __all__ = [
     "axpy",
     "benchmark_primitives",
     "best_time",
+    "cache_sizes",
     "check_csc",
     "cost_mult_as",
     "cost_mult_ast",

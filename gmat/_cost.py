@@ -6,6 +6,14 @@ that the sparse pattern touches read once (``k * itemsize`` bytes), and each out
 written once (the primitives overwrite their outputs, so nothing is accumulated in memory).
 Flops count 2 per multiply-add.  The roofline time ``max(bytes / bandwidth, flops / ceiling)``
 is a true lower bound on the run time, so a fraction above 100% means the model is wrong.
+
+The cache-aware roofline (Ilic, Pratas and Sousa, 2014) adds each call's *working set*: the bytes
+it touches, in whole cache lines (S's arrays, the 64-byte lines holding the touched columns of
+the dense operands, the output).  When a call repeats on the same operands (a training loop's
+epochs, a benchmark's repetitions) and the working set fits a cache level, the traffic comes from
+that level: :meth:`Cost.level_time` bounds the time by the bandwidth of the fastest level that
+holds the working set (:meth:`MachineRoofline.level_for`), beside the DRAM bound of
+:meth:`Cost.roofline_time`.
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ class Cost:
         Floating-point operations (2 per multiply-add).
     breakdown : dict
         Bytes per component (``"sparse"``, ``"dense_in"``, ``"out"``).
+    working_set : int
+        Bytes the call touches, counted in whole 64-byte cache lines for the dense operands
+        (a touched column of ``k * itemsize < 64`` bytes occupies its line); 0 (a hand-made
+        cost) means ``bytes``.
     """
 
     primitive: str
@@ -53,6 +65,68 @@ class Cost:
     bytes: int
     flops: int
     breakdown: dict = field(default_factory=dict)
+    working_set: int = 0
+
+    def footprint(self) -> int:
+        """Bytes the call touches: :attr:`working_set`, or ``bytes`` where that is 0.
+
+        Returns
+        -------
+        int
+        """
+        return int(self.working_set or self.bytes)
+
+    def level(self, machine: MachineRoofline | None = None) -> str:
+        """The fastest memory level that holds this call's working set.
+
+        Parameters
+        ----------
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        str
+            ``"L1"``, ``"L2"``, ``"L3"`` or ``"DRAM"`` (:meth:`MachineRoofline.level_for`).
+        """
+        m = machine or machine_roofline()
+        return m.level_for(self.footprint())[0]
+
+    def level_time(self, machine: MachineRoofline | None = None) -> float:
+        """The cache-aware bound: ``max(bytes / bandwidth of the level holding the working set,
+        flops / flops ceiling)``, a lower bound on the time of a call whose operands are
+        already in that level (a repeated call; a first call's are in DRAM).
+
+        Parameters
+        ----------
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        float
+            Seconds; at most :meth:`roofline_time`.
+        """
+        m = machine or machine_roofline()
+        bw = m.level_for(self.footprint())[1]
+        return max(self.bytes / bw, self.flops / m.flops(self.dtype))
+
+    def level_fraction(self, seconds: float, machine: MachineRoofline | None = None) -> float:
+        """Fraction of the cache-aware roofline achieved by a call that took ``seconds``.
+
+        Parameters
+        ----------
+        seconds : float
+            Measured run time of the call.
+        machine : MachineRoofline, optional
+            The machine's ceilings; this machine's (:func:`machine_roofline`) when omitted.
+
+        Returns
+        -------
+        float
+            ``level_time(machine) / seconds``: at most :meth:`fraction`.
+        """
+        return self.level_time(machine) / seconds
 
     def roofline_time(self, machine: MachineRoofline | None = None) -> float:
         """Lower bound on the run time: ``max(bytes / bandwidth, flops / flops ceiling)``.
@@ -114,6 +188,38 @@ class Cost:
         )
 
 
+_LINE = 64  # bytes per cache line
+
+
+def _line_bytes(ids, n_ids: int, col_bytes: int, sorted_ids: bool = False) -> int:
+    """Bytes of the cache lines holding columns ``ids`` (``col_bytes`` each, columns packed
+    from a line boundary, as :func:`empty` allocates them), each line counted once."""
+    if len(ids) == 0:
+        return 0
+    if col_bytes >= _LINE:
+        return int(n_ids) * -(-col_bytes // _LINE) * _LINE
+    lines = np.asarray(ids, dtype=np.int64) * col_bytes // _LINE
+    if sorted_ids:
+        count = 1 + int(np.count_nonzero(np.diff(lines)))
+    else:
+        count = int(kernels.count_distinct_rows(lines, lines.shape[0], int(lines.max()) + 1))
+    return count * _LINE
+
+
+def _row_lines(S, n_rows: int, col_bytes: int) -> int:
+    """Line bytes of the dense columns indexed by S's row indices (``n_rows`` distinct)."""
+    nnz = int(S.indptr[-1])
+    if col_bytes >= _LINE or nnz == 0:
+        return _line_bytes(range(n_rows), n_rows, col_bytes)
+    return _line_bytes(S.indices[:nnz], n_rows, col_bytes)
+
+
+def _col_lines(S, col_bytes: int) -> int:
+    """Line bytes of the dense columns indexed by S's non-empty columns."""
+    cols = np.flatnonzero(np.diff(S.indptr))
+    return _line_bytes(cols, len(cols), col_bytes, sorted_ids=True)
+
+
 def _sparse_bytes(S) -> tuple[int, int]:
     nnz = int(S.indptr[-1])
     b = S.indptr.nbytes + nnz * (S.indices.itemsize + S.data.itemsize)
@@ -143,15 +249,18 @@ def cost_mult_as(S, k: int) -> Cost:
     -------
     Cost
         Bytes: the sparse structure, each distinct row of ``S`` (a column of ``A``) read once,
-        the output written once; flops ``2 * k * nnz``.
+        the output written once; flops ``2 * k * nnz``.  Working set: the sparse arrays,
+        the cache lines of the touched columns of ``A``, the output.
     """
     check_csc(S, "S")
     isz = S.dtype.itemsize
     nnz, sb = _sparse_bytes(S)
-    dense = _distinct_rows(S) * k * isz
+    rows = _distinct_rows(S)
+    dense = rows * k * isz
     out = k * S.shape[1] * isz
+    ws = sb + _row_lines(S, rows, k * isz) + out
     return Cost("A*S", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz,
-                {"sparse": sb, "dense_in": dense, "out": out})
+                {"sparse": sb, "dense_in": dense, "out": out}, ws)
 
 
 def cost_mult_ast(S, k: int) -> Cost:
@@ -175,8 +284,9 @@ def cost_mult_ast(S, k: int) -> Cost:
     nnz, sb = _sparse_bytes(S)
     dense = _nonempty_cols(S) * k * isz
     out = k * S.shape[0] * isz
+    ws = sb + _col_lines(S, k * isz) + out
     return Cost("A*S^T", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz,
-                {"sparse": sb, "dense_in": dense, "out": out})
+                {"sparse": sb, "dense_in": dense, "out": out}, ws)
 
 
 def cost_sddmm(S, k: int, scale: bool = True) -> Cost:
@@ -204,7 +314,9 @@ def cost_sddmm(S, k: int, scale: bool = True) -> Cost:
     nnz, sb = _sparse_bytes(S)
     if not scale:
         sb -= nnz * S.data.itemsize
-    dense = (_distinct_rows(S) + _nonempty_cols(S)) * k * isz
+    rows = _distinct_rows(S)
+    dense = (rows + _nonempty_cols(S)) * k * isz
     out = nnz * isz
+    ws = sb + _row_lines(S, rows, k * isz) + _col_lines(S, k * isz) + out
     return Cost("SDDMM", k, S.dtype, nnz, sb + dense + out, 2 * k * nnz + (nnz if scale else 0),
-                {"sparse": sb, "dense_in": dense, "out": out})
+                {"sparse": sb, "dense_in": dense, "out": out}, ws)

@@ -1,6 +1,7 @@
-"""Measure this machine's roofline: sustained memory bandwidth and the flops ceiling.
+"""Measure this machine's roofline: sustained memory bandwidth and the flops ceiling, and the
+read bandwidth of every cache level (the cache-aware roofline of Ilic, Pratas and Sousa, 2014).
 
-Both are measured on the thread count the kernels use (numba's), cached per machine in a small
+All are measured on the thread count the kernels use (numba's), cached per machine in a small
 JSON file so they are not redone on every import, and re-measured on request
 (``machine_roofline(remeasure=True)``, or ``ROOFLINE_REMEASURE=1`` in the environment).
 """
@@ -22,8 +23,8 @@ import numpy as np
 
 from roofline import kernels
 
-__all__ = ["DiskRoofline", "MachineRoofline", "disk_roofline", "machine_roofline", "measure_gpu",
-           "measure_machine"]
+__all__ = ["LEVELS", "DiskRoofline", "MachineRoofline", "cache_sizes", "disk_roofline",
+           "machine_roofline", "measure_gpu", "measure_machine"]
 
 #: The disk's roofline (small-file latency, streaming rates, the corner) lives with its
 #: measurement in :mod:`roofline.kernels._machine` (the disk-simulated cluster of
@@ -33,7 +34,15 @@ disk_roofline = kernels.disk_roofline
 
 logger = logging.getLogger(__name__)
 
-_CACHE_VERSION = 2
+# 3: the cache levels' sizes and bandwidths (a version-2 entry lacks them: remeasured)
+_CACHE_VERSION = 3
+
+#: The memory levels of the cache-aware roofline, fastest first.
+LEVELS = ("L1", "L2", "L3", "DRAM")
+
+# Cache sizes assumed where the system does not say (a common x86 server core: 32 KiB L1d,
+# 1 MiB L2 per core, 32 MiB shared L3).
+_DEFAULT_CACHES = {"L1": 32 * 2**10, "L2": 2**20, "L3": 32 * 2**20}
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,14 @@ class MachineRoofline:
         registers, ``threads`` the resident threads of the FMA launch, ``cpu`` the device name.
     link_bandwidth : float
         GPU only: host-to-device copy bandwidth from pinned memory (bytes/s).
+    l1_bandwidth, l2_bandwidth, l3_bandwidth : float
+        CPU only: sustained read bandwidth (bytes/s, all ``threads`` together) of a working set
+        held by the level: each thread reads its own buffer of half the level's size
+        (:func:`roofline.kernels.stream_read_repeat`), half the shared L3 split among the
+        threads.  0: not measured (the level is then left out of :meth:`levels`).
+    l1_size, l2_size, l3_size : int
+        The levels' sizes in bytes, per core for the private L1 (data) and L2, the whole of the
+        last-level cache for L3 (:func:`cache_sizes`).
     """
 
     bandwidth: float
@@ -81,6 +98,76 @@ class MachineRoofline:
     load: float = 0.0
     device: str = "cpu"
     link_bandwidth: float = 0.0
+    l1_bandwidth: float = 0.0
+    l2_bandwidth: float = 0.0
+    l3_bandwidth: float = 0.0
+    l1_size: int = 0
+    l2_size: int = 0
+    l3_size: int = 0
+
+    def levels(self) -> list:
+        """The ceilings of the cache-aware roofline, fastest level first.
+
+        A level's ceiling is the highest bandwidth measured at it or at any slower level (data
+        a slower level can deliver at some rate, a faster one holding it can deliver at least
+        as fast; a lower raw figure is a disturbed measurement, see :meth:`level_disorder`).
+        A level's capacity is what the measuring threads hold together: a private level's
+        size times ``threads`` (each thread's share in its own core's cache), the shared L3's
+        size once, DRAM unbounded.
+
+        Returns
+        -------
+        list of (str, float, float)
+            ``(name, capacity_bytes, bandwidth)`` for each measured level in :data:`LEVELS`
+            order, ending with ``("DRAM", inf, bandwidth)``.
+        """
+        raw = [("L1", self.l1_size * max(self.threads, 1), self.l1_bandwidth),
+               ("L2", self.l2_size * max(self.threads, 1), self.l2_bandwidth),
+               ("L3", self.l3_size, self.l3_bandwidth)]
+        out = [("DRAM", float("inf"), self.bandwidth)]
+        for name, cap, bw in reversed(raw):
+            if bw > 0 and cap > 0:
+                out.append((name, float(cap), max(bw, out[-1][2])))
+        return out[::-1]
+
+    def level_for(self, working_set: float) -> tuple:
+        """The fastest level whose capacity holds ``working_set`` bytes, and its ceiling.
+
+        Parameters
+        ----------
+        working_set : float
+            Bytes a call touches (:attr:`Cost.working_set <roofline.gmat.Cost>`).
+
+        Returns
+        -------
+        (str, float)
+            The level's name (``"L1"``, ``"L2"``, ``"L3"`` or ``"DRAM"``) and its bandwidth in
+            bytes/s.  Without measured cache levels: ``("DRAM", bandwidth)``.
+        """
+        for name, cap, bw in self.levels():
+            if working_set <= cap:
+                return name, bw
+        return "DRAM", self.bandwidth  # pragma: no cover - DRAM's capacity is unbounded
+
+    def level_disorder(self) -> str:
+        """Why the raw level bandwidths are not ordered L1 >= L2 >= L3 >= DRAM, or ``""``.
+
+        Returns
+        -------
+        str
+            Empty when the measured figures are ordered (or no level was measured); otherwise
+            which level measured slower than the one behind it, with the load average (a
+            shared machine's neighbours evict the caches and take the cores mid-measurement).
+        """
+        raw = [(n, b) for n, b in (("L1", self.l1_bandwidth), ("L2", self.l2_bandwidth),
+                                   ("L3", self.l3_bandwidth), ("DRAM", self.bandwidth)) if b > 0]
+        bad = [f"{a} {ba / 1e9:.1f} GB/s < {b} {bb / 1e9:.1f} GB/s"
+               for (a, ba), (b, bb) in zip(raw[:-1], raw[1:], strict=True) if ba < bb]
+        if not bad:
+            return ""
+        return (f"{'; '.join(bad)}: a disturbed measurement (load average {self.load:.1f} on "
+                f"{self.threads} threads; other work evicts the caches and takes the cores); "
+                f"the ceilings use the faster figure")
 
     @property
     def busy(self) -> bool:
@@ -114,10 +201,16 @@ class MachineRoofline:
                 f"  host -> device    {self.link_bandwidth / 1e9:7.1f} GB/s (pinned)\n"
                 f"  ridge point       {self.flops32 / self.bandwidth:7.2f} flop/byte float32"
             )
+        levels = "".join(
+            f"  {name:<3} bandwidth     {bw / 1e9:7.1f} GB/s  (holds {cap / 2**20:.2f} MiB"
+            f"{' on all threads' if name in ('L1', 'L2') else ''})\n"
+            for name, cap, bw in self.levels() if name != "DRAM")
+        disorder = self.level_disorder()
         return (
             f"Machine roofline ({self.cpu or 'unknown CPU'}, {self.threads} threads, "
             f"measured {when})\n"
-            f"  memory bandwidth  {self.bandwidth / 1e9:7.1f} GB/s  "
+            + levels
+            + f"  memory bandwidth  {self.bandwidth / 1e9:7.1f} GB/s  "
             f"(triad {self.triad_bandwidth / 1e9:.1f}, read {self.read_bandwidth / 1e9:.1f})\n"
             f"  flops ceiling     {self.flops32 / 1e9:7.1f} gflop/s float32, "
             f"{self.flops64 / 1e9:.1f} gflop/s float64 (FMA loop)\n"
@@ -128,6 +221,7 @@ class MachineRoofline:
                 if self.busy
                 else ""
             )
+            + (f"\n  NOTE: {disorder}" if disorder else "")
         )
 
 
@@ -140,6 +234,105 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def _parse_size(text: str) -> int:
+    """``"32K"``, ``"1024 KiB"``, ``"32 MiB (1 instance)"``, ``"1M"`` -> bytes (0 if unreadable)."""
+    text = text.strip().split("(")[0].strip().replace(" ", "")
+    units = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
+             "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30}
+    num = text.rstrip("KMGiBkmgb")
+    try:
+        return int(float(num) * units[text[len(num):].upper()])
+    except (ValueError, KeyError):
+        return 0
+
+
+def _sysfs_caches(root="/sys/devices/system/cpu/cpu0/cache") -> dict:
+    sizes = {}
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return sizes
+    for e in entries:
+        if not e.startswith("index"):
+            continue
+        try:
+            with open(os.path.join(root, e, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, e, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, e, "size")) as f:
+                size = _parse_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and 1 <= level <= 3 and size > 0:
+            sizes[f"L{level}"] = size
+    return sizes
+
+
+def _lscpu_caches() -> dict:
+    """Per-instance sizes from ``lscpu`` (its totals divided by the instance count)."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    sizes = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        level = {"L1d cache": "L1", "L2 cache": "L2", "L3 cache": "L3"}.get(name.strip())
+        if level is None:
+            continue
+        total = _parse_size(value)
+        inst = 1
+        if "instance" in value:
+            try:
+                inst = max(1, int(value.split("(")[1].split()[0]))
+            except (IndexError, ValueError):
+                inst = 1
+        if total > 0:
+            sizes[level] = total // inst if level != "L3" else total
+    return sizes
+
+
+def cache_sizes() -> dict:
+    """This machine's data-cache sizes in bytes: ``{"L1": ..., "L2": ..., "L3": ...}``.
+
+    From ``/sys/devices/system/cpu/cpu0/cache`` (Linux), else ``lscpu``, else a common x86
+    server core's (32 KiB, 1 MiB, 32 MiB; logged); L1 and L2 are per core, L3 the last-level
+    cache as one core sees it.  A level the system does not report takes the default.
+
+    Returns
+    -------
+    dict
+        Level name to size in bytes.
+    """
+    found = _sysfs_caches() or _lscpu_caches()
+    if len(found) < 3:
+        logger.info("cache sizes not all reported (%s); assuming %s for the rest", found,
+                    _DEFAULT_CACHES)
+    return {lvl: int(found.get(lvl) or _DEFAULT_CACHES[lvl]) for lvl in ("L1", "L2", "L3")}
+
+
+def _measure_levels(sizes, threads, repeat, traffic=64 * 2**20):
+    """Read bandwidth (bytes/s, all threads) of a working set held by each cache level.
+
+    Each thread re-reads its own float64 buffer: half the private L1 / L2, or its share of
+    half the shared L3; passes are chosen so each call reads about ``traffic`` bytes per
+    thread (at least one pass).
+    """
+    out = {}
+    for level in ("L1", "L2", "L3"):
+        per_thread = sizes[level] // 2 if level != "L3" else sizes[level] // (2 * threads)
+        n = max(64, per_thread // 8)
+        buf = np.ones((threads, n))
+        n_pass = max(1, traffic // (8 * n))
+        kernels.stream_read_repeat(buf, 1)  # compile and first-touch
+        t = _best(lambda buf=buf, n_pass=n_pass: kernels.stream_read_repeat(buf, n_pass), repeat)
+        out[level] = threads * 8 * n * n_pass / t
+    return out
 
 
 def _cache_path() -> Path:
@@ -181,7 +374,9 @@ def _load() -> float:
         return 0.0
 
 
-def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> MachineRoofline:
+def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10,
+                    level_traffic: int = 64 * 2**20, caches: dict | None = None
+                    ) -> MachineRoofline:
     """Measure bandwidth and flops ceilings now (no cache).
 
     Parameters
@@ -191,6 +386,11 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     repeat : int
         Repetitions; the best is kept (the machine may be shared).  The FMA loop runs in
         ``3 * repeat`` short bursts, so that one of them likely runs undisturbed.
+    level_traffic : int
+        Bytes each thread reads per timed call of a cache level's measurement.
+    caches : dict, optional
+        ``{"L1": bytes, "L2": bytes, "L3": bytes}``: the cache sizes to size the level
+        measurements by (default :func:`cache_sizes`).
 
     Returns
     -------
@@ -201,6 +401,8 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
     threads = kernels.default_threads()
     blocks = threads * 4
     triad, read = _measure_bandwidth(size_bytes // 8, blocks, repeat)
+    sizes = dict(caches) if caches is not None else cache_sizes()
+    level_bw = _measure_levels(sizes, threads, repeat, level_traffic)
     ceilings = {}
     for dt in (np.float32, np.float64):
         seed = np.ones(threads, dtype=dt)
@@ -224,8 +426,16 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10) -> Machi
         host=socket.gethostname(),
         measured_at=time.time(),
         load=load,
+        l1_bandwidth=level_bw["L1"],
+        l2_bandwidth=level_bw["L2"],
+        l3_bandwidth=level_bw["L3"],
+        l1_size=int(sizes["L1"]),
+        l2_size=int(sizes["L2"]),
+        l3_size=int(sizes["L3"]),
     )
     logger.info("measured machine roofline: %s", m)
+    if m.level_disorder():
+        logger.warning("cache levels out of order: %s", m.level_disorder())
     return m
 
 
@@ -343,7 +553,9 @@ def machine_roofline(*, remeasure: bool = False, device: str = "cpu", path=None)
     remeasure : bool
         Force a new measurement (also forced by the environment variable
         ``ROOFLINE_REMEASURE=1``).  The cache lives in ``$ROOFLINE_CACHE_DIR`` (default
-        ``~/.cache/roofline/machine.json``), keyed by host, CPU model and thread count.
+        ``~/.cache/roofline/machine.json``), keyed by the cache format's version, host, CPU
+        model and thread count: an entry of an older format (without the cache levels) is
+        never read, the machine is measured again.
 
     Returns
     -------
@@ -374,10 +586,15 @@ def machine_roofline(*, remeasure: bool = False, device: str = "cpu", path=None)
             logger.warning("ignoring unreadable roofline cache %s: %s", path, exc)
             entries = {}
     if not remeasure and key in entries:
-        try:
-            return MachineRoofline(**entries[key])
-        except TypeError:
-            logger.warning("ignoring stale roofline cache entry in %s", path)
+        entry = entries[key]
+        if device == "cpu" and not entry.get("l1_bandwidth"):
+            # written by a version without the cache levels under this key: measure again
+            logger.warning("roofline cache entry in %s lacks the cache levels; remeasuring", path)
+        else:
+            try:
+                return MachineRoofline(**entry)
+            except TypeError:
+                logger.warning("ignoring stale roofline cache entry in %s", path)
     m = measure_gpu() if device == "gpu" else measure_machine()
     entries[key] = dataclasses.asdict(m)
     try:

@@ -6,6 +6,11 @@ both logarithmic.  The machine's roofline is the bandwidth slope ``bandwidth * i
 the ridge point and the flops ceiling after it; each primitive call is a point at its intensity
 and its achieved gflop/s, and its peer (scipy.sparse or numpy) a hollow point at the same
 intensity.  A point's distance below the roofline is the time it leaves on the table.
+
+The cache levels of the cache-aware roofline (Ilic, Pratas and Sousa, 2014) are dashed ceilings
+above the DRAM slope: the read bandwidth of a working set held by L1, L2 or L3, up to the same
+flops ceiling.  A call whose working set one of them holds is bounded by that level's line when
+it is repeated on the same operands.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 __all__ = ["plot_roofline", "require_matplotlib"]
 
 _MARKERS = {"A*S": "o", "A*S^T": "s", "SDDMM": "^"}
+_LEVEL_STYLE = {"L1": ":", "L2": "-.", "L3": "--"}
 
 
 def require_matplotlib(what: str):
@@ -74,7 +80,10 @@ def plot_roofline(report, ax=None, *, peers: bool = True, path=None):
     dtypes = sorted({r.dtype for r in rows}) or ["float32"]
     intens = [r.cost.flops / r.cost.bytes for r in rows if r.cost.bytes > 0]
     ridge = min(m.flops(d) for d in dtypes) / m.bandwidth
-    lo = min([ridge / 100, *(i / 3 for i in intens)])
+    levels = [lv for lv in m.levels() if lv[0] != "DRAM"]
+    fastest = max([m.bandwidth, *(bw for _, _, bw in levels)])
+    lo = min([ridge / 100, min(m.flops(d) for d in dtypes) / fastest / 10,
+              *(i / 3 for i in intens)])
     hi = max([ridge * 10, *(i * 3 for i in intens)])
     x = np.logspace(math.log10(lo), math.log10(hi), 256)
     for d in dtypes:
@@ -82,14 +91,20 @@ def plot_roofline(report, ax=None, *, peers: bool = True, path=None):
         y = np.minimum(m.bandwidth * x, ceiling) / 1e9
         ax.plot(x, y, "-", color="black", lw=2,
                 label=f"roofline {d}: {m.bandwidth / 1e9:.1f} GB/s, {ceiling / 1e9:.0f} gflop/s")
+    top = max(m.flops(d) for d in dtypes)
+    for name, cap, bw in levels:
+        ax.plot(x, np.minimum(bw * x, top) / 1e9, _LEVEL_STYLE.get(name, "--"), color="0.45",
+                lw=1.2, label=f"{name}: {bw / 1e9:.1f} GB/s (holds {cap / 2**20:.3g} MiB)")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     ks = sorted({r.k for r in rows})
     for r in rows:
         inten = r.cost.flops / r.cost.bytes
         color = colors[ks.index(r.k) % len(colors)]
         marker = _MARKERS.get(r.primitive, "D")
+        level = r.level
+        extra = "" if level == "DRAM" else f", {r.level_fraction:.0%} of {level}"
         ax.plot([inten], [r.gflops], marker=marker, ls="none", color=color, ms=9,
-                label=f"{r.primitive} k={r.k} ({r.fraction:.0%} of roofline)")
+                label=f"{r.primitive} k={r.k} ({r.fraction:.0%} of roofline{extra})")
         if peers and np.isfinite(r.peer_seconds) and r.peer_seconds > 0:
             ax.plot([inten], [r.cost.flops / r.peer_seconds / 1e9], marker=marker, ls="none",
                     mfc="none", color=color, ms=9,
@@ -98,7 +113,8 @@ def plot_roofline(report, ax=None, *, peers: bool = True, path=None):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (flop per compulsory byte)")
     ax.set_ylabel("achieved gflop/s")
-    title = f"Roofline: {m.cpu or 'this machine'}, {m.threads} threads"
+    title = (f"{'Cache-aware roofline' if levels else 'Roofline'}: {m.cpu or 'this machine'}, "
+             f"{m.threads} threads")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

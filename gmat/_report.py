@@ -3,7 +3,8 @@
 For each primitive and ``k`` this times Roofline's kernel and the peer (scipy.sparse for ``A*S``
 and ``A*S^T``; the best of two numpy formulations for SDDMM, which scipy lacks) on the same data
 in the same process, and reports achieved gflop/s and GB/s (compulsory bytes / time), the fraction
-of this machine's measured roofline, BIDMach's main-memory figure (labelled: not a bound on
+of this machine's measured (DRAM) roofline, the fraction of the cache-aware roofline of the level
+that holds the call's working set, BIDMach's main-memory figure (labelled: not a bound on
 power-law data) and the speed ratio to the peer.
 """
 
@@ -78,6 +79,17 @@ class PrimitiveTiming:
         return self.cost.fraction(self.seconds, self.machine)
 
     @property
+    def level(self) -> str:
+        """The memory level that holds the call's working set (``"L1"`` ... ``"DRAM"``)."""
+        return self.cost.level(self.machine)
+
+    @property
+    def level_fraction(self) -> float:
+        """Fraction of the cache-aware roofline: the bound of the level holding the working
+        set (:meth:`Cost.level_time`); at most :attr:`fraction`."""
+        return self.cost.level_fraction(self.seconds, self.machine)
+
+    @property
     def bidmach_fraction(self) -> float:
         """BIDMach's main-memory figure (NOT a bound on power-law data; may exceed 1)."""
         return self.cost.bidmach_time(self.machine) / self.seconds
@@ -120,12 +132,14 @@ class RooflineReport:
     data: str = ""
 
     def plot(self, ax=None, *, peers: bool = True, path=None):
-        """Draw the machine's roofline with each primitive under it (BIDMach's Fig. 1).
+        """Draw the machine's roofline with each primitive under it (BIDMach's Fig. 1), and
+        the cache levels as further ceilings (the cache-aware roofline).
 
         Log-log axes: arithmetic intensity (flops per compulsory byte) against achieved
-        gflop/s.  The black line is the roofline (the bandwidth slope, then the flops
-        ceiling); each row is a filled marker at its intensity and gflop/s, its peer a hollow
-        one.  Needs matplotlib (``pip install 'roofline[plot]'``).
+        gflop/s.  The black line is the DRAM roofline (the bandwidth slope, then the flops
+        ceiling); each measured cache level (L1, L2, L3) is a dashed slope of its bandwidth
+        up to the same flops ceiling; each row is a filled marker at its intensity and
+        gflop/s, its peer a hollow one.  Needs matplotlib (``pip install 'roofline[plot]'``).
 
         Parameters
         ----------
@@ -156,20 +170,23 @@ class RooflineReport:
         if self.rows:
             head = (
                 f"{'primitive':<7} {'k':>4} {'dtype':<7} {'ms':>8} {'gflop/s':>8} {'GB/s':>6} "
-                f"{'roofline':>8} {'BIDMach*':>8} {'peer':<12} {'peer ms':>8} {'peer %rl':>8} "
-                f"{'x peer':>6}"
+                f"{'roofline':>8} {'level':>5} {'% level':>8} {'BIDMach*':>8} {'peer':<12} "
+                f"{'peer ms':>8} {'peer %rl':>8} {'x peer':>6}"
             )
             lines += [head, "-" * len(head)]
             for r in self.rows:
                 lines.append(
                     f"{r.primitive:<7} {r.k:>4} {r.dtype:<7} {r.seconds * 1e3:8.2f} "
-                    f"{r.gflops:8.2f} {r.gbytes:6.1f} {r.fraction:8.1%} {r.bidmach_fraction:8.1%} "
-                    f"{r.peer:<12} {r.peer_seconds * 1e3:8.2f} {r.peer_fraction:8.1%} "
+                    f"{r.gflops:8.2f} {r.gbytes:6.1f} {r.fraction:8.1%} {r.level:>5} "
+                    f"{r.level_fraction:8.1%} {r.bidmach_fraction:8.1%} {r.peer:<12} "
+                    f"{r.peer_seconds * 1e3:8.2f} {r.peer_fraction:8.1%} "
                     f"{r.peer_ratio:6.2f}"
                 )
             lines.append(
                 "roofline = max(compulsory bytes / bandwidth, flops / FMA ceiling) / time (a true "
-                "bound); *BIDMach's main-memory figure (one word per multiply-add) is NOT a bound "
+                "bound on DRAM); % level = the same against the bandwidth of the cache level "
+                "holding the call's working set (the cache-aware roofline, a bound for repeated "
+                "calls); *BIDMach's main-memory figure (one word per multiply-add) is NOT a bound "
                 "on power-law data."
             )
         return "\n".join(lines)
@@ -183,14 +200,15 @@ class RooflineReport:
             A header, a separator and one line per row.
         """
         out = [
-            "| primitive | k | dtype | ms | gflop/s | GB/s | % roofline | BIDMach fig.* | peer "
-            "| peer ms | x peer |",
-            "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|",
+            "| primitive | k | dtype | ms | gflop/s | GB/s | % roofline | level | % level "
+            "| BIDMach fig.* | peer | peer ms | x peer |",
+            "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|",
         ]
         for r in self.rows:
             out.append(
                 f"| {r.primitive} | {r.k} | {r.dtype} | {r.seconds * 1e3:.2f} | {r.gflops:.2f} "
-                f"| {r.gbytes:.1f} | {r.fraction:.0%} | {r.bidmach_fraction:.0%} | {r.peer} "
+                f"| {r.gbytes:.1f} | {r.fraction:.0%} | {r.level} | {r.level_fraction:.0%} "
+                f"| {r.bidmach_fraction:.0%} | {r.peer} "
                 f"| {r.peer_seconds * 1e3:.2f} | {r.peer_ratio:.2f} |"
             )
         return "\n".join(out)

@@ -140,6 +140,7 @@ from ._machine import (
     gather_rows,
     measure_disk,
     stream_read,
+    stream_read_repeat,
     stream_triad,
 )
 from ._newton import (
@@ -302,6 +303,7 @@ __all__ = [
     "row_slabs_into",
     "segment_plan",
     "stream_read",
+    "stream_read_repeat",
     "stream_triad",
     "svmlight_parse",
     "transpose_index",

@@ -1,4 +1,5 @@
-"""Kernels that measure the machine: STREAM-like triad, streaming read, an FMA loop, a
+"""Kernels that measure the machine: STREAM-like triad, streaming read, a repeated read of a
+cache-sized working set per thread (the cache-aware roofline's level bandwidths), an FMA loop, a
 row-gather stream (the random-access floor of the sparse primitives), and the disk's roofline
 (:func:`disk_roofline`: small-file latency and streaming rates of plain file I/O).
 
@@ -25,7 +26,7 @@ from ._csc import _prefetch_rows
 from ._threads import parallel_njit
 
 __all__ = ["DiskRoofline", "disk_roofline", "fma_loop", "gather_rows", "measure_disk",
-           "stream_read", "stream_triad"]
+           "stream_read", "stream_read_repeat", "stream_triad"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,28 @@ def stream_read(b, n_blocks):
             acc += b[i]
         total += acc
     return total
+
+
+@parallel_njit(cache=True, fastmath=True, nogil=True)
+def stream_read_repeat(buf, n_pass):
+    """Each thread ``t`` reads its own row ``buf[t]`` ``n_pass`` times (a sum): the sustained
+    read bandwidth of the cache level that holds a row (``buf`` C-contiguous, one row per
+    thread, a row sized for the level).
+
+    The accumulator carries over from pass to pass, so no pass can be skipped or hoisted; it
+    is vectorised (``fastmath``).  Returns one sum per thread (keeps the reads observable).
+    """
+    n_threads = buf.shape[0]
+    n = buf.shape[1]
+    out = np.zeros(n_threads, dtype=buf.dtype)
+    for t in prange(n_threads):
+        row = buf[t]
+        acc = buf.dtype.type(0)
+        for _ in range(n_pass):
+            for i in range(n):
+                acc += row[i]
+        out[t] = acc
+    return out
 
 
 @parallel_njit(cache=True, fastmath=True, nogil=True)
