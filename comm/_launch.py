@@ -300,16 +300,17 @@ class _Signalled(Exception):
         self.sig = sig
 
 
-def _pump(stream, rank, out, broken):
-    """Copy a rank's output, prefixed; once the launcher's own output is closed (``| head``),
-    close the rank's pipe, so that the rank's next write fails as a plain script's would
-    instead of blocking on a full pipe forever."""
+def _pump(stream, rank, out, broken, label=False):
+    """Copy a rank's output line by line (prefixed ``[rank r]`` with ``label``); once the
+    launcher's own output is closed (``| head``), close the rank's pipe, so that the rank's next
+    write fails as a plain script's would instead of blocking on a full pipe forever."""
+    prefix = f"[rank {rank}] ".encode() if label else b""
     try:
         for line in iter(stream.readline, b""):
             if broken.is_set():
                 break
             try:
-                out.write(f"[rank {rank}] ".encode() + line)
+                out.write(prefix + line)
                 out.flush()
             except (BrokenPipeError, ValueError, OSError):
                 broken.set()
@@ -332,10 +333,14 @@ def _die_with_parent(parent):
 
 
 def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | None = None,
-           env: dict | None = None, grace: float | None = None, replication: int = 1) -> int:
+           env: dict | None = None, grace: float | None = None, replication: int = 1,
+           label: bool = False) -> int:
     """Run ``python argv...`` as ``n`` ranks of one job; return the exit code.
 
-    Each worker's output is prefixed with its rank.  If a rank fails, the others get ``grace``
+    The workers' output (stdout and stderr) is copied line by line to this process's stdout,
+    as ``mpiexec`` does: unprefixed, so that a script whose rank 0 prints one JSON line prints
+    it parseable under the launcher too; ``label=True`` prefixes every line with ``[rank r]``
+    (``mpiexec -l``).  If a rank fails (the launcher names it on stderr), the others get ``grace``
     seconds (default: their communication timeout) to fail on their own, then are killed; the
     exit code is the first failing rank's.  No worker outlives the launcher.
 
@@ -361,6 +366,8 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
         ``timeout``).
     replication : int
         Replicas per node; must divide ``n``.
+    label : bool
+        Prefix each line of a worker's output with ``[rank r]`` (``mpiexec -l``).
 
     Returns
     -------
@@ -400,7 +407,8 @@ def launch(n: int, argv: list[str], *, timeout: float = 120.0, python: str | Non
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  start_new_session=True, preexec_fn=preexec)
             procs.append(p)
-            t = threading.Thread(target=_pump, args=(p.stdout, r, out, broken), daemon=True)
+            t = threading.Thread(target=_pump, args=(p.stdout, r, out, broken, label),
+                                 daemon=True)
             t.start()
             pumps.append(t)
         failed = None

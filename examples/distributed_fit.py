@@ -5,6 +5,15 @@
     mpiexec -n 4 python examples/distributed_fit.py                      # MPI (roofline[mpi])
     python examples/distributed_fit.py --dask 4                          # 4 Dask workers
 
+with the environment where Roofline is installed activated (``source .venv/bin/activate``):
+``python`` must be a Python that imports ``roofline``, and ``mpiexec`` (MPICH's wheel, installed
+by ``roofline[mpi]``) lives in that environment's ``bin``.  Without activating it, name both::
+
+    .venv/bin/mpiexec -n 4 .venv/bin/python examples/distributed_fit.py
+
+The launcher copies the ranks' output unprefixed, as ``mpiexec`` does (``-l`` labels each
+line ``[rank r]``), so the output is one JSON line every way.
+
 Every rank builds its own shard of the same synthetic hashed-feature logistic problem (the
 examples ``i`` with ``i % size == rank``; a real job reads its shard, e.g. with
 ``FileSource(..., rank=comm.rank, size=comm.size)``), and CoCoA+ solves the problem to a
@@ -51,12 +60,30 @@ def fit(comm, tol: float = 1e-4):
             "coef_norm": float(np.linalg.norm(res.coef)), "coef_head": res.coef[:5].tolist()}
 
 
+def _python_without_roofline() -> str | None:
+    """What to run instead, when this Python cannot import Roofline (``mpiexec -n K python``
+    picked the first ``python`` on ``PATH``, not the environment's), else None."""
+    try:
+        import roofline.comm  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name is None or not e.name.startswith("roofline"):
+            raise
+        return (f"{sys.executable} cannot import roofline: run this script with the Python "
+                f"of the environment where Roofline is installed (activate it, or name it: "
+                f".venv/bin/mpiexec -n 4 .venv/bin/python examples/distributed_fit.py)")
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--dask", type=int, metavar="N", help="run on a local Dask cluster of N "
                    "worker processes (a real job passes its own distributed.Client)")
     a = p.parse_args(argv)
+    problem = _python_without_roofline()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     if a.dask:
         from roofline.comm import run
 

@@ -79,7 +79,8 @@ def config(d, solver_lines, *, loss="logistic", name="cfg.toml", out="run", mode
 
 
 def launch(n, *args, cwd, timeout=240):
-    """``python -m roofline.comm.launch -n N roofline ARGS``: the completed process."""
-    return subprocess.run([sys.executable, "-m", "roofline.comm.launch", "-n", str(n),
+    """``python -m roofline.comm.launch -n N -l roofline ARGS``: the completed process (``-l``:
+    each line prefixed with its rank, to check who printed it)."""
+    return subprocess.run([sys.executable, "-m", "roofline.comm.launch", "-n", str(n), "-l",
                            "--timeout", "60", ROOFLINE, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
