@@ -16,13 +16,14 @@ warning whatever the number of ranks that raised it.
 from __future__ import annotations
 
 import logging
+import math
 import pickle
 import socket
 import time
 import warnings
 from urllib.parse import urlparse
 
-from ._base import CommError, PeerError
+from ._base import CommError, CommTimeoutError, PeerError
 from ._factories import tcp_communicator
 from ._launch import Coordinator
 
@@ -85,7 +86,7 @@ def _reemit(results):
 
 
 def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout=120.0,
-                degrees=None, coordinator_host=None) -> list:
+                job_timeout=None, degrees=None, coordinator_host=None) -> list:
     """Run ``fn(comm, [part,] *args, **kwargs)`` as one rank per Dask worker.
 
     Parameters
@@ -105,7 +106,10 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
     args, kwargs
         Further arguments of ``fn``, the same on every rank.
     timeout : float
-        Seconds a rank waits for a peer (and for the ranks to register).
+        Seconds a rank waits for a peer's message (and for the ranks to register).
+    job_timeout : float or None, default=None
+        Seconds the job as a whole may run; None: no limit (a rank whose worker dies still
+        ends the job at once, and a rank waiting longer than ``timeout`` for a peer fails).
     degrees : sequence of int, optional
         Kylix layer degrees.
     coordinator_host : str, optional
@@ -122,9 +126,18 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
     CommError
         Too few workers, or a rank failed: the first failure ends the job and names every
         failed rank with its worker; a rank whose worker died (or left the cluster) is named
-        as soon as the scheduler knows it, alone or not.  The job as a whole gets
-        ``3 * timeout`` seconds.
+        as soon as the scheduler knows it, alone or not.  When a rank's own exception (not a
+        communication error) caused the failure, it is this error's ``__cause__``.
+    CommTimeoutError
+        The job did not finish within ``job_timeout`` seconds (its ranks' tasks are
+        cancelled; Dask cannot stop a task already running: such a rank runs on until ``fn``
+        returns or a peer wait fails).
     """
+    if job_timeout is not None:
+        job_timeout = float(job_timeout)
+        if not job_timeout > 0:
+            raise ValueError(f"job_timeout must be None or a number of seconds > 0, got "
+                             f"{job_timeout!r}")
     kwargs = kwargs or {}
     workers = sorted(client.scheduler_info()["workers"])
     if parts is not None:
@@ -151,7 +164,7 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
                                  key=f"roofline-rank-{r}-{coord.token.hex()[:8]}")
                    for r in range(n)]
         try:
-            _watch(client, futures, placement, timeout)
+            _watch(client, futures, placement, timeout, job_timeout)
         except CommError as e:
             coord.abort(str(e))  # ranks waiting for the others to register are told at once
             raise
@@ -164,25 +177,28 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
 _WATCH_EVERY = 0.5
 
 
-def _watch(client, futures, placement, timeout):
+def _watch(client, futures, placement, timeout, job_timeout=None):
     """Wait for the ranks' tasks: return once all finished; raise :class:`CommError` at the
-    first failure, naming every failed rank with its worker.
+    first failure, naming every failed rank with its worker (its ``__cause__`` the first
+    rank's own exception, when one is the root cause).
 
     A rank whose worker died (or left the cluster) is named as soon as the scheduler knows it
     (checked every :data:`_WATCH_EVERY` s): its task would otherwise wait for that worker
-    forever, since it may run nowhere else.  The job as a whole gets ``3 * timeout`` s."""
+    forever, since it may run nowhere else.  The job as a whole gets ``job_timeout`` s
+    (:class:`CommTimeoutError` then; None: no limit)."""
     from distributed import wait
 
     rank_of = {f.key: r for r, f in enumerate(futures)}
-    deadline = time.monotonic() + 3 * timeout
+    deadline = math.inf if job_timeout is None else time.monotonic() + job_timeout
     pending = list(futures)
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
             client.cancel(futures)
-            raise CommError(f"the Dask job of {len(futures)} ranks did not finish within "
-                            f"{3 * timeout:g} s; ranks {sorted(rank_of[f.key] for f in pending)}"
-                            " still running")
+            raise CommTimeoutError(
+                f"the Dask job of {len(futures)} ranks did not finish within "
+                f"job_timeout={job_timeout:g} s; ranks "
+                f"{sorted(rank_of[f.key] for f in pending)} were still running (cancelled)")
         try:
             wait(pending, timeout=min(_WATCH_EVERY, left), return_when="FIRST_COMPLETED")
         except TimeoutError:
@@ -200,15 +216,16 @@ def _watch(client, futures, placement, timeout):
                 except TimeoutError:
                     pass
                 alive = set(client.scheduler_info()["workers"])
-            why = _failures(futures, rank_of, placement, alive)
+            why, cause = _failures(futures, rank_of, placement, alive)
             client.cancel(futures)
-            raise CommError(why)
+            raise CommError(why) from cause
         pending = [f for f in futures if f.status != "finished"]
 
 
 def _failures(futures, rank_of, placement, alive):
     """One message naming every rank that failed, with its worker: the ranks whose worker
-    died first, then the others' errors (a peer's loss last: it follows from the rest)."""
+    died first, then the others' errors (a peer's loss last: it follows from the rest); and
+    the root cause's exception (the first rank's own error, when none died), else None."""
     errors = []
     for g in futures:
         r = rank_of[g.key]
@@ -218,14 +235,15 @@ def _failures(futures, rank_of, placement, alive):
         if g.status == "error":
             why = g.exception()
             errors.append((1 + isinstance(why, PeerError), r,
-                           f"rank {r} (worker {w}) failed: {type(why).__name__}: {why}"))
+                           f"rank {r} (worker {w}) failed: {type(why).__name__}: {why}", why))
         elif w not in alive:
             errors.append((0, r, f"rank {r} (worker {w}): its worker died or left the cluster "
-                                 "while it ran"))
+                                 "while it ran", None))
         else:
             errors.append((3, r, f"rank {r} (worker {w}) had not finished ({g.status}; "
-                                 "cancelled)"))
-    return "; ".join(e[2] for e in sorted(errors))
+                                 "cancelled)", None))
+    errors.sort(key=lambda e: e[:2])
+    return "; ".join(e[2] for e in errors), errors[0][3] if errors else None
 
 
 def run_dask(fn, n, *, args=(), kwargs=None, timeout=120.0, client=None, **_) -> list:
