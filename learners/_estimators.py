@@ -37,10 +37,13 @@ from __future__ import annotations
 import logging
 import numbers
 import os
+import textwrap
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -184,6 +187,30 @@ def _append_constant_row(Xc, value):
     return Xa
 
 
+def _float64_values(Xc):
+    """Column-layout ``Xc`` with float64 values (sparse: the index arrays shared)."""
+    if sp.issparse(Xc):
+        return sp.csc_matrix((Xc.data.astype(np.float64), Xc.indices, Xc.indptr),
+                             shape=Xc.shape)
+    return Xc.astype(np.float64, order="K")
+
+
+def _check_dtype(dtype):
+    """What :func:`~sklearn.utils.validation.validate_data` takes for the estimators' ``dtype``:
+    ``None`` keeps float32 input and converts any other to float64 (scikit-learn's rule for
+    its linear models), ``"float32"`` / ``"float64"`` (or the numpy types) convert to that one;
+    anything else is a ValueError naming ``dtype``."""
+    if dtype is None:
+        return [np.float64, np.float32]
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if isinstance(dtype, bool) or dt not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ValueError(f"dtype must be None, 'float64' or 'float32', got {dtype!r}")
+    return dt.type
+
+
 def _check_random_state(random_state):
     """``random_state`` as what :func:`numpy.random.default_rng` takes, or a ValueError naming
     it (a legacy ``RandomState`` gives a seed drawn from it)."""
@@ -244,8 +271,14 @@ class _GLMEstimator(BaseEstimator):
         return total
 
     def _validate_X(self, X, reset):
-        return validate_data(self, X, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
-                             reset=reset)
+        return validate_data(self, X, accept_sparse=["csr", "csc", "coo"],
+                             dtype=_check_dtype(self.dtype), reset=reset)
+
+    def _out_dtype(self, X_dtype):
+        """The dtype of ``coef_`` and ``intercept_`` after a fit on data of ``X_dtype`` (the
+        data's: scikit-learn's LogisticRegression, Ridge and LinearRegression preserve
+        float32)."""
+        return np.dtype(X_dtype)
 
     def _penalty(self):
         """The solvers' penalty, ``"l2"`` or ``"l1"`` (``"l2"`` with a zero ``lambda`` when
@@ -255,7 +288,8 @@ class _GLMEstimator(BaseEstimator):
     def _check_params(self):
         """Errors that name the parameter, before any work (the solver's: the registry's
         :func:`~roofline.glm.check_solver`)."""
-        check_solver(self.solver, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
+        solver = self._solver_name()
+        check_solver(solver, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
                      comm=getattr(self, "comm", None) is not None, runner=RUNNERS)
         for name in ("max_iter", "batch_size"):
             v = getattr(self, name)
@@ -264,10 +298,11 @@ class _GLMEstimator(BaseEstimator):
         _resolve_n_jobs(self.n_jobs)
         if self.device not in ("cpu", "gpu"):
             raise ValueError(f"device must be 'cpu' or 'gpu', got {self.device!r}")
-        if self.device == "gpu" and self.solver != "auto" and self.solver not in _gpu_rows():
+        if self.device == "gpu" and solver != "auto" and solver not in _gpu_rows():
             raise ValueError(f"device='gpu' runs solver in {[*_gpu_rows(), 'auto']}, got "
                              f"solver={self.solver!r}")
         _check_number("tol", self.tol, low=0.0, low_open=False)
+        _check_dtype(self.dtype)
         _check_number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         _check_random_state(self.random_state)
         if not isinstance(getattr(self, "warm_start", False), (bool, np.bool_)):
@@ -306,10 +341,19 @@ class _GLMEstimator(BaseEstimator):
         coef = np.atleast_2d(coef)
         return coef[:, :-1].copy(), s * coef[:, -1], n_iter, state
 
+    def _solver_name(self, n_features=None):
+        """The registry's row that ``solver`` names (:class:`Ridge` also takes scikit-learn's
+        names, mapped to a row; ``n_features`` where the row depends on it)."""
+        return self.solver
+
     def _resolve_solver(self, Xc, sw, lam, fit_intercept):
         """The solver to run and, for ``solver="auto"``, why (``glm/_auto.py``)."""
-        if self.solver != "auto":
-            return self.solver, None
+        solver = self._solver_name(Xc.shape[0])
+        if solver != "auto":
+            if solver != self.solver:
+                logger.info("%s(solver=%r) runs Roofline's %r (the same optimum)",
+                            type(self).__name__, self.solver, solver)
+            return solver, None
         if self.device == "gpu":
             rows = _gpu_rows(loss=glm.resolve_loss(self._loss), penalty=self._penalty())
             if not rows:
@@ -346,6 +390,11 @@ class _GLMEstimator(BaseEstimator):
             return self._fit_glm(Xc, Y, sw, lam, spec, fi, warm)
         if spec.runner == "estimator":
             return self._fit_row(Xc, Y, sw, lam, spec, fi)
+        if solver == "lbfgs" and dt == np.float32:
+            # L-BFGS's line search needs the objective to more digits than float32 sums give
+            # (it stops early, ~1e-6 relative from the optimum): it reads float64 values
+            # (sparse: a copy of the values only, the indices shared)
+            Xc, dt = _float64_values(Xc), np.dtype(np.float64)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=fi, dtype=dt.name)
         n = Xc.shape[1]
         opt = self._make_optimizer(solver)
@@ -422,10 +471,11 @@ class _GLMEstimator(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = self._validate_X(X, reset=False)
-        Xc = to_column_layout(X, X.dtype)
         coef = np.atleast_2d(self.coef_)
+        dt = np.result_type(X.dtype, coef.dtype)  # scikit-learn's X @ coef_.T
+        Xc = to_column_layout(X, dt)
         model = GLM(loss=self._loss, n_outputs=coef.shape[0], fit_intercept=self.fit_intercept,
-                    dtype=Xc.dtype.name)
+                    dtype=dt.name)
         model.set_parameters(coef, np.atleast_1d(self.intercept_))
         eta = model.linear(Xc)
         return eta.T  # (n_samples, k)
@@ -509,6 +559,22 @@ def _common_doc(extra=""):
     """
 
 
+def _dtype_doc(outputs, svc=False):
+    """The ``dtype`` parameter's entry (``outputs``: the methods whose values follow it)."""
+    rule = ("``None`` keeps float32 input (dense or sparse) in float32 for the solvers (no "
+            "upcast copy) but, as scikit-learn's liblinear-based LinearSVC, returns float64 "
+            "``coef_``, ``intercept_`` and " + outputs + "; ``\"float32\"`` returns float32 "
+            "ones") if svc else (
+            "``None`` (scikit-learn's rule) keeps float32 input (dense or sparse) in float32 "
+            "and converts any other to float64; ``coef_``, ``intercept_`` and " + outputs +
+            " then have the data's dtype")
+    text = (f"The dtype of the data the solvers read: {rule}.  ``\"float64\"`` / "
+            f"``\"float32\"`` convert the input to that dtype.  The solvers may accumulate "
+            f"in float64 whatever this says.")
+    return ('dtype : {None, "float64", "float32"}, default=None\n'
+            + textwrap.fill(text, 92, initial_indent=" " * 8, subsequent_indent=" " * 8))
+
+
 #: ``fit_multinomial`` needs a positive L2 strength: the unpenalised multinomial fit
 #: (``penalty=None``) runs with this one (mean-loss scale; it moves the gradient by
 #: ``1e-12 * ||W||``, far below any ``tol``).
@@ -572,7 +638,8 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
         self._check_params()
-        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
+                             dtype=_check_dtype(self.dtype))
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if self.comm is not None:  # every rank's classes
@@ -592,7 +659,9 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
             coef, b, n_iter, state = self._fit_scaled(
                 lambda Xs, w, fi: self._fit_targets(Xs, Y, sw, lam, warm=w, fit_intercept=fi),
                 Xc, warm)
-        self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
+        out = self._out_dtype(X.dtype)
+        self.coef_ = np.atleast_2d(coef).astype(out)
+        self.intercept_ = np.atleast_1d(b).astype(out)
         self.n_iter_ = np.array([n_iter])
         self._opt_state = state
         return self
@@ -611,8 +680,8 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes={classes!r} differs from the first call's "
                              f"{self.classes_!r}")
-        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
-                             reset=first)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
+                             dtype=_check_dtype(self.dtype), reset=first)
         check_classification_targets(y)
         if not np.isin(y, self.classes_).all():
             raise ValueError("y contains labels that are not in classes")
@@ -628,7 +697,9 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
                                    "opt": self._opt_state}
         coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
                                               warm=warm, passes=1)
-        self.coef_, self.intercept_ = np.atleast_2d(coef), np.atleast_1d(b)
+        out = self._out_dtype(X.dtype)
+        self.coef_ = np.atleast_2d(coef).astype(out)
+        self.intercept_ = np.atleast_1d(b).astype(out)
         self.n_iter_ = np.array([getattr(self, "n_iter_", np.array([0]))[0] + 1])
         self._opt_state = state
         return self
@@ -675,8 +746,7 @@ class LogisticRegression(_Classifier):
     """ + _common_doc(_CLASSIFIER_DOC.format(counts="weighted by ``sample_weight``", ovr="",
                                      liblinear="``LogisticRegression(solver='liblinear')``")) \
         + """
-    dtype : {"float64", "float32"}, default="float64"
-        Value dtype of the data and model.
+    """ + _dtype_doc("``predict_proba``, ``decision_function``") + """
     multi_class : {"auto", "multinomial", "ovr"}, default="auto"
         More than two classes: ``"auto"`` fits the multinomial model where the solver allows
         (see above) and one-vs-rest otherwise; ``"multinomial"`` requires it (an error with
@@ -698,7 +768,7 @@ class LogisticRegression(_Classifier):
     def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
                  intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, multi_class="auto", warm_start=False,
+                 verbose=0, dtype=None, comm=None, multi_class="auto", warm_start=False,
                  device="cpu"):
         self.C = C
         self.penalty = penalty
@@ -806,10 +876,12 @@ class LogisticRegression(_Classifier):
         ndarray, shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
         """
-        d = self._decision(X)
+        from scipy.special import expit, softmax
+
+        d = self._decision(X)  # in the dtype of coef_ (and X): float32 stays float32
         if getattr(self, "_multinomial", False):
-            return glm.softmax_loss(d.T, np.zeros(d.shape[0], dtype=np.intp))[1].T
-        p = 1.0 / (1.0 + np.exp(-d.astype(np.float64)))
+            return softmax(d, axis=1)
+        p = expit(d)
         if p.shape[1] == 1:
             return np.hstack([1 - p, p])
         return p / p.sum(axis=1, keepdims=True)
@@ -843,7 +915,7 @@ class LinearSVC(_Classifier):
         ovr="  With more than two classes, every one-vs-rest problem takes the same sample "
             "weights (liblinear instead weights only the positive class of each: the two "
             "agree for two classes).", liblinear="``LinearSVC``'s (liblinear)")) + """
-    dtype : {"float64", "float32"}, default="float64"
+    """ + _dtype_doc("``decision_function``", svc=True) + """
     """
 
     _balanced_by_weight = False
@@ -851,7 +923,7 @@ class LinearSVC(_Classifier):
     def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True,
                  intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, warm_start=False, device="cpu"):
+                 verbose=0, dtype=None, comm=None, warm_start=False, device="cpu"):
         self.C = C
         self.intercept_scaling = intercept_scaling
         self.class_weight = class_weight
@@ -870,6 +942,12 @@ class LinearSVC(_Classifier):
         self.comm = comm
         self.device = device
 
+    def _out_dtype(self, X_dtype):
+        """float64 unless ``dtype="float32"``: scikit-learn's LinearSVC (liblinear) returns
+        float64 ``coef_`` for float32 input."""
+        return np.dtype(np.float32 if self.dtype is not None
+                        and _check_dtype(self.dtype) is np.float32 else np.float64)
+
     @property
     def _loss(self):
         if self.loss not in glm.losses_where(labels="sign"):
@@ -882,16 +960,28 @@ class _Regressor(RegressorMixin, _GLMEstimator):
     _loss = "linear"
 
     def _prepare(self, X, y, sample_weight, reset=True):
-        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=self.dtype,
-                             multi_output=True, y_numeric=True, reset=reset)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
+                             dtype=_check_dtype(self.dtype), multi_output=True, y_numeric=True,
+                             reset=reset)
         sw = _check_sample_weights(sample_weight, X, getattr(self, "comm", None))
         y = np.asarray(y, dtype=np.float64)
         Y = y if y.ndim == 1 else np.asfortranarray(y.T)
         return to_column_layout(X, X.dtype), y, Y, sw
 
-    def _store(self, y, coef, b):
+    def _lambdas(self, total_weight, n_targets):
+        """The learners' ``lambda`` of each of the ``n_targets`` targets."""
+        return np.full(n_targets, self._lambda(total_weight))
+
+    def _fit_positive(self, Xc, Y, sw, lams, warm):  # pragma: no cover - Ridge's
+        raise NotImplementedError
+
+    def _store(self, y, coef, b, X_dtype):
+        """``coef_`` and ``intercept_`` in the dtype of the data (scikit-learn's: a float32
+        ``X`` gives float32 ones, a scalar ``intercept_`` of that type for a 1-D ``y``)."""
+        out = self._out_dtype(X_dtype)
+        coef, b = np.asarray(coef, dtype=out), np.asarray(b, dtype=out)
         if y.ndim == 1:
-            self.coef_, self.intercept_ = coef[0], float(b[0])
+            self.coef_, self.intercept_ = coef[0], out.type(b[0])
         else:
             self.coef_, self.intercept_ = coef, b
 
@@ -905,10 +995,23 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         (n, n_targets))."""
         self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
-        warm = self._warm_init(1 if y.ndim == 1 else y.shape[1], Xc.shape[0])
-        coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
-                                                   warm=warm)
-        self._store(y, coef, b)
+        k = 1 if y.ndim == 1 else y.shape[1]
+        warm = self._warm_init(k, Xc.shape[0])
+        lams = self._lambdas(self._total_weight(sw), k)
+        if getattr(self, "positive", False):
+            coef, b, n_iter, state = self._fit_positive(Xc, Y, sw, lams, warm)
+        elif np.all(lams == lams[0]):
+            coef, b, n_iter, state = self._fit_targets(Xc, Y, sw, lams[0], warm=warm)
+        else:  # a strength per target: one fit per target
+            Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+            fits = [self._fit_targets(Xc, Ys[r], sw, lams[r], warm=None if warm is None else
+                                      {"coef": warm["coef"][r:r + 1],
+                                       "intercept": warm["intercept"][r:r + 1]})
+                    for r in range(k)]
+            coef = np.vstack([np.atleast_2d(f[0]) for f in fits])
+            b = np.concatenate([np.atleast_1d(f[1]) for f in fits])
+            n_iter, state = max(f[2] for f in fits), None
+        self._store(y, coef, b, Xc.dtype)
         self.n_iter_ = n_iter
         self._opt_state = state
         return self
@@ -919,12 +1022,16 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         self._check_params()
         first = not hasattr(self, "coef_")
         Xc, y, Y, sw = self._prepare(X, y, sample_weight, reset=first)
+        lams = self._lambdas(self._total_weight(sw), 1 if y.ndim == 1 else y.shape[1])
+        if not np.all(lams == lams[0]):
+            raise ValueError("partial_fit needs one alpha for every target (the minibatch "
+                             "optimizer's state is shared by the targets), got "
+                             f"alpha={self.alpha!r}")
         warm = None if first else {"coef": np.atleast_2d(self.coef_),
                                    "intercept": np.atleast_1d(self.intercept_),
                                    "opt": self._opt_state}
-        coef, b, _, state = self._fit_targets(Xc, Y, sw, self._lambda(self._total_weight(sw)),
-                                              warm=warm, passes=1)
-        self._store(y, coef, b)
+        coef, b, _, state = self._fit_targets(Xc, Y, sw, lams[0], warm=warm, passes=1)
+        self._store(y, coef, b, Xc.dtype)
         self.n_iter_ = getattr(self, "n_iter_", 0) + 1
         self._opt_state = state
         return self
@@ -934,26 +1041,70 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         return d[:, 0].copy() if np.ndim(self.coef_) == 1 else np.ascontiguousarray(d)
 
 
+#: The most features the registry's ``"cholesky"`` row takes (``glm/_direct.py``'s
+#: ``CHOLESKY_MAX_FEATURES``, not a public name of :mod:`roofline.glm`; a test fits one more).
+_CHOLESKY_MAX_FEATURES = 2048
+
+#: scikit-learn's Ridge solvers that are not rows of the registry, and the row each runs
+#: (the same optimum; see :class:`Ridge`).  ``"svd"`` / ``"cholesky"``: beyond
+#: ``_CHOLESKY_MAX_FEATURES`` features, ``"newton"``.
+SKLEARN_RIDGE_SOLVERS = {"svd": "cholesky", "cholesky": "cholesky", "lsqr": "newton",
+                         "sparse_cg": "newton", "sag": "auto", "saga": "auto"}
+
+
 class Ridge(_Regressor):
     __doc__ = """Ridge regression: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` (scikit-learn's).
 
     Parameters
     ----------
-    alpha : float, default=1.0
+    alpha : float or array-like (n_targets,), default=1.0
         L2 strength (scikit-learn's); ``lambda = alpha / sum(sample_weight)`` in the learners.
+        An array: one strength per target of a 2-D ``y`` (scikit-learn's meaning: its length
+        is the number of targets, or 1; each target is then fitted on its own).
+    positive : bool, default=False
+        Constrain the coefficients to be non-negative (the intercept is free), scikit-learn's
+        meaning.  Fitted by L-BFGS-B with bounds on the same objective (scikit-learn's
+        ``"lbfgs"``), in float64, to the projected-gradient ``tol``; ``solver`` must be
+        ``"auto"`` or ``"lbfgs"`` (as in scikit-learn, so there is no ``partial_fit``), and
+        ``comm`` and ``device="gpu"`` are not supported.
     """ + _common_doc() + """
-    dtype : {"float64", "float32"}, default="float64"
+    """ + _dtype_doc("``predict``") + """
 
     Attributes
     ----------
     coef_ : ndarray (n_features,) or (n_targets, n_features)
     intercept_ : float or ndarray (n_targets,)
+    solver_ : str
+        The registry's row that ran (``"lbfgs-b"`` for ``positive=True``).
+
+    Notes
+    -----
+    ``solver`` also takes scikit-learn's names, each mapped to a row of the registry with the
+    same optimum (the choice is logged and stored in ``solver_``):
+
+    ================  ==============================================================
+    scikit-learn      Roofline
+    ================  ==============================================================
+    ``"auto"``        ``"auto"`` (the measured choice of ``glm/_auto.py``)
+    ``"svd"``         ``"cholesky"`` (exact normal equations; ``"newton"`` beyond
+    ``"cholesky"``    2048 features, where Roofline's Cholesky row stops)
+    ``"lsqr"``        ``"newton"`` (Newton-CG: on a quadratic, conjugate gradients on
+    ``"sparse_cg"``   the normal equations, as ``sparse_cg``)
+    ``"sag"``         ``"auto"`` (stochastic solvers of the same optimum; Roofline's
+    ``"saga"``        stochastic one, ``"scd"``, is what ``"auto"`` picks where it wins)
+    ``"lbfgs"``       ``positive=True``: bounded L-BFGS-B, as scikit-learn; otherwise
+                      Roofline's ``"lbfgs"`` row (scikit-learn refuses it there)
+    ================  ==============================================================
+
+    A name neither scikit-learn nor the registry knows is a ValueError naming ``solver``.
     """
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
-                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", comm=None, warm_start=False, device="cpu"):
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", positive=False,
+                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None,
+                 random_state=None, verbose=0, dtype=None, comm=None, warm_start=False,
+                 device="cpu"):
         self.alpha = alpha
+        self.positive = positive
         self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -968,9 +1119,146 @@ class Ridge(_Regressor):
         self.comm = comm
         self.device = device
 
+    def _solver_name(self, n_features=None):
+        s = self.solver
+        if isinstance(s, str) and s in SKLEARN_RIDGE_SOLVERS:
+            row = SKLEARN_RIDGE_SOLVERS[s]
+            if row == "cholesky" and n_features is not None \
+                    and n_features > _CHOLESKY_MAX_FEATURES:
+                row = "newton"
+            return row
+        if isinstance(s, str) and s not in solver_names(runner=RUNNERS):
+            raise ValueError(f"solver must be one of scikit-learn's "
+                             f"{list(SKLEARN_RIDGE_SOLVERS)} or the registry's "
+                             f"{list(solver_names(runner=RUNNERS))}, got {s!r}")
+        return s
+
+    def _check_params(self):
+        super()._check_params()
+        if not isinstance(self.positive, (bool, np.bool_)):
+            raise ValueError(f"positive must be a bool, got {self.positive!r}")
+        if self.positive:
+            if self.solver not in ("auto", "lbfgs"):
+                raise ValueError(f"positive=True needs solver 'auto' or 'lbfgs' (bounded "
+                                 f"L-BFGS-B, as scikit-learn), got solver={self.solver!r}")
+            if self.comm is not None or self.device != "cpu":
+                raise ValueError("positive=True fits in this process on the CPU: comm must be "
+                                 "None and device 'cpu'")
+        self._alphas(None)
+
+    def _alphas(self, n_targets):
+        """``alpha`` as an array of non-negative floats (``n_targets`` of them when given), or
+        a ValueError naming it."""
+        a = self.alpha
+        if np.ndim(a) == 0:
+            return np.full(n_targets or 1, _check_number("alpha", a, low=0.0, low_open=False))
+        try:
+            arr = np.asarray(a, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise ValueError(f"alpha must be a float or an array of floats, got {a!r}") \
+                from None
+        if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"alpha must hold non-negative finite floats, got {a!r}")
+        if n_targets is None:
+            return arr
+        if arr.size not in (1, n_targets):
+            raise ValueError(f"alpha has {arr.size} values for {n_targets} targets: the "
+                             f"number of targets and of penalties must correspond (or one "
+                             f"alpha for all)")
+        return np.broadcast_to(arr, (n_targets,)).copy()
+
     def _lambda(self, total_weight):
-        _check_number("alpha", self.alpha, low=0.0, low_open=False)
-        return glm.alpha_from_peer("ridge", self.alpha, total_weight) if self.alpha else 0.0
+        (a,) = self._alphas(1)
+        return glm.alpha_from_peer("ridge", a, total_weight) if a else 0.0
+
+    def _lambdas(self, total_weight, n_targets):
+        return np.array([glm.alpha_from_peer("ridge", a, total_weight) if a else 0.0
+                         for a in self._alphas(n_targets)])
+
+    def _fit_positive(self, Xc, Y, sw, lams, warm):
+        """``positive=True``: each target by :func:`_nonnegative_ridge`."""
+        self.solver_ = "lbfgs-b"
+        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        X64 = _float64_values(Xc) if Xc.dtype != np.float64 else Xc
+        fits = [_nonnegative_ridge(X64, Ys[r], sw, lams[r], self.fit_intercept, tol=self.tol,
+                                   max_iter=self.max_iter,
+                                   coef_init=None if warm is None else warm["coef"][r],
+                                   intercept_init=None if warm is None
+                                   else warm["intercept"][r])
+                for r in range(Ys.shape[0])]
+        return (np.vstack([f[0] for f in fits]), np.array([f[1] for f in fits]),
+                max(f[2] for f in fits), None)
+
+
+def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_init=None,
+                       intercept_init=None):
+    """Ridge with ``w >= 0`` by L-BFGS-B (scikit-learn's ``Ridge(positive=True)`` solver).
+
+    Minimises the learners' scaling of ridge, ``(1 / S) sum_i s_i (x_i w + b - y_i)^2 / 2 +
+    lam / 2 ||w||^2`` (``S = sum_i s_i``; the same minimiser as scikit-learn's ``sum_i s_i
+    r_i^2 + alpha ||w||^2`` with ``lam = alpha / S``) subject to ``w >= 0``, the intercept ``b``
+    free.
+
+    Parameters
+    ----------
+    Xc : CSC matrix or ndarray, shape (n_features, n_samples), float64
+        The examples as columns.
+    y : ndarray (n_samples,)
+        The targets.
+    sw : ndarray (n_samples,)
+        The sample weights.
+    lam : float
+        The L2 strength (``>= 0``).
+    fit_intercept : bool
+        Fit ``b`` (else 0).
+    tol : float
+        L-BFGS-B's projected-gradient tolerance (``gtol``).
+    max_iter : int
+        L-BFGS-B iterations.
+    coef_init, intercept_init : ndarray (n_features,) and float, optional
+        A start (clipped to the bounds); zero by default.
+
+    Returns
+    -------
+    coef : ndarray (n_features,)
+    intercept : float
+    n_iter : int
+    """
+    from scipy.optimize import minimize
+
+    d = Xc.shape[0]
+    y = np.asarray(y, dtype=np.float64)
+    s = np.asarray(sw, dtype=np.float64) / float(np.sum(sw))
+    XT = Xc.T  # rows as examples: eta = XT w
+
+    def f(x):
+        w, b = x[:d], x[d]
+        r = XT @ w + b - y
+        sr = s * r
+        g = np.empty_like(x)
+        g[:d] = Xc @ sr + lam * w
+        g[d] = sr.sum() if fit_intercept else 0.0
+        return 0.5 * float(sr @ r) + 0.5 * lam * float(w @ w), g
+
+    x0 = np.zeros(d + 1)
+    if coef_init is not None:
+        x0[:d] = np.maximum(np.asarray(coef_init, dtype=np.float64), 0.0)
+    if intercept_init is not None and fit_intercept:
+        x0[d] = float(intercept_init)
+    bounds = [(0.0, None)] * d + [(None, None) if fit_intercept else (0.0, 0.0)]
+    res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                   options={"maxiter": max_iter, "gtol": tol, "ftol": min(1e-15, tol * 1e-3),
+                            "maxcor": 20})
+    # L-BFGS-B's own test: the projected gradient's max-norm (a start at the optimum, as a
+    # warm start may be, ends in an "abnormal" line search that is no failure)
+    g = f(res.x)[1]
+    pg = np.where((res.x[:d + 1] <= 0.0) & (g > 0.0) & (np.arange(d + 1) < d), 0.0, g)
+    pg_max = float(np.abs(pg).max()) if pg.size else 0.0
+    if not res.success and pg_max > tol:
+        warnings.warn(f"Ridge(positive=True): L-BFGS-B stopped after {res.nit} iterations "
+                      f"({res.message}) with projected gradient {pg_max:.3g} > tol={tol:g}; "
+                      f"raise max_iter or tol", ConvergenceWarning, stacklevel=4)
+    return res.x[:d].copy(), float(res.x[d]), max(int(res.nit), 1)
 
 
 class LinearRegression(_Regressor):
@@ -978,12 +1266,12 @@ class LinearRegression(_Regressor):
 
     Parameters
     ----------""" + _common_doc() + """
-    dtype : {"float64", "float32"}, default="float64"
+    """ + _dtype_doc("``predict``") + """
     """
 
     def __init__(self, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
                  batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
-                 dtype="float64", comm=None, warm_start=False, device="cpu"):
+                 dtype=None, comm=None, warm_start=False, device="cpu"):
         self.fit_intercept = fit_intercept
         self.warm_start = warm_start
         self.solver = solver
