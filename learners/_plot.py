@@ -8,18 +8,50 @@ import numpy as np
 
 from roofline.gmat import require_matplotlib
 
-__all__ = ["plot_cd_trace", "plot_trace"]
+__all__ = ["current_rate", "plot_cd_trace", "plot_trace"]
 
 
 def _column(trace, key):
     return np.array([float(r.get(key, math.nan)) for r in trace], dtype=float)
 
 
+def current_rate(trace):
+    """The throughput between consecutive trace rows: ``(examples, examples per second)``.
+
+    Each rate is the examples trained between two rows over the wall-clock seconds between
+    them (held-out evaluations included); the interval from the start to the first row (numba
+    compilation, the first minibatches) is left out, and a row that trained nothing since the
+    previous one (a pass end right after an evaluation) adds its seconds to the next interval.
+
+    Parameters
+    ----------
+    trace : list of dict
+        Rows with ``examples`` and ``seconds``.
+
+    Returns
+    -------
+    tuple of two numpy.ndarray
+        The examples trained at the end of each interval, and the interval's rate.
+    """
+    ex, t = _column(trace, "examples"), _column(trace, "seconds")
+    xs, rates = [], []
+    j = 0
+    for i in range(1, len(trace)):
+        if not (ex[i] > ex[j] and t[i] > t[j]):
+            continue
+        xs.append(ex[i])
+        rates.append((ex[i] - ex[j]) / (t[i] - t[j]))
+        j = i
+    return np.array(xs, dtype=float), np.array(rates, dtype=float)
+
+
 def plot_trace(trace, axes=None, *, path=None, title=None):
     """Plot a :class:`~roofline.learners.Learner` trace against examples trained on.
 
     Left: the training loss (mean over the minibatches since the last evaluation) and the
-    held-out loss.  Right: throughput (examples per second since the start).
+    held-out loss.  Right: the current throughput, examples per second between consecutive
+    rows (:func:`current_rate`: the warm-up before the first row, numba compilation included,
+    left out), and dashed, the trace's ``examples_per_s`` (since the start, warm-up included).
 
     Parameters
     ----------
@@ -60,12 +92,17 @@ def plot_trace(trace, axes=None, *, path=None, title=None):
     axes[0].set_ylabel("loss")
     axes[0].grid(True, alpha=0.3)
     axes[0].legend()
+    rx, rate = current_rate(trace)
+    axes[1].plot(rx, rate, "-o", ms=3, color="C2",
+                 label="between evaluations (warm-up left out)")
     y = _column(trace, "examples_per_s")
     ok = np.isfinite(y)
-    axes[1].plot(ex[ok], y[ok], "-o", ms=3, color="C2", label="examples/s")
+    axes[1].plot(ex[ok], y[ok], "--", color="C2", alpha=0.5,
+                 label="since the start (warm-up included)")
     axes[1].set_xlabel("examples trained on")
-    axes[1].set_ylabel("examples per second")
+    axes[1].set_ylabel("examples per second (current)")
     axes[1].set_ylim(bottom=0)
+    axes[1].legend()
     axes[1].grid(True, alpha=0.3)
     if title:
         axes[0].figure.suptitle(title)

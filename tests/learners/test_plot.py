@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 from roofline.datasources import MatSource, make_criteo_like_matrix  # noqa: E402
 from roofline.learners import GLM, ADAGrad, Learner  # noqa: E402
 from roofline.learners._cli import main  # noqa: E402
+from roofline.learners._plot import current_rate, plot_trace  # noqa: E402
 from tests.learners._configs import CD_CONFIG, TINY  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -50,9 +51,18 @@ def test_train_result_plot_axes(result, tmp_path):
         np.testing.assert_allclose(hy, held[ok])
         # the held-out loss goes down over training (planted logistic labels)
         assert hy[-1] < hy[0]
-        sx, sy = speed.get_lines()[0].get_data()
-        np.testing.assert_allclose(sx, ex)
-        np.testing.assert_allclose(sy, [r["examples_per_s"] for r in result.trace])
+        # the current rate between rows (from the second row on), then the cumulative one
+        now, since = speed.get_lines()
+        assert "warm-up left out" in now.get_label() and "since the start" in since.get_label()
+        assert "current" in speed.get_ylabel()
+        sx, sy = now.get_data()
+        t = np.array([r["seconds"] for r in result.trace], float)
+        keep = np.flatnonzero(np.diff(ex) > 0) + 1  # rows that trained since the last one
+        prev = np.concatenate([[0], keep[:-1]])
+        np.testing.assert_allclose(sx, ex[keep])
+        np.testing.assert_allclose(sy, (ex[keep] - ex[prev]) / (t[keep] - t[prev]))
+        np.testing.assert_allclose(since.get_data()[1],
+                                   [r["examples_per_s"] for r in result.trace])
         assert speed.get_ylim()[0] == 0
     finally:
         plt.close(axes[0].figure)
@@ -71,12 +81,31 @@ def test_train_result_plot_axes(result, tmp_path):
     assert blue[:, : w // 2].sum() > 0.5 * blue.sum()
 
 
+def test_throughput_panel_is_the_current_rate_without_the_warm_up():
+    """Issue 34: the panel drew examples/s since the start, compilation included; it draws the
+    rate between rows, the first interval (warm-up) left out, a row that trained nothing since
+    the last (a pass end after an evaluation) merged into the next interval."""
+    ex = [100, 200, 300, 300, 400]
+    sec = [10.0, 11.0, 12.0, 12.5, 13.5]  # 10 s of warm-up before the first row
+    trace = [{"examples": e, "seconds": t, "examples_per_s": e / t, "train_loss": 0.5,
+              "heldout_loss": float("nan")} for e, t in zip(ex, sec, strict=True)]
+    x, rate = current_rate(trace)
+    np.testing.assert_allclose(x, [200, 300, 400])
+    np.testing.assert_allclose(rate, [100.0, 100.0, 100 / 1.5])
+    axes = plot_trace(trace)
+    try:
+        np.testing.assert_allclose(axes[1].get_lines()[0].get_data()[1], rate)
+    finally:
+        plt.close(axes[0].figure)
+    assert current_rate(trace[:1])[0].size == 0  # one row: no interval after the warm-up
+
+
 def test_train_result_plot_on_given_axes(result):
     fig, axes = plt.subplots(2, 1)
     try:
         out = result.plot(axes=axes)
         assert out[0] is axes[0] and out[1] is axes[1]
-        assert len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 1
+        assert len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 2
     finally:
         plt.close(fig)
 
