@@ -375,8 +375,8 @@ def _load() -> float:
 
 
 def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10,
-                    level_traffic: int = 64 * 2**20, caches: dict | None = None
-                    ) -> MachineRoofline:
+                    level_traffic: int = 64 * 2**20, caches: dict | None = None,
+                    fma_iterations: int = 100_000) -> MachineRoofline:
     """Measure bandwidth and flops ceilings now (no cache).
 
     Parameters
@@ -391,6 +391,8 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10,
     caches : dict, optional
         ``{"L1": bytes, "L2": bytes, "L3": bytes}``: the cache sizes to size the level
         measurements by (default :func:`cache_sizes`).
+    fma_iterations : int
+        Iterations of each burst of the FMA loop.
 
     Returns
     -------
@@ -407,7 +409,7 @@ def measure_machine(*, size_bytes: int = 256 * 2**20, repeat: int = 10,
     for dt in (np.float32, np.float64):
         seed = np.ones(threads, dtype=dt)
         kernels.fma_loop(seed, 10)
-        n_iter = 100_000
+        n_iter = max(1, int(fma_iterations))
         best = float("inf")
         flops = 0
         for _ in range(3 * repeat):
