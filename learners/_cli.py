@@ -730,17 +730,20 @@ def _train_solver(job, parts, config, workdir):
         return None
     model = GLM(mopts)
     model.set_parameters(np.asarray(res.coef).reshape(1, -1), np.array([res.intercept]))
+    auto = opts.solver == "auto"  # say what ran, and why (printed and in the checkpoint)
+    reason = res.info.get("auto_reason") or ("the out-of-core solver ([solver] stream = true)"
+                                             if problem.stream else "chosen from the data")
     save_checkpoint(os.path.join(workdir, "model.npz"), model,
                     extra={"final": True, "solver": res.solver, "n_iter": res.n_iter,
-                           "converged": res.converged, "ranks": job.size})
+                           "converged": res.converged, "ranks": job.size,
+                           "solver_requested": opts.solver,
+                           **({"auto_reason": reason} if auto else {})})
     trace = [{"check": i, "objective": float(P), "gap": float(G), "seconds": float(T)}
              for i, (P, G, T) in enumerate(zip(res.objective, res.gap_history, res.times,
                                                    strict=True))]
     with open(os.path.join(workdir, "trace.json"), "w") as f:
         json.dump(trace, f, indent=1)
-    chosen = res.solver
-    if not problem.stream and opts.solver != res.solver:  # "auto": say what ran, and why
-        chosen = f"{res.solver} (auto: {res.info.get('auto_reason', 'chosen from the data')})"
+    chosen = f"{res.solver} (auto: {reason})" if auto else res.solver
     job.say(f"{chosen}: {res.n_iter} iterations in {res.time:.2f} s, objective "
             f"{res.objective[-1]:.8g}, relative duality gap {res.relative_gap:.3e}"
             + ("" if res.converged else f" (did not reach tol={opts.tol:g})")
@@ -961,9 +964,22 @@ def _positive_int(text):
     return n
 
 
+def _version() -> str:
+    """The installed distribution's version (``roofline.learners.__version__``), read from its
+    metadata: ``roofline --version`` imports nothing more than ``--help`` does."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("roofline")
+    except PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
+        return "unknown (not installed)"
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="roofline",
                                 description="Roofline: machine learning at the hardware limit")
+    p.add_argument("--version", action="version", version=f"roofline {_version()}",
+                   help="print the installed version and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a model from a TOML config")

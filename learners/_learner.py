@@ -86,9 +86,15 @@ class LearnerOptions(Options):
                                    "them through Snap ML's double-buffered pipeline "
                                    "(datasources.ToDevice(pipeline=True)) instead of one "
                                    "synchronous copy per array")
-    roofline_gauge: str = option("auto", "report the fraction of the machine's roofline the "
-                                         "step's primitives (A*S, A*S^T) achieve: 'auto' = when "
-                                         "the progress bar is shown", choices=("auto", "on", "off"))
+    roofline_gauge: str = option("auto", "the fraction of the machine's roofline a step "
+                                         "achieves, in the trace (roofline_fraction) and the "
+                                         "progress bar: the model's own cost model "
+                                         "(model.cost(batch): k-means, NMF, MF), else a GLM "
+                                         "step's A*S and A*S^T; for sparse minibatches on the "
+                                         "host.  'auto' and 'on': computed, with or without a "
+                                         "progress bar (the machine's ceilings are measured "
+                                         "once, then cached by gmat.machine_roofline); 'off': "
+                                         "NaN", choices=("auto", "on", "off"))
 
     sync_every: int = option(10, "data-parallel training (comm=): combine the replicas every N "
                                  "training minibatches of each rank", low=1)
@@ -156,15 +162,31 @@ class TrainResult:
     stopped_early: bool = False
     best_heldout_loss: float = math.nan
 
+    def _last(self, key) -> float:
+        """The last finite ``key`` of the trace (a pass-end row right after an evaluation has
+        no training loss of its own), NaN when none is."""
+        for r in reversed(self.trace):
+            v = r.get(key, math.nan)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                return float(v)
+        return math.nan
+
     def __repr__(self) -> str:
-        # the trace can hold thousands of rows: its length, not its rows
-        last = self.trace[-1] if self.trace else {}
-        loss = last.get("train_loss", math.nan)
-        return (f"TrainResult(n_passes={self.n_passes}, n_steps={self.n_steps}, "
-                f"n_examples={self.n_examples}, seconds={self.seconds:.3g}, "
-                f"examples_per_s={self.examples_per_s:.3g}, last_train_loss={loss:.6g}, "
-                f"best_heldout_loss={self.best_heldout_loss:.6g}, "
-                f"stopped_early={self.stopped_early}, trace=[{len(self.trace)} rows])")
+        # the trace can hold thousands of rows: its length, not its rows (result.trace has them)
+        parts = [f"n_passes={self.n_passes}", f"n_steps={self.n_steps}",
+                 f"n_examples={self.n_examples}", f"seconds={self.seconds:.3g}",
+                 f"examples_per_s={self.examples_per_s:.3g}",
+                 f"train_loss={self._last('train_loss'):.6g}"]
+        held = self._last("heldout_loss")
+        if not math.isnan(held):
+            parts += [f"heldout_loss={held:.6g}", f"best_heldout_loss={self.best_heldout_loss:.6g}"]
+        frac = self._last("roofline_fraction")
+        if not math.isnan(frac):
+            parts.append(f"roofline_fraction={frac:.3g}")
+        if self.stopped_early:
+            parts.append("stopped_early=True")
+        parts.append(f"trace=[{len(self.trace)} rows]")
+        return f"TrainResult({', '.join(parts)})"
 
     def plot(self, axes=None, *, path=None):
         """Plot the train and held-out loss and the throughput against examples trained on.
@@ -399,6 +421,13 @@ class Learner:
     def _train(self) -> TrainResult:
         self._setup()
         o = self.opts
+        # the gauge does not depend on the bar (issue 34: trace.csv had NaN without a terminal)
+        self._gauge = o.roofline_gauge != "off" and not self.optimizer.batch
+        self._machine = None
+        X = getattr(self.datasource, "X", None)
+        if self._gauge and self.model.device == "cpu" and (X is None or gmat.is_sparse(X)):
+            # before the clock starts: a first measurement of the machine is not training time
+            self._machine = gmat.machine_roofline()
         self._t0 = time.perf_counter()
         self._examples = 0
         self._steps = 0
@@ -416,9 +445,6 @@ class Learner:
         disable = None if o.progress else True
         self._pbar = tqdm(total=total, unit="ex", unit_scale=True, disable=disable,
                           desc=f"{type(self.optimizer).__name__}")
-        g = o.roofline_gauge
-        self._gauge = (g == "on" or (g == "auto" and not self._pbar.disable)) and hasattr(
-            gmat, "cost_mult_as") and not self.optimizer.batch
         passes = 0
         try:
             if self.optimizer.batch:
@@ -616,10 +642,11 @@ class Learner:
         return rec
 
     def _roofline_fraction(self) -> float:
-        """Roofline time of the last minibatch's primitives (``A*S`` and ``A*S^T``, gmat's cost
-        model on the measured machine) over the mean measured step time since the last record.
-        The step also does elementwise work, so this is the fraction of the whole step's time
-        that the primitives' lower bound accounts for."""
+        """Roofline time of a step on the last minibatch (:meth:`step_roofline_time`, on the
+        measured machine) over the mean measured step time since the last record.  The step
+        also does work that the cost model leaves out (elementwise updates), so this is the
+        fraction of the whole step's time that the lower bound accounts for; NaN with
+        ``roofline_gauge="off"``, for batch optimizers and for dense or device minibatches."""
         t, n = self._gauge_t
         self._gauge_t = [0.0, 0]
         b = getattr(self, "_last_batch", None)
@@ -627,11 +654,38 @@ class Learner:
             return math.nan
         if gmat.device_of(b.X) != "cpu":  # the measured roofline is the host's
             return math.nan
-        machine = gmat.machine_roofline()
+        if getattr(self, "_machine", None) is None:  # the cache read (or measured) once a run
+            self._machine = gmat.machine_roofline()
+        return self.step_roofline_time(b, self._machine) / (t / n)
+
+    def step_roofline_time(self, batch, machine=None) -> float:
+        """Lower bound on the time of one training step on ``batch``.
+
+        The model's own cost model when it has one (``model.cost(batch)``, a
+        :class:`~roofline.gmat.Cost`: :class:`KMeansModel`, :class:`NMFModel`,
+        :class:`MFModel`), else a GLM step's primitives: ``A*S`` and ``A*S^T`` with
+        ``model.n_outputs`` rows (:func:`~roofline.gmat.cost_mult_as`,
+        :func:`~roofline.gmat.cost_mult_ast`).
+
+        Parameters
+        ----------
+        batch : Minibatch
+            A minibatch with a sparse (CSC) ``X``.
+        machine : MachineRoofline, optional
+            The ceilings (default: this machine's, :func:`~roofline.gmat.machine_roofline`).
+
+        Returns
+        -------
+        float
+            Seconds: ``max(bytes / bandwidth, flops / flops ceiling)`` of the step's cost.
+        """
+        machine = machine if machine is not None else gmat.machine_roofline()
+        cost = getattr(self.model, "cost", None)
+        if callable(cost):
+            return float(cost(batch).roofline_time(machine))
         k = self.model.n_outputs
-        rt = (gmat.cost_mult_as(b.X, k).roofline_time(machine)
-              + gmat.cost_mult_ast(b.X, k).roofline_time(machine))
-        return rt / (t / n)
+        return (gmat.cost_mult_as(batch.X, k).roofline_time(machine)
+                + gmat.cost_mult_ast(batch.X, k).roofline_time(machine))
 
     # -- evaluation ---------------------------------------------------------------------------
     def _evaluate_batches(self, batches) -> dict:

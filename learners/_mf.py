@@ -449,6 +449,27 @@ class MFModel(Model):
                      + gmat.cost_sddmm(X, k, scale=False).flops
                      + gmat.cost_mult_ast(X, k).flops)
 
+    def cost(self, batch) -> gmat.Cost:
+        """Compulsory bytes and flops of one step, from the primitives' cost models: the SDDMM
+        (:func:`~roofline.gmat.cost_sddmm`, unscaled) and the ``A*S^T``
+        (:func:`~roofline.gmat.cost_mult_ast`) move the bytes; the flops are
+        :meth:`flops_per_step`'s (the user systems work on the columns those read).  The
+        :class:`~roofline.learners.Learner`'s roofline gauge reads it.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            A sparse minibatch.
+
+        Returns
+        -------
+        roofline.gmat.Cost
+        """
+        X, k = batch.X, self.k
+        parts = [gmat.cost_sddmm(X, k, scale=False), gmat.cost_mult_ast(X, k)]
+        return gmat.Cost("MF step", k, X.dtype, int(X.nnz), sum(p.bytes for p in parts),
+                         int(round(self.flops_per_step(batch))), {"primitives": len(parts)})
+
 
 # -------------------------------------------------------------------------------------------
 # the estimator

@@ -362,7 +362,8 @@ def test_roofline_gauge_is_a_fraction():
     res = L.train()
     fr = [r["roofline_fraction"] for r in res.trace]
     assert all(0 < f <= 1 for f in fr), fr
-    off = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), progress=False).train()
+    off = Learner(MatSource(X, y, batch_size=2000), GLM(), ADAGrad(), progress=False,
+                  roofline_gauge="off").train()
     assert all(math.isnan(r["roofline_fraction"]) for r in off.trace)
 
 
@@ -481,11 +482,18 @@ def test_train_result_repr_is_short():
     """The repr summarises the run; the trace appears as its length, not its rows."""
     from roofline.learners import TrainResult
 
-    rows = [{"train_loss": 0.5 - i * 1e-4} for i in range(5000)]
+    rows = [{"train_loss": 0.5 - i * 1e-4, "heldout_loss": 0.7 - i * 1e-5,
+             "roofline_fraction": 0.25} for i in range(5000)]
+    rows.append({"train_loss": math.nan, "heldout_loss": 0.65})  # a pass end after an eval
     res = TrainResult(trace=rows, n_passes=3, n_steps=900, n_examples=30000, seconds=1.5,
-                      examples_per_s=20000.0)
+                      examples_per_s=20000.0, best_heldout_loss=0.64)
     text = repr(res)
     assert len(text) < 300
-    assert "trace=[5000 rows]" in text and "n_passes=3" in text
-    assert "last_train_loss=0.0001" in text  # the last row's
-    assert "best_heldout_loss=nan" in repr(TrainResult())
+    assert "trace=[5001 rows]" in text and "n_passes=3" in text and "seconds=1.5" in text
+    assert "train_loss=0.0001," in text  # the last finite one, not the pass end's NaN
+    assert "heldout_loss=0.65," in text and "best_heldout_loss=0.64" in text
+    assert "roofline_fraction=0.25" in text and "stopped_early" not in text
+    empty = repr(TrainResult())
+    assert empty == ("TrainResult(n_passes=0, n_steps=0, n_examples=0, seconds=0, "
+                     "examples_per_s=0, train_loss=nan, trace=[0 rows])")
+    assert "stopped_early=True" in repr(TrainResult(stopped_early=True))
