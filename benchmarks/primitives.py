@@ -24,12 +24,16 @@ stream of A*S alone, what bounds the kernels on this machine).
 dtype: gmat with Fortran- and C-ordered dense operands, Intel MKL's sparse times dense
 (``sparse_dot_mkl.dot_product_mkl`` as a user calls it, on MKL's preferred CSR operand and
 C-ordered dense, with MKL's threads set to numba's count; in a virtualenv ``MKL_RT`` is set to the
-venv's ``lib/libmkl_rt.so.*`` unless already set) and a naive numba loop (``prange`` over
-output columns, ``fastmath``), each call the best of ``--repeat`` runs over ``--rounds``
-interleaved rounds.  A*S^T's peers run on a transposed (CSR) copy of ``S`` made outside the
-timing; gmat runs on ``S`` as given, on its first use (the scatter kernel) and on reuse (the
-transposed index it keeps).  Ratios are gmat's time over the peer's (below 1: gmat faster).
-A peer that is not installed is skipped with the reason printed.
+venv's ``lib/libmkl_rt.so.*`` unless already set), torch's CPU sparse matmul (a CSR tensor on the
+same index arrays, no copy, times a dense tensor; ``torch.set_num_threads`` to the same count) and
+a naive numba loop (``prange`` over output columns, ``fastmath``), each call the best of
+``--repeat`` runs over ``--rounds`` interleaved rounds. A*S^T's peers run on a transposed (CSR)
+copy of ``S`` made outside the timing; gmat runs on ``S`` as given, on its first use (the scatter
+kernel) and on reuse (the transposed index it keeps). Ratios are gmat's time over the peer's (below
+1: gmat faster). A peer that is not installed is skipped with the reason printed. Beside gmat's
+fraction of the DRAM roofline, ``level`` names the cache level that holds the call's working set
+and ``% lvl`` is gmat's fraction of that level's roofline (the cache-aware roofline: the bound for
+a call repeated on the same operands, as the timing loop repeats it).
 """
 
 from __future__ import annotations
@@ -165,6 +169,29 @@ def _mkl():
     return sparse_dot_mkl, None
 
 
+def _torch():
+    """``(module, None)`` for torch with its intra-op threads set to numba's count, or
+    ``(None, reason)``."""
+    try:
+        import torch
+    except Exception as exc:  # not installed
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    torch.set_num_threads(kernels.default_threads())
+    return torch, None
+
+
+def _torch_csr(torch, R):
+    """A torch CSR tensor on the arrays of scipy CSR matrix ``R`` (no copy)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "beta state" / invariant-check notices
+        idx = R.indices.dtype if R.indices.dtype == R.indptr.dtype else np.int64
+        return torch.sparse_csr_tensor(torch.from_numpy(R.indptr.astype(idx, copy=False)),
+                                       torch.from_numpy(R.indices.astype(idx, copy=False)),
+                                       torch.from_numpy(R.data), size=R.shape)
+
+
 def _naive_kernels():
     """The ten-line numba loops a user would write (``prange`` over output columns)."""
     from numba import njit, prange
@@ -203,6 +230,7 @@ def peers_table(args) -> int:
     import platform
 
     mkl, why = _mkl()
+    torch, why_torch = _torch()
     naive_gather, naive_sddmm = _naive_kernels()
     threads = kernels.default_threads()
     machine = gmat.machine_roofline(remeasure=args.remeasure)
@@ -215,9 +243,12 @@ def peers_table(args) -> int:
     print(f"{cpu}, {threads} threads; {machine}")
     print("MKL: " + (f"sparse_dot_mkl {mkl.__version__}, {mkl.mkl_get_max_threads()} threads"
                      if mkl else f"skipped ({why})"))
+    print("torch: " + (f"{torch.__version__}, {torch.get_num_threads()} threads" if torch
+                       else f"skipped ({why_torch})"))
     print(f"times in ms, best of {args.repeat} calls x {args.rounds} interleaved rounds; "
           "x = gmat / peer (below 1: gmat faster); roofline = gmat's fraction of the "
-          "machine's DRAM roofline")
+          "machine's DRAM roofline; level = the cache level holding the working set, % lvl = "
+          "gmat's fraction of that level's roofline (cache-aware)")
     rng = np.random.default_rng(args.seed)
     for data in args.data:
         for dname in args.dtypes:
@@ -235,9 +266,12 @@ def peers_table(args) -> int:
             print(f"## {data}, {dname}: {n} x {m}, nnz {S.nnz} ({S.nnz / max(m, 1):.1f} per "
                   f"example), index {S.indices.dtype}")
             print(f"{'primitive':<10} {'k':>4} {'gmat F':>8} {'gmat C':>8} {'C/F':>5} "
-                  f"{'MKL':>8} {'x MKL':>6} {'naive':>8} {'x naive':>7} {'roofline':>8}")
+                  f"{'MKL':>8} {'x MKL':>6} {'torch':>8} {'x torch':>7} {'naive':>8} "
+                  f"{'x naive':>7} {'roofline':>8} {'level':>5} {'% lvl':>6}")
+            peers = {"mkl": mkl, "torch": torch, "T_ST": _torch_csr(torch, ST.tocsr(copy=False))
+                     if torch else None, "T_R": _torch_csr(torch, R) if torch else None}
             for k in args.k:
-                _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
+                _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machine,
                            args)
     return 0
 
@@ -248,10 +282,11 @@ def _uniform_nnz(args):
     return max(1, round(args.nnz * 0.78))
 
 
-def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine, args):
+def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machine, args):
     """Time and print the rows of one k (A*S, A*S^T on first use and reused, SDDMM)."""
     from roofline.gmat import _primitives as prim
 
+    mkl, torch = peers["mkl"], peers["torch"]
     n, m = S.shape
     A_F = gmat.empty((k, n), dtype)
     A_F[...] = rng.standard_normal((k, n))
@@ -276,6 +311,7 @@ def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
         "A*S": dict(F=lambda: gmat.mult_as(A_F, S, out=out_as),
                     C=lambda: gmat.mult_as(A_C, S, out=out_as),
                     mkl=(lambda: mkl.dot_product_mkl(ST, A_F.T)) if mkl else None,
+                    torch=(lambda: peers["T_ST"] @ torch.from_numpy(A_F.T)) if torch else None,
                     naive=lambda: naive_gather(A_F.T, ST.indptr, ST.indices, ST.data, nv_as),
                     cost=gmat.cost_mult_as(S, k)),
         "A*S^T 1st": dict(F=lambda: ast_first(D_F), C=lambda: ast_first(D_C),
@@ -283,6 +319,7 @@ def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
         "A*S^T": dict(F=lambda: gmat.mult_ast(D_F, S, out=out_ast),
                       C=lambda: gmat.mult_ast(D_C, S, out=out_ast),
                       mkl=(lambda: mkl.dot_product_mkl(R, D_F.T)) if mkl else None,
+                      torch=(lambda: peers["T_R"] @ torch.from_numpy(D_F.T)) if torch else None,
                       naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data, nv_ast),
                       cost=gmat.cost_mult_ast(S, k)),
         "SDDMM": dict(F=lambda: gmat.sddmm(S, A_F, D_F, out=out_sd),
@@ -294,7 +331,7 @@ def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
     best = {}
     for _ in range(max(1, args.rounds)):
         for name, case in cases.items():
-            for who in ("F", "C", "mkl", "naive"):
+            for who in ("F", "C", "mkl", "torch", "naive"):
                 fn = case.get(who)
                 if fn is not None:
                     t = gmat.best_time(fn, args.repeat)
@@ -304,13 +341,15 @@ def _peer_rows(S, ST, R, k, dtype, rng, mkl, naive_gather, naive_sddmm, machine,
         tc = best[name, "C"]
 
         cols = []
-        for who, w in (("mkl", 6), ("naive", 7)):
+        for who, w in (("mkl", 6), ("torch", 7), ("naive", 7)):
             t = best.get((name, who))
             cols.append(f"{'-':>8} {'-':>{w}}" if t is None
                         else f"{t * 1e3:8.2f} {tf / t:>{w}.2f}")
-        frac = case["cost"].roofline_time(machine) / tf
+        cost = case["cost"]
+        frac = cost.roofline_time(machine) / tf
         print(f"{name:<10} {k:>4} {tf * 1e3:8.2f} {tc * 1e3:8.2f} {tc / tf:5.2f} {cols[0]} "
-              f"{cols[1]} {frac:8.1%}", flush=True)
+              f"{cols[1]} {cols[2]} {frac:8.1%} {cost.level(machine):>5} "
+              f"{cost.level_fraction(tf, machine):6.1%}", flush=True)
 
 
 def main(argv=None) -> int:

@@ -74,8 +74,11 @@ class PrimitiveTime:
 class VersusMKL:
     """Side by side with Intel MKL (``sparse_dot_mkl``, threads set to numba's count) on the Zipf
     data: ``track_mkl_ratio`` is MKL's time over gmat's (above 1: gmat faster; A*S^T against MKL
-    on a transposed CSR copy, gmat on ``S`` as given and reused), ``track_c_layout_ratio`` the
-    time of a C-ordered dense operand over the Fortran one.  Skipped where MKL does not load."""
+    on a transposed CSR copy, gmat on ``S`` as given and reused), ``track_torch_ratio`` the same
+    for torch's CPU sparse matmul (NaN where torch is not installed), ``track_c_layout_ratio`` the
+    time of a C-ordered dense operand over the Fortran one, ``track_level_fraction`` gmat's
+    fraction of the cache-aware roofline of the level that holds the call's working set (beside
+    ``track_dram_fraction``, the DRAM roofline's).  Skipped where MKL does not load."""
 
     params = (["A*S", "A*S^T"], [1, 16, 128])
     param_names = ["primitive", "k"]
@@ -97,8 +100,25 @@ class VersusMKL:
         except Exception:  # not installed, or MKL's loader failed
             return None
         mkl.mkl_set_num_threads(kernels.default_threads())
+        try:
+            import torch
+        except ImportError:
+            torch = None
         S = _data()
         R = S.tocsr()
+        machine = gmat.machine_roofline()
+        if torch is not None:
+            import warnings
+
+            torch.set_num_threads(kernels.default_threads())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's "beta state" notice
+                # S^T as CSR is S's own arrays; R is S^T's transpose, a CSR copy
+                t_st = torch.sparse_csr_tensor(*(torch.from_numpy(a) for a in
+                                                 (S.indptr, S.indices, S.data)),
+                                               size=S.shape[::-1])
+                t_r = torch.sparse_csr_tensor(*(torch.from_numpy(a) for a in
+                                                (R.indptr, R.indices, R.data)), size=R.shape)
         n, m = S.shape
         rng = np.random.default_rng(0)
         rows = {}
@@ -111,14 +131,21 @@ class VersusMKL:
             D_C = np.ascontiguousarray(D)
             cases = {
                 "A*S": (lambda A=A: gmat.mult_as(A, S), lambda A=A: mkl.dot_product_mkl(S.T, A.T),
-                        lambda A_C=A_C: gmat.mult_as(A_C, S)),
+                        lambda A_C=A_C: gmat.mult_as(A_C, S),
+                        (lambda A=A: t_st @ torch.from_numpy(A.T)) if torch else None,
+                        gmat.cost_mult_as(S, k)),
                 "A*S^T": (lambda D=D: gmat.mult_ast(D, S),
                           lambda D=D: mkl.dot_product_mkl(R, D.T),
-                          lambda D_C=D_C: gmat.mult_ast(D_C, S)),
+                          lambda D_C=D_C: gmat.mult_ast(D_C, S),
+                          (lambda D=D: t_r @ torch.from_numpy(D.T)) if torch else None,
+                          gmat.cost_mult_ast(S, k)),
             }
-            for name, (ours, peer, c_order) in cases.items():
+            for name, (ours, peer, c_order, tpeer, cost) in cases.items():
                 t = gmat.best_time(ours, 5)
-                rows[(name, k)] = (gmat.best_time(peer, 5) / t, gmat.best_time(c_order, 5) / t)
+                rows[(name, k)] = (gmat.best_time(peer, 5) / t, gmat.best_time(c_order, 5) / t,
+                                   gmat.best_time(tpeer, 5) / t if tpeer else float("nan"),
+                                   cost.level_fraction(t, machine),
+                                   cost.fraction(t, machine))
         return rows
 
     setup_cache.timeout = 900
@@ -136,3 +163,18 @@ class VersusMKL:
         return rows[(primitive, k)][1]
 
     track_c_layout_ratio.unit = "C / F time"
+
+    def track_torch_ratio(self, rows, primitive, k):
+        return rows[(primitive, k)][2]
+
+    track_torch_ratio.unit = "x torch"
+
+    def track_level_fraction(self, rows, primitive, k):
+        return rows[(primitive, k)][3]
+
+    track_level_fraction.unit = "fraction of the cache level's roofline"
+
+    def track_dram_fraction(self, rows, primitive, k):
+        return rows[(primitive, k)][4]
+
+    track_dram_fraction.unit = "fraction of the DRAM roofline"
