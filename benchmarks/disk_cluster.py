@@ -49,7 +49,7 @@ def _rss_mib():
 def _one(args):
     """One cluster size, in this process; prints one JSON line."""
     from roofline import kernels
-    from roofline.comm import DiskNodeCluster
+    from roofline.comm import DiskNodeCluster, _disk_nodes
 
     n = args.nodes[0]
     root = tempfile.mkdtemp(prefix=f"disk-cluster-{n}-", dir=args.root)
@@ -60,9 +60,8 @@ def _one(args):
         cpu_disk = kernels.measure_disk(root, size_bytes=32 << 20, n_small=300, n_synced=3,
                                         repeat=5, clock="cpu")
 
-        def cpu_predicted(s):
-            return cpu_disk.io_time(s["files_written"], s["bytes_written"], s["files_read"],
-                                    s["bytes_read"], checksummed=True)
+        def cpu_predicted(cluster, s):  # the same traffic at the CPU-time roofline's rates
+            return cluster.predicted_seconds(s, cpu_disk)
 
         out["disk"] = {k: getattr(disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
@@ -72,6 +71,13 @@ def _one(args):
         out["cpu_disk"] = {k: getattr(cpu_disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
             "checksum_bandwidth")}
+        # the CRC-32 the cluster computes (ISA-L's with the optional isal package, else
+        # zlib's, which is what measure_disk times): the predictions use its rate
+        crc_disk, crc_cpu = _disk_nodes._checksum_roofline(disk), \
+            _disk_nodes._checksum_roofline(cpu_disk)
+        out["crc"] = {"impl": _disk_nodes._crc32_fn().__module__,
+                      "bandwidth": crc_disk.checksum_bandwidth,
+                      "cpu_bandwidth": crc_cpu.checksum_bandwidth}
         d = args.state_kib * 1024 // 8
         total = n * d * 8
         cap = int(total / args.cap_ratio)
@@ -107,10 +113,10 @@ def _one(args):
             "cpu_s": float(np.mean([s["cpu_seconds"] for s in steady])),
             "io_s": float(np.mean([s["io_seconds"] for s in steady])),
             "predicted_s": float(np.mean([s["predicted_io_seconds"] for s in steady])),
-            "predicted_cpu_s": float(np.mean([cpu_predicted(s) for s in steady])),
+            "predicted_cpu_s": float(np.mean([cpu_predicted(cl, s) for s in steady])),
             "bytes_written": steady[0]["bytes_written"], "files_written": steady[0][
                 "files_written"], "bytes_read": steady[0]["bytes_read"],
-            "files_read": steady[0]["files_read"],
+            "files_read": steady[0]["files_read"], "slices_read": steady[0]["slices_read"],
             "peak_bytes": max(s["peak_bytes"] for s in stats),
             "layers": steady[0]["layers"]}
         cl.remove()
@@ -122,22 +128,33 @@ def _one(args):
                              packet_bytes=packet)
         sc.init(lambda r: {"idx": feats[r], "g": rng.standard_normal(feats[r].size)})
 
+        n_sparse = max(3, args.rounds)
+
         def sparse(node, state, reduced):
-            if node.round == args.rounds - 1:
+            if node.round == n_sparse - 1:
                 state["sum"] = reduced
                 return None
             return node.sparse_allreduce(state["idx"], state["g"])
 
-        sstats = cl_stats = sc.run(sparse, max(2, args.rounds))
-        s0 = sstats[0]
+        sstats = cl_stats = sc.run(sparse, n_sparse)
+        # the steady rounds (round 0 also loads and compiles the numba loops of the reduce)
+        ssteady = [s for s in sstats[1:] if s["kind"] == "sparse"]
+        s0 = ssteady[0]
         counts = np.zeros(args.features)
         for r in range(min(n, 8)):
             counts[feats[r]] += 1
         out["sparse"] = {"nnz_mean": float(np.mean([f.size for f in feats])),
-                         "degrees": s0["degrees"], "round_s": s0["seconds"],
-                         "cpu_s": s0["cpu_seconds"],
-                         "io_s": s0["io_seconds"], "predicted_s": s0["predicted_io_seconds"],
-                         "predicted_cpu_s": cpu_predicted(s0),
+                         "degrees": s0["degrees"],
+                         "round_s": float(np.mean([s["seconds"] for s in ssteady])),
+                         "cpu_s": float(np.mean([s["cpu_seconds"] for s in ssteady])),
+                         "io_s": float(np.mean([s["io_seconds"] for s in ssteady])),
+                         "predicted_s": float(np.mean([s["predicted_io_seconds"]
+                                                       for s in ssteady])),
+                         "predicted_cpu_s": float(np.mean([cpu_predicted(sc, s)
+                                                           for s in ssteady])),
+                         "first_round_cpu_s": sstats[0]["cpu_seconds"],
+                         "files_written": s0["files_written"], "files_read": s0["files_read"],
+                         "slices_read": s0["slices_read"],
                          "layers": s0["layers"],
                          "peak_bytes": max(s["peak_bytes"] for s in cl_stats)}
         sc.remove()
@@ -166,6 +183,9 @@ def _table(res):
              f"{res['cpu_disk']['write_bandwidth'] / 1e9:.2f} GB/s / read "
              f"{res['cpu_disk']['read_bandwidth'] / 1e9:.2f} GB/s, CRC-32 "
              f"{res['cpu_disk']['checksum_bandwidth'] / 1e9:.2f} GB/s",
+             f"the cluster's CRC-32 ({res['crc']['impl']}): {res['crc']['bandwidth'] / 1e9:.2f}"
+             f" GB/s wall, {res['crc']['cpu_bandwidth'] / 1e9:.2f} GB/s CPU (the rate the "
+             "predictions use)",
              f"memory: node states {dn['state_bytes_total'] / 2**20:.0f} MiB in all, cap "
              f"{dn['memory_cap'] / 2**20:.0f} MiB (ratio "
              f"{dn['state_bytes_total'] / dn['memory_cap']:.1f}); most node data held at once "
@@ -182,6 +202,11 @@ def _table(res):
                      f"{r['predicted_s']:.2f} | {r['round_s'] / r['predicted_s']:.2f} | "
                      f"{r['cpu_s']:.2f} | {r['predicted_cpu_s']:.2f} | "
                      f"{r['cpu_s'] / r['predicted_cpu_s']:.2f} |")
+    lines += ["", "files per round (dense, sparse): written "
+              f"{dn['files_written']}, {sp['files_written']}; opened for reading "
+              f"{dn['files_read']}, {sp['files_read']}; messages and states read "
+              f"{dn['slices_read']}, {sp['slices_read']}; the sparse job's first round "
+              f"(numba's loops loaded) {sp['first_round_cpu_s']:.2f} CPU s"]
     lines += ["", f"sparse: {sp['nnz_mean']:.0f} distinct features per node; bytes sent "
               "between distinct nodes per layer (the seed: later layers ~50% of the first):",
               "", "| layer | degree | config MB | reduce down MB | sums up MB | down / layer 0 |",

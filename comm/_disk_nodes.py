@@ -41,6 +41,7 @@ time, so a run says how close it came to the disk's ceiling.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -81,6 +82,8 @@ _SHEAD = struct.Struct("<4sIQQI4x")  # magic, version, JSON length, payload leng
 _ALIGN = 64
 _MMAGIC = b"RFLM"
 _MHEAD = struct.Struct("<4sIIIQI4x")  # magic, src, dst, phase, payload length, CRC-32: 32 bytes
+_MPRE = struct.Struct("<4sIIIQ")  # the header's first 24 bytes, which its CRC-32 covers
+_MCRC = struct.Struct("<I4x")
 
 
 class StateError(CommError):
@@ -102,6 +105,72 @@ class StateError(CommError):
 
 
 # ---------------------------------------------------------------------------------------------
+# the checksum: CRC-32 (zlib's polynomial), by ISA-L when installed
+
+
+_CRC32 = None
+
+
+def _crc32_fn():
+    """The CRC-32 function in use: ``isal.isal_zlib.crc32`` when the optional ``isal`` package
+    is installed (the same CRC-32 as ``zlib.crc32``, 6-15x faster by carry-less
+    multiplication: the files are the same either way), else ``zlib.crc32``."""
+    global _CRC32
+    if _CRC32 is None:
+        fn = zlib.crc32
+        try:
+            from isal import isal_zlib
+        except ImportError:
+            pass
+        else:
+            probe = bytes(range(256)) * 17
+            if isal_zlib.crc32(probe, 7) == zlib.crc32(probe, 7):
+                fn = isal_zlib.crc32
+        _CRC32 = fn
+    return _CRC32
+
+
+_CRC_RATE = {}
+
+
+def _checksum_bandwidth(clock="wall"):
+    """Bytes/s of the CRC-32 in use over a buffer beyond the caches, measured once per clock as
+    :func:`roofline.kernels.measure_disk` measures zlib's (``"wall"`` or ``"cpu"`` time)."""
+    fn = _crc32_fn()
+    if clock not in _CRC_RATE:
+        now = time.perf_counter if clock == "wall" else time.process_time
+        whole = np.tile(np.frombuffer(os.urandom(4 << 20), np.uint8), 8)
+        ts = []
+        for _ in range(5):
+            t0 = now()
+            fn(whole)
+            ts.append(now() - t0)
+        _CRC_RATE[clock] = whole.size / max(float(np.median(ts)), 1e-9)
+    return _CRC_RATE[clock]
+
+
+def _checksum_roofline(disk):
+    """``disk`` with the checksum rate of the CRC-32 this module computes (a
+    :class:`~roofline.kernels.DiskRoofline` measures ``zlib.crc32``'s; with ``isal`` installed
+    the files are checksummed by ISA-L's, and a prediction must count that rate).
+
+    Parameters
+    ----------
+    disk : DiskRoofline
+
+    Returns
+    -------
+    DiskRoofline
+        ``disk`` itself when the CRC is zlib's, else a copy with ``checksum_bandwidth``
+        measured (once, on the same clock as ``disk``).
+    """
+    if _crc32_fn() is zlib.crc32 or not getattr(disk, "checksum_bandwidth", 0):
+        return disk
+    return dataclasses.replace(disk, checksum_bandwidth=_checksum_bandwidth(
+        getattr(disk, "clock", "wall")))
+
+
+# ---------------------------------------------------------------------------------------------
 # file I/O, counted
 
 
@@ -116,16 +185,18 @@ class _IO:
 
     def reset(self):
         self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
+        self.slices_read = 0
         self.seconds = 0.0
 
-    def _count(self, written, nbytes, seconds):
+    def _count(self, written, nbytes, seconds, files=1):
         with self._lock:
             if written:
-                self.files_written += 1
+                self.files_written += files
                 self.bytes_written += nbytes
             else:
-                self.files_read += 1
+                self.files_read += files
                 self.bytes_read += nbytes
+                self.slices_read += 1
             self.seconds += seconds
         self._local.held = getattr(self._local, "held", 0) + nbytes
 
@@ -164,17 +235,39 @@ class _IO:
         try:
             if length is None:
                 length = os.fstat(fd).st_size - offset
-            buf = np.empty(length, np.uint8)
-            got = 0
-            while got < length:
-                k = os.preadv(fd, [buf[got:]], offset + got)
-                if k == 0:
-                    break
-                got += k
+            buf = _pread(fd, offset, length)
         finally:
             os.close(fd)
-        self._count(False, got, time.perf_counter() - t0)
-        return buf[:got]
+        self._count(False, buf.size, time.perf_counter() - t0)
+        return buf
+
+    def open(self, path):
+        """A file descriptor of ``path`` for :meth:`pread` (counted as one file read)."""
+        t0 = time.perf_counter()
+        fd = os.open(path, os.O_RDONLY)
+        with self._lock:
+            self.files_read += 1
+            self.seconds += time.perf_counter() - t0
+        return fd
+
+    def pread(self, fd, offset, length):
+        """``length`` bytes of the open file ``fd`` from ``offset`` in a new aligned buffer
+        (fewer at its end)."""
+        t0 = time.perf_counter()
+        buf = _pread(fd, offset, length)
+        self._count(False, buf.size, time.perf_counter() - t0, files=0)
+        return buf
+
+
+def _pread(fd, offset, length):
+    buf = np.empty(length, np.uint8)
+    got = 0
+    while got < length:
+        k = os.preadv(fd, [buf[got:]], offset + got)
+        if k == 0:
+            break
+        got += k
+    return buf[:got]
 
 
 #: At most this many buffers per ``writev`` (POSIX's IOV_MAX is at least 16; Linux's 1024).
@@ -239,9 +332,10 @@ def _state_bufs(state, what):
     desc, bufs, n = _describe_state(state, what)
     js = json.dumps(desc, allow_nan=True).encode()
     js += b" " * _pad(_SHEAD.size + len(js))
-    crc = zlib.crc32(js)
+    crc32 = _crc32_fn()
+    crc = crc32(js)
     for b in bufs:
-        crc = zlib.crc32(b, crc)
+        crc = crc32(b, crc)
     head = _SHEAD.pack(_SMAGIC, _SVERSION, len(js), n, crc)
     return [head, js, *bufs]
 
@@ -260,7 +354,7 @@ def _parse_state(buf, path, node):
         raise StateError(f"{who}state file {path} has {buf.size} bytes, its header says "
                          f"{_SHEAD.size + njs + n} (truncated)", node, path)
     body = buf[_SHEAD.size:]
-    if zlib.crc32(body) != crc:
+    if _crc32_fn()(body) != crc:
         raise StateError(f"{who}state file {path} fails its CRC-32 (corrupted on disk)",
                          node, path)
     desc = json.loads(bytes(body[:njs]))
@@ -438,21 +532,47 @@ class NodeStore:
 # packets: a node's outgoing messages of one layer, batched into files of >= packet_bytes
 
 
+_AHEAD = struct.Struct("<4sB3x")  # an array message's header (_kylix._encode): dtype, ndim
+_DTYPES = {np.dtype(t).str.encode().ljust(4): np.dtype(t) for t in (
+    "f8", "f4", "i8", "i4", "u8", "u4", "i2", "u2", "i1", "u1", "c16", "c8", "f2")}
+
+#: The most packet files a phase keeps open (a quarter of the process's file limit, <= 1024).
+try:
+    import resource as _resource
+
+    _MAX_OPEN = max(16, min(1024, _resource.getrlimit(_resource.RLIMIT_NOFILE)[0] // 4))
+except (ImportError, OSError, ValueError):  # pragma: no cover - platforms without resource
+    _MAX_OPEN = 64
+
+
 class _Spool:
-    """The messages of one phase: packet files under ``dirpath`` and where each message is."""
+    """The messages of one phase: packet files under ``dirpath`` and where each message is.
+
+    A packet is opened once in its phase, by the first node that reads from it, and kept open
+    until the phase's spool is removed: its other receivers (the sender's group, in their
+    turns) read their messages with one ``pread`` each.  Each message carries its own header
+    and CRC-32 (over the payload, then the header), checked on every read.
+    """
 
     def __init__(self, dirpath, phase, packet_bytes, io):
         self.dir, self.phase = dirpath, int(phase)
         self.packet_bytes = max(1, int(packet_bytes))
         self.io = io
         self.index = {}  # (src, dst) -> (path, offset, length)
+        self._fds = {}  # path -> the open file (the phase's readers share it)
         self._lock = threading.Lock()
         os.makedirs(dirpath, exist_ok=True)
 
     def send(self, src, messages):
-        """Write ``messages`` (a list of ``(dst, bufs)``) of node ``src`` as packets."""
+        """Write ``messages`` (a list of ``(dst, bufs)``, or ``(dst, bufs, nbytes)``) of node
+        ``src`` as packets.
+
+        Messages that share the same ``bufs`` list (one array sent to several members) share
+        the payload's CRC-32, computed once."""
+        crc32 = _crc32_fn()
         cur, where, size, npk = [], [], 0, 0
-        found = {}
+        found, payload_crc = {}, {}
+        phase = self.phase
 
         def flush():
             nonlocal cur, where, size, npk
@@ -465,13 +585,20 @@ class _Spool:
             cur, where, size = [], [], 0
             npk += 1
 
-        for dst, bufs in messages:
-            n = sum(memoryview(b).nbytes for b in bufs)
-            crc = zlib.crc32(_MHEAD.pack(_MMAGIC, src, dst, self.phase, n, 0))
-            for b in bufs:
-                crc = zlib.crc32(b, crc)
+        for msg in messages:
+            dst, bufs = msg[0], msg[1]
+            key = id(bufs)
+            got = payload_crc.get(key)
+            if got is None:
+                n = msg[2] if len(msg) > 2 else sum(memoryview(b).nbytes for b in bufs)
+                crc = 0
+                for b in bufs:
+                    crc = crc32(b, crc)
+                got = payload_crc[key] = (n, crc)
+            n, crc = got
+            pre = _MPRE.pack(_MMAGIC, src, dst, phase, n)
             where.append((dst, size, _MHEAD.size + n))
-            cur.append(_MHEAD.pack(_MMAGIC, src, dst, self.phase, n, crc))
+            cur.append(pre + _MCRC.pack(crc32(pre, crc)))
             cur.extend(bufs)
             size += _MHEAD.size + n
             if size >= self.packet_bytes:
@@ -480,6 +607,29 @@ class _Spool:
         with self._lock:
             self.index.update(found)
 
+    def _open(self, path, src, dst):
+        """The open packet ``path`` (marked in use: :meth:`_done`), opened on first need; the
+        least recently opened idle packets are closed beyond ``_MAX_OPEN``."""
+        with self._lock:
+            entry = self._fds.get(path)
+            if entry is None:
+                while len(self._fds) >= _MAX_OPEN:
+                    idle = next((p for p, e in self._fds.items() if not e[1]), None)
+                    if idle is None:
+                        break
+                    os.close(self._fds.pop(idle)[0])
+                try:
+                    entry = self._fds[path] = [self.io.open(path), 0]
+                except OSError as e:
+                    raise MessageError(f"{path}: the packet holding the message from node "
+                                       f"{src} to node {dst} cannot be read: {e}") from e
+            entry[1] += 1
+            return entry
+
+    def _done(self, entry):
+        with self._lock:
+            entry[1] -= 1
+
     def recv(self, src, dst):
         """The payload of the message from ``src`` to ``dst`` (checked)."""
         try:
@@ -487,24 +637,50 @@ class _Spool:
         except KeyError:
             raise MessageError(f"node {dst}: no message from node {src} in phase "
                                f"{self.phase}") from None
-        buf = self.io.read(path, off, n)
+        entry = self._open(path, src, dst)
+        try:
+            buf = self.io.pread(entry[0], off, n)
+        finally:
+            self._done(entry)
         if buf.size != n:
             raise MessageError(f"{path}: the message from node {src} to node {dst} is "
                                f"truncated ({buf.size} of {n} bytes)")
-        magic, s, d, ph, ln, crc = _MHEAD.unpack_from(buf)
-        if magic != _MMAGIC or (s, d, ph, ln) != (src, dst, self.phase, n - _MHEAD.size):
+        head = buf[:_MHEAD.size]
+        if _MPRE.unpack_from(head) != (_MMAGIC, src, dst, self.phase, n - _MHEAD.size):
             raise MessageError(f"{path}: at offset {off} not the message from node {src} to "
                                f"node {dst} of phase {self.phase}")
-        if zlib.crc32(buf[_MHEAD.size:], zlib.crc32(_MHEAD.pack(_MMAGIC, s, d, ph, ln, 0))) \
-                != crc:
+        crc32 = _crc32_fn()
+        body = buf[_MHEAD.size:]
+        if crc32(head[:_MPRE.size], crc32(body)) != _MCRC.unpack_from(head, _MPRE.size)[0]:
             raise MessageError(f"{path}: the message from node {src} to node {dst} fails its "
                                "CRC-32 (corrupted on disk)")
-        return buf[_MHEAD.size:]
+        return body
 
     def recv_array(self, src, dst):
-        return _decode(self.recv(src, dst))
+        """The array of the message from ``src`` to ``dst`` (checked): a view of the buffer
+        read, decoded as :func:`~roofline.comm._kylix._decode` does."""
+        buf = self.recv(src, dst)
+        if buf.size >= _AHEAD.size:
+            code, ndim = _AHEAD.unpack_from(buf)
+            dtype = _DTYPES.get(code)
+            off = _AHEAD.size + 8 * ndim
+            if dtype is not None and buf.size >= off:
+                shape = struct.unpack_from(f"<{ndim}q", buf, _AHEAD.size)
+                if math.prod(shape) * dtype.itemsize == buf.size - off \
+                        and not (off + buf.ctypes.data) % dtype.alignment:
+                    return buf[off:].view(dtype).reshape(shape)
+        return _decode(buf)  # the general path (and its errors)
+
+    def close(self):
+        """Close the packets opened for reading."""
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+        for fd, _ in fds:
+            os.close(fd)
 
     def remove(self):
+        """Close the packets and delete them."""
+        self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -719,6 +895,33 @@ class DiskNodeCluster:
         return kylix_degrees(self.n_nodes, nnz=max(1, int(nnz)), itemsize=int(itemsize),
                              min_packet=self.packet_bytes)
 
+    def predicted_seconds(self, stats, disk=None):
+        """The disk roofline's time for a round's file traffic: every file written and opened
+        for reading costs its latency, the bytes the streaming rates, and the CRC-32 of every
+        byte written and read the rate of the CRC in use (ISA-L's with ``isal`` installed,
+        else zlib's).
+
+        Parameters
+        ----------
+        stats : dict
+            A round's statistics (``files_written``, ``bytes_written``, ``files_read``,
+            ``bytes_read``), one of :attr:`stats`.
+        disk : DiskRoofline, optional
+            The roofline (default the cluster's; one measured by CPU time predicts the round's
+            CPU time).
+
+        Returns
+        -------
+        float or None
+            Seconds; None when no roofline was given or measured.
+        """
+        disk = self._disk if disk is None else disk
+        if disk is None:
+            return None
+        return _checksum_roofline(disk).io_time(
+            stats["files_written"], stats["bytes_written"], stats["files_read"],
+            stats["bytes_read"], self.fsync, checksummed=True)
+
     # -- the nodes' states ----------------------------------------------------------------
     def init(self, fn):
         """Create every node's state: ``fn(rank)`` (a dict of arrays and scalars), saved node
@@ -913,10 +1116,8 @@ class DiskNodeCluster:
                    io_seconds=io.seconds, files_written=io.files_written,
                    bytes_written=io.bytes_written, files_read=io.files_read,
                    bytes_read=io.bytes_read, **track)
-        out["predicted_io_seconds"] = (
-            None if self._disk is None else self._disk.io_time(
-                io.files_written, io.bytes_written, io.files_read, io.bytes_read, self.fsync,
-                checksummed=True))
+        out["slices_read"] = io.slices_read
+        out["predicted_io_seconds"] = self.predicted_seconds(out)
         logger.info("disk cluster round %d (%s, degrees %s): %.3f s, %d files / %d bytes "
                     "written, %d reads / %d bytes", rnd, out["kind"], out["degrees"],
                     out["seconds"], io.files_written, io.bytes_written, io.files_read,
@@ -987,8 +1188,14 @@ class _Run:
         """Node ``r`` sends ``out[j]`` (an array) to member ``j`` of its layer-``layer`` group
         (its own part to itself, kept on disk until its next turn)."""
         members = self.members(r, layer)
-        msgs = [(m, _encode(a)) for m, a in zip(members, out, strict=True)]
-        nbytes = sum(sum(memoryview(b).nbytes for b in bufs) for m, bufs in msgs if m != r)
+        encoded, msgs = {}, []
+        for m, a in zip(members, out, strict=True):
+            enc = encoded.get(id(a))
+            if enc is None:  # one array sent to several members: encoded once
+                bufs = _encode(a)
+                enc = encoded[id(a)] = (bufs, len(bufs[0]) + bufs[1].nbytes)
+            msgs.append((m, *enc))
+        nbytes = sum(msg[2] for msg in msgs if msg[0] != r)
         with self._lock:
             self.layers[layer][field] += nbytes
             self.layers[layer]["messages"] += len(members) - 1
@@ -1002,7 +1209,12 @@ class _Run:
         """One turn of every node (``fn(r, prev, new)``): reads ``prev``'s packets, writes a
         new spool's, and removes ``prev`` afterwards."""
         new = self.c._spool()
-        self.c._turns(lambda r: fn(r, prev, new), self.track)
+        try:
+            self.c._turns(lambda r: fn(r, prev, new), self.track)
+        except BaseException:
+            if prev is not None:
+                prev.close()  # the files stay (to look at), the descriptors do not
+            raise
         if prev is not None:
             prev.remove()
         return new

@@ -397,3 +397,101 @@ def test_1024_nodes_larger_than_the_memory_cap(tmp_path):
         np.testing.assert_array_equal(cl.load(r)["s"], counts[init(r)["idx"]])
     down = [lay["down_bytes"] for lay in stats[0]["layers"]]
     assert down[-1] < down[0]  # nested: colliding indices travel once per layer
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def test_a_packet_is_opened_once_per_phase_and_the_model_counts_the_opens(tmp_path):
+    # 4 nodes, one layer, 4 packets per phase (a node's 4 messages of 8 kB share one file)
+    disk = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                        write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                        synced_write_bandwidth=1e9, checksum_bandwidth=1e9)
+    cl = DiskNodeCluster(4, tmp_path, disk=disk, degrees=(4,))
+    cl.init(lambda r: {"w": np.full(4096, float(r))})
+    before = _open_fds()
+    st = cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)[0]
+    assert _open_fds() == before  # every packet closed with its phase
+    np.testing.assert_array_equal(cl.result(2), np.full(4096, 6.0))
+    # read: 4 states, 4 contributions, and per exchange 4 packets opened once, 16 messages
+    assert st["slices_read"] == 4 + 4 + 16 + 16
+    assert st["files_read"] == 4 + 4 + 4 + 4
+    # the prediction: those opens at the read latency, with the CRC-32 in use at its rate
+    from roofline.comm import _disk_nodes
+
+    used = _disk_nodes._checksum_roofline(disk)
+    crc32 = _disk_nodes._crc32_fn()
+    assert (used is disk) == (crc32 is __import__("zlib").crc32)
+    assert st["predicted_io_seconds"] == pytest.approx(used.io_time(
+        20, st["bytes_written"], 16, st["bytes_read"], checksummed=True))
+    assert cl.predicted_seconds(st) == st["predicted_io_seconds"]
+
+
+def test_packets_beyond_the_open_limit_are_closed_and_reopened(tmp_path, monkeypatch):
+    from roofline.comm import _disk_nodes
+
+    monkeypatch.setattr(_disk_nodes, "_MAX_OPEN", 2)
+    idx, vals, wants = _sparse_data(8, seed=3)
+    cl = DiskNodeCluster(8, tmp_path, degrees=(4, 2), packet_bytes=1)  # one packet a message
+
+    def step(node, state, reduced):
+        if reduced is not None:
+            state["sum"] = reduced
+            return None
+        return node.sparse_allreduce(state["idx"], state["v"])
+
+    cl.init(lambda r: {"idx": idx[r], "v": vals[r]})
+    before = _open_fds()
+    st = cl.run(step, 2)[0]
+    assert _open_fds() == before
+    assert st["files_read"] > 8 * 2  # packets reopened
+    dense = np.zeros(4000)
+    for i, v in zip(idx, vals, strict=True):
+        np.add.at(dense, i, v)
+    for r in range(8):
+        np.testing.assert_allclose(cl.load(r)["sum"], dense[idx[r]], rtol=1e-12)
+
+
+def test_a_missing_packet_is_a_message_error_and_closes_the_open_packets(tmp_path, monkeypatch):
+    from roofline.comm import _disk_nodes
+
+    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1)
+    cl.init(lambda r: {"w": np.full(1000, float(r))})
+    real = _disk_nodes._Spool.send
+
+    def losing(self, src, messages):
+        real(self, src, messages)
+        if src == 3 and self.phase == 1:
+            os.unlink(os.path.join(self.dir, "3-0.pkt"))  # its message to node 0
+
+    monkeypatch.setattr(_disk_nodes._Spool, "send", losing)
+    before = _open_fds()
+    with pytest.raises(MessageError, match=r"3-0\.pkt: the packet holding the message from "
+                                           "node 3 to node 0 cannot be read"):
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+    assert _open_fds() == before
+
+
+def test_the_fast_crc_writes_the_files_zlib_reads(tmp_path, monkeypatch):
+    import zlib
+
+    from roofline.comm import _disk_nodes
+
+    pytest.importorskip("isal")
+    assert _disk_nodes._crc32_fn() is not zlib.crc32  # ISA-L's, when installed
+    state = {"w": np.random.default_rng(0).standard_normal(10_000), "n": 3}
+    save_state(tmp_path / "fast.rfs", state)
+    monkeypatch.setattr(_disk_nodes, "_CRC32", zlib.crc32)
+    got = load_state(tmp_path / "fast.rfs")
+    np.testing.assert_array_equal(got["w"], state["w"])
+    save_state(tmp_path / "zlib.rfs", state)
+    assert open(tmp_path / "zlib.rfs", "rb").read() == open(tmp_path / "fast.rfs", "rb").read()
+    # the prediction's CRC rate is that of the CRC in use: zlib's is the disk's own figure
+    disk = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                        write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                        synced_write_bandwidth=1e9, checksum_bandwidth=1e9)
+    assert _disk_nodes._checksum_roofline(disk) is disk
+    monkeypatch.setattr(_disk_nodes, "_CRC32", None)
+    fast = _disk_nodes._checksum_roofline(disk)
+    assert fast.checksum_bandwidth == _disk_nodes._checksum_bandwidth("wall") > 0
