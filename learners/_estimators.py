@@ -141,8 +141,8 @@ def _class_weights(class_weight, classes, y_idx, sw=None, comm=None):
     :func:`~sklearn.utils.class_weight.compute_class_weight`).
 
     ``"balanced"``: ``sum(counts) / (n_classes * counts)``, the counts of the labels
-    ``classes[y_idx]`` weighted by ``sw`` when given (scikit-learn's LogisticRegression) and
-    unweighted otherwise (its LinearSVC), summed over every rank of ``comm`` (collective).
+    ``classes[y_idx]`` weighted by ``sw`` when given (scikit-learn 1.9's LogisticRegression and
+    LinearSVC) and unweighted otherwise, summed over every rank of ``comm`` (collective).
     A dict: ``{label: weight}``, 1 for the classes it omits; a label that is not a class, or a
     weight that is negative or not finite, is a ValueError naming ``class_weight``.
     """
@@ -289,8 +289,7 @@ class _GLMEstimator(BaseEstimator):
         """Errors that name the parameter, before any work (the solver's: the registry's
         :func:`~roofline.glm.check_solver`)."""
         solver = self._solver_name()
-        check_solver(solver, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
-                     comm=getattr(self, "comm", None) is not None, runner=RUNNERS)
+        self._check_solver_row(solver)
         for name in ("max_iter", "batch_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
@@ -340,6 +339,12 @@ class _GLMEstimator(BaseEstimator):
         coef, _, n_iter, state = fit(_append_constant_row(Xc, s), warm, False)
         coef = np.atleast_2d(coef)
         return coef[:, :-1].copy(), s * coef[:, -1], n_iter, state
+
+    def _check_solver_row(self, solver):
+        """The registry's check of ``solver`` for this loss and penalty
+        (:func:`~roofline.glm.check_solver`)."""
+        check_solver(solver, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
+                     comm=getattr(self, "comm", None) is not None, runner=RUNNERS)
 
     def _solver_name(self, n_features=None):
         """The registry's row that ``solver`` names (:class:`Ridge` also takes scikit-learn's
@@ -598,8 +603,8 @@ _CLASSIFIER_DOC = """
 
 
 class _Classifier(ClassifierMixin, _GLMEstimator):
-    #: ``class_weight="balanced"`` counts the classes by sample weight (scikit-learn's
-    #: LogisticRegression) or by samples (its LinearSVC)
+    #: ``class_weight="balanced"`` counts the classes by sample weight (scikit-learn 1.9's
+    #: LogisticRegression and LinearSVC) or by samples (False)
     _balanced_by_weight = True
 
     def _lambda(self, total_weight):  # C sum_i s_i l_i + ||w||^2 / 2
@@ -609,6 +614,12 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
     def _is_multinomial(self, n_classes):
         """Whether this fit is a multinomial one (only :class:`LogisticRegression`)."""
         return False
+
+    def _per_output_weights(self, y, sw):
+        """The sample weights of each one-vs-rest problem where they differ between the
+        problems (:class:`LinearSVC`'s ``class_weight`` with more than two classes), else
+        ``None`` (every problem takes ``_with_class_weight``'s)."""
+        return None
 
     def _encode(self, y, classes):
         if len(classes) < 2:
@@ -648,10 +659,25 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         k = 1 if len(self.classes_) == 2 else len(self.classes_)
         warm = self._warm_init(k, X.shape[1])
         Y = None if multinomial else self._encode(y, self.classes_)
-        sw = self._with_class_weight(y, _check_sample_weights(sample_weight, X, self.comm))
+        sw = _check_sample_weights(sample_weight, X, self.comm)
+        per_output = None if multinomial else self._per_output_weights(y, sw)
+        if per_output is None:
+            sw = self._with_class_weight(y, sw)
         Xc = to_column_layout(X, X.dtype)
         lam = self._lambda(self._total_weight(sw))
-        if multinomial:
+        if per_output is not None:  # one problem per class, each with its own weights
+            fits = []
+            for r, sw_r in enumerate(per_output):
+                lam_r = self._lambda(self._total_weight(sw_r))
+                warm_r = None if warm is None else {"coef": warm["coef"][r:r + 1],
+                                                    "intercept": warm["intercept"][r:r + 1]}
+                fits.append(self._fit_scaled(
+                    lambda Xs, w, fi, r=r, sw_r=sw_r, lam_r=lam_r: self._fit_targets(
+                        Xs, Y[r], sw_r, lam_r, warm=w, fit_intercept=fi), Xc, warm_r))
+            coef = np.vstack([np.atleast_2d(f[0]) for f in fits])
+            b = np.concatenate([np.atleast_1d(f[1]) for f in fits])
+            n_iter, state = max(f[2] for f in fits), None
+        elif multinomial:
             y_idx = np.searchsorted(self.classes_, y)
             coef, b, n_iter, state = self._fit_scaled(
                 lambda Xs, w, fi: self._fit_multinomial(Xs, y_idx, sw, lam, w, fi), Xc, warm)
@@ -903,28 +929,50 @@ class LogisticRegression(_Classifier):
 class LinearSVC(_Classifier):
     __doc__ = """Linear support vector classifier (hinge or squared hinge loss), one-vs-rest.
 
-    Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2``; unlike scikit-learn's liblinear-based
-    LinearSVC, the lbfgs solver does not regularise the intercept (the dual CD solvers do).
+    Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2`` (or ``+ ||w||_1`` for
+    ``penalty="l1"``); unlike scikit-learn's liblinear-based LinearSVC, the intercept is not
+    regularised unless ``intercept_scaling`` is set (the dual CD solvers do regularise it).
 
     Parameters
     ----------
     C : float, default=1.0
+        Inverse regularisation strength (scikit-learn's).
+    penalty : {"l2", "l1"}, default="l2"
+        scikit-learn's.  ``"l1"`` (with the squared hinge only, as liblinear): ``C sum_i s_i
+        max(0, 1 - y_i eta_i)^2 + ||w||_1``, fitted by L-BFGS-B over the split ``w = u - v``,
+        ``u, v >= 0`` (the objective is then smooth; exact zeros where a bound is active) in
+        float64, one problem per class; ``solver`` ``"auto"`` or ``"lbfgs"``, no ``comm`` nor
+        GPU.  No coordinate-descent row of :mod:`roofline.glm` has the squared hinge
+        (``glm.CD_LOSSES``) and Newton has no L1 penalty, hence this estimator-side solver
+        (``solver_`` is ``"lbfgs-b"``).
     loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+    dual : {"auto", True, False}, default="auto"
+        scikit-learn's combinations: ``penalty="l1"`` needs ``dual`` False or ``"auto"`` (the
+        primal), ``loss="hinge"`` with ``"l2"`` needs True or ``"auto"``, and ``"l1"`` with
+        the hinge does not exist; the others are ValueErrors naming the parameters, as in
+        scikit-learn.  What runs is the solver's formulation of the same optimum: the hinge
+        fits in the dual (the CD rows) or the primal (``lbfgs`` / ``adagrad`` / ``sgd``), the
+        squared hinge in the primal (no Roofline solver has its dual: ``dual=True`` then
+        gives liblinear's optimum by another route), ``"l1"`` in the primal.
     """ + _common_doc(_CLASSIFIER_DOC.format(
-        counts="of samples (scikit-learn's LinearSVC ignores ``sample_weight`` there)",
-        ovr="  With more than two classes, every one-vs-rest problem takes the same sample "
-            "weights (liblinear instead weights only the positive class of each: the two "
-            "agree for two classes).", liblinear="``LinearSVC``'s (liblinear)")) + """
+        counts="weighted by ``sample_weight`` (as scikit-learn 1.9's LinearSVC, whose "
+               "``compute_class_weight`` takes them)",
+        ovr="  With more than two classes, liblinear's one-vs-rest weighting: the problem of "
+            "class ``c`` weighs the samples of ``c`` by ``class_weight[c]`` and every other "
+            "sample by 1 (times ``sample_weight``), so each class is its own fit; "
+            "``partial_fit`` then refuses a ``class_weight``.",
+        liblinear="``LinearSVC``'s (liblinear)")) + """
     """ + _dtype_doc("``decision_function``", svc=True) + """
     """
 
-    _balanced_by_weight = False
-
-    def __init__(self, C=1.0, *, loss="squared_hinge", fit_intercept=True,
-                 intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
-                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype=None, comm=None, warm_start=False, device="cpu"):
+    def __init__(self, C=1.0, *, penalty="l2", loss="squared_hinge", dual="auto",
+                 fit_intercept=True, intercept_scaling=None, class_weight=None, solver="auto",
+                 max_iter=200, tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None,
+                 random_state=None, verbose=0, dtype=None, comm=None, warm_start=False,
+                 device="cpu"):
         self.C = C
+        self.penalty = penalty
+        self.dual = dual
         self.intercept_scaling = intercept_scaling
         self.class_weight = class_weight
         self.warm_start = warm_start
@@ -947,6 +995,78 @@ class LinearSVC(_Classifier):
         float64 ``coef_`` for float32 input."""
         return np.dtype(np.float32 if self.dtype is not None
                         and _check_dtype(self.dtype) is np.float32 else np.float64)
+
+    def _check_params(self):
+        """scikit-learn's checks of ``penalty``, ``loss`` and ``dual`` (its combinations),
+        then the shared ones; ``penalty="l1"``'s own solver's conditions."""
+        if self.penalty not in ("l2", "l1"):
+            raise ValueError(f"penalty must be 'l2' or 'l1', got {self.penalty!r}")
+        if not (isinstance(self.dual, (bool, np.bool_))
+                or (isinstance(self.dual, str) and self.dual == "auto")):
+            raise ValueError(f"dual must be 'auto', True or False, got {self.dual!r}")
+        loss = self._loss
+        if self.penalty == "l1" and loss == "hinge":
+            raise ValueError("Unsupported set of arguments: penalty='l1' with loss='hinge' is "
+                             "not supported (as in scikit-learn): use loss='squared_hinge'")
+        if self.penalty == "l1" and self.dual is True:
+            raise ValueError("Unsupported set of arguments: penalty='l1' is fitted in the "
+                             "primal only (as in scikit-learn): dual must be False or 'auto', "
+                             "got dual=True")
+        if self.penalty == "l2" and loss == "hinge" and self.dual is False:
+            raise ValueError("Unsupported set of arguments: loss='hinge' with penalty='l2' "
+                             "has no primal in scikit-learn's LinearSVC: dual must be True or "
+                             "'auto', got dual=False")
+        super()._check_params()
+        if self.penalty == "l1":
+            if self.solver not in ("auto", "lbfgs"):
+                raise ValueError(f"penalty='l1' (squared hinge) is fitted by L-BFGS-B: solver "
+                                 f"must be 'auto' or 'lbfgs', got solver={self.solver!r}")
+            if self.comm is not None or self.device != "cpu":
+                raise ValueError("penalty='l1' fits in this process on the CPU: comm must be "
+                                 "None and device 'cpu'")
+
+    def _check_solver_row(self, solver):
+        if self.penalty != "l1":  # l1: the estimator's own L-BFGS-B (see penalty)
+            super()._check_solver_row(solver)
+
+    def _per_output_weights(self, y, sw):
+        """liblinear's one-vs-rest weights: the problem of class ``c`` weighs the samples of
+        ``c`` by ``class_weight[c]``, the others by 1 (times ``sw``)."""
+        if self.class_weight is None or len(self.classes_) <= 2:
+            return None
+        y_idx = np.searchsorted(self.classes_, y)
+        cw = _class_weights(self.class_weight, self.classes_, y_idx, sw, self.comm)
+        out = [sw * np.where(y_idx == r, cw[r], 1.0) for r in range(len(self.classes_))]
+        if self.comm is None and not all(w.sum() > 0 for w in out):
+            raise ValueError("class_weight times sample_weight sums to zero in a one-vs-rest "
+                             "problem: at least one sample needs a positive weight")
+        return out
+
+    def _with_class_weight(self, y, sw):
+        if self.class_weight is not None and len(self.classes_) > 2:
+            # only partial_fit comes here with more than two classes (fit weighs per class)
+            raise ValueError("LinearSVC.partial_fit with more than two classes takes no "
+                             "class_weight: liblinear weighs each one-vs-rest problem "
+                             "differently, the minibatch optimizer fits them together (use "
+                             "fit, or sample_weight)")
+        return super()._with_class_weight(y, sw)
+
+    def _fit_targets(self, Xc, Y, sw, lam, warm=None, passes=None, fit_intercept=None):
+        if self.penalty != "l1":
+            return super()._fit_targets(Xc, Y, sw, lam, warm=warm, passes=passes,
+                                        fit_intercept=fit_intercept)
+        fi = self.fit_intercept if fit_intercept is None else fit_intercept
+        self.solver_ = "lbfgs-b"
+        rows = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        X64 = _float64_values(Xc) if Xc.dtype != np.float64 else Xc
+        fits = [_l1_squared_hinge(X64, 2.0 * rows[r] - 1.0, sw, lam, fi, tol=self.tol,
+                                  max_iter=self.max_iter,
+                                  coef_init=None if warm is None else warm["coef"][r],
+                                  intercept_init=None if warm is None or not fi
+                                  else warm["intercept"][r])
+                for r in range(rows.shape[0])]
+        return (np.vstack([f[0] for f in fits]), np.array([f[1] for f in fits]),
+                max(f[2] for f in fits), None)
 
     @property
     def _loss(self):
@@ -972,8 +1092,31 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         """The learners' ``lambda`` of each of the ``n_targets`` targets."""
         return np.full(n_targets, self._lambda(total_weight))
 
-    def _fit_positive(self, Xc, Y, sw, lams, warm):  # pragma: no cover - Ridge's
-        raise NotImplementedError
+    def _check_params(self):
+        super()._check_params()
+        if not isinstance(self.positive, (bool, np.bool_)):
+            raise ValueError(f"positive must be a bool, got {self.positive!r}")
+        if self.positive:
+            if self.solver not in ("auto", "lbfgs"):
+                raise ValueError(f"positive=True needs solver 'auto' or 'lbfgs' (bounded "
+                                 f"L-BFGS-B, as scikit-learn), got solver={self.solver!r}")
+            if self.comm is not None or self.device != "cpu":
+                raise ValueError("positive=True fits in this process on the CPU: comm must be "
+                                 "None and device 'cpu'")
+
+    def _fit_positive(self, Xc, Y, sw, lams, warm):
+        """``positive=True``: each target by :func:`_nonnegative_ridge` (float64)."""
+        self.solver_ = "lbfgs-b"
+        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
+        X64 = _float64_values(Xc) if Xc.dtype != np.float64 else Xc
+        fits = [_nonnegative_ridge(X64, Ys[r], sw, lams[r], self.fit_intercept, tol=self.tol,
+                                   max_iter=self.max_iter,
+                                   coef_init=None if warm is None else warm["coef"][r],
+                                   intercept_init=None if warm is None
+                                   else warm["intercept"][r])
+                for r in range(Ys.shape[0])]
+        return (np.vstack([f[0] for f in fits]), np.array([f[1] for f in fits]),
+                max(f[2] for f in fits), None)
 
     def _store(self, y, coef, b, X_dtype):
         """``coef_`` and ``intercept_`` in the dtype of the data (scikit-learn's: a float32
@@ -1135,15 +1278,6 @@ class Ridge(_Regressor):
 
     def _check_params(self):
         super()._check_params()
-        if not isinstance(self.positive, (bool, np.bool_)):
-            raise ValueError(f"positive must be a bool, got {self.positive!r}")
-        if self.positive:
-            if self.solver not in ("auto", "lbfgs"):
-                raise ValueError(f"positive=True needs solver 'auto' or 'lbfgs' (bounded "
-                                 f"L-BFGS-B, as scikit-learn), got solver={self.solver!r}")
-            if self.comm is not None or self.device != "cpu":
-                raise ValueError("positive=True fits in this process on the CPU: comm must be "
-                                 "None and device 'cpu'")
         self._alphas(None)
 
     def _alphas(self, n_targets):
@@ -1175,19 +1309,89 @@ class Ridge(_Regressor):
         return np.array([glm.alpha_from_peer("ridge", a, total_weight) if a else 0.0
                          for a in self._alphas(n_targets)])
 
-    def _fit_positive(self, Xc, Y, sw, lams, warm):
-        """``positive=True``: each target by :func:`_nonnegative_ridge`."""
-        self.solver_ = "lbfgs-b"
-        Ys = Y.reshape(1, -1) if Y.ndim == 1 else Y
-        X64 = _float64_values(Xc) if Xc.dtype != np.float64 else Xc
-        fits = [_nonnegative_ridge(X64, Ys[r], sw, lams[r], self.fit_intercept, tol=self.tol,
-                                   max_iter=self.max_iter,
-                                   coef_init=None if warm is None else warm["coef"][r],
-                                   intercept_init=None if warm is None
-                                   else warm["intercept"][r])
-                for r in range(Ys.shape[0])]
-        return (np.vstack([f[0] for f in fits]), np.array([f[1] for f in fits]),
-                max(f[2] for f in fits), None)
+
+def _bounded_lbfgs(f, x0, bounds, free, *, tol, max_iter, what):
+    """``scipy.optimize.minimize(method="L-BFGS-B")`` of ``f`` (value and gradient) from
+    ``x0`` within ``bounds``; a :class:`~sklearn.exceptions.ConvergenceWarning` naming ``what``
+    when it stops with the projected gradient's max-norm above ``tol`` (a start at the optimum,
+    as a warm start may be, ends in an "abnormal" line search that is no failure).  ``free``:
+    the variables without a lower bound at 0.  Returns ``(x, n_iter)``."""
+    from scipy.optimize import minimize
+
+    res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                   options={"maxiter": max_iter, "gtol": tol, "ftol": min(1e-15, tol * 1e-3),
+                            "maxcor": 20})
+    g = f(res.x)[1]
+    pg = np.where((res.x <= 0.0) & (g > 0.0) & ~free, 0.0, g)
+    pg_max = float(np.abs(pg).max()) if pg.size else 0.0
+    if not res.success and pg_max > tol:
+        warnings.warn(f"{what}: L-BFGS-B stopped after {res.nit} iterations ({res.message}) "
+                      f"with projected gradient {pg_max:.3g} > tol={tol:g}; raise max_iter or "
+                      f"tol", ConvergenceWarning, stacklevel=5)
+    return res.x, max(int(res.nit), 1)
+
+
+def _l1_squared_hinge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_init=None,
+                      intercept_init=None):
+    """L1-regularised squared hinge (liblinear's ``LinearSVC(penalty="l1")``) by L-BFGS-B.
+
+    Minimises ``(1 / S) sum_i s_i max(0, 1 - y_i (x_i w + b))^2 + lam ||w||_1`` (``S = sum_i
+    s_i``; scikit-learn's ``C sum_i s_i l_i + ||w||_1`` with ``lam = 1 / (C S)``) over the
+    split ``w = u - v``, ``u, v >= 0``: a smooth objective under bounds, whose minimiser has
+    ``min(u_j, v_j) = 0`` and hence exact zeros in ``w``.
+
+    Parameters
+    ----------
+    Xc : CSC matrix or ndarray, shape (n_features, n_samples), float64
+        The examples as columns.
+    y : ndarray (n_samples,)
+        Labels in ``{-1, +1}``.
+    sw : ndarray (n_samples,)
+        The sample weights.
+    lam : float
+        The L1 strength (``> 0``).
+    fit_intercept : bool
+        Fit ``b`` (unregularised; else 0).
+    tol : float
+        L-BFGS-B's projected-gradient tolerance (``gtol``).
+    max_iter : int
+        L-BFGS-B iterations.
+    coef_init, intercept_init : ndarray (n_features,) and float, optional
+        A start; zero by default.
+
+    Returns
+    -------
+    coef : ndarray (n_features,)
+    intercept : float
+    n_iter : int
+    """
+    d = Xc.shape[0]
+    s = np.asarray(sw, dtype=np.float64) / float(np.sum(sw))
+    XT = Xc.T
+
+    def f(x):
+        w = x[:d] - x[d:2 * d]
+        m = 1.0 - y * (XT @ w + x[2 * d])
+        h = np.maximum(m, 0.0)
+        geta = -2.0 * s * y * h  # d loss / d eta
+        gw = Xc @ geta
+        g = np.empty_like(x)
+        g[:d], g[d:2 * d] = lam + gw, lam - gw
+        g[2 * d] = geta.sum() if fit_intercept else 0.0
+        return float(s @ (h * h)) + lam * float(x[:2 * d].sum()), g
+
+    x0 = np.zeros(2 * d + 1)
+    if coef_init is not None:
+        w0 = np.asarray(coef_init, dtype=np.float64)
+        x0[:d], x0[d:2 * d] = np.maximum(w0, 0.0), np.maximum(-w0, 0.0)
+    if intercept_init is not None and fit_intercept:
+        x0[2 * d] = float(intercept_init)
+    bounds = [(0.0, None)] * (2 * d) + [(None, None) if fit_intercept else (0.0, 0.0)]
+    free = np.zeros(2 * d + 1, dtype=bool)
+    free[2 * d] = True
+    x, n_iter = _bounded_lbfgs(f, x0, bounds, free, tol=tol, max_iter=max_iter,
+                               what="LinearSVC(penalty='l1')")
+    return x[:d] - x[d:2 * d], float(x[2 * d]), n_iter
 
 
 def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_init=None,
@@ -1224,8 +1428,6 @@ def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_ini
     intercept : float
     n_iter : int
     """
-    from scipy.optimize import minimize
-
     d = Xc.shape[0]
     y = np.asarray(y, dtype=np.float64)
     s = np.asarray(sw, dtype=np.float64) / float(np.sum(sw))
@@ -1246,19 +1448,11 @@ def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_ini
     if intercept_init is not None and fit_intercept:
         x0[d] = float(intercept_init)
     bounds = [(0.0, None)] * d + [(None, None) if fit_intercept else (0.0, 0.0)]
-    res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                   options={"maxiter": max_iter, "gtol": tol, "ftol": min(1e-15, tol * 1e-3),
-                            "maxcor": 20})
-    # L-BFGS-B's own test: the projected gradient's max-norm (a start at the optimum, as a
-    # warm start may be, ends in an "abnormal" line search that is no failure)
-    g = f(res.x)[1]
-    pg = np.where((res.x[:d + 1] <= 0.0) & (g > 0.0) & (np.arange(d + 1) < d), 0.0, g)
-    pg_max = float(np.abs(pg).max()) if pg.size else 0.0
-    if not res.success and pg_max > tol:
-        warnings.warn(f"Ridge(positive=True): L-BFGS-B stopped after {res.nit} iterations "
-                      f"({res.message}) with projected gradient {pg_max:.3g} > tol={tol:g}; "
-                      f"raise max_iter or tol", ConvergenceWarning, stacklevel=4)
-    return res.x[:d].copy(), float(res.x[d]), max(int(res.nit), 1)
+    free = np.zeros(d + 1, dtype=bool)
+    free[d] = True
+    x, n_iter = _bounded_lbfgs(f, x0, bounds, free, tol=tol, max_iter=max_iter,
+                               what="Ridge(positive=True)")
+    return x[:d].copy(), float(x[d]), n_iter
 
 
 class LinearRegression(_Regressor):
@@ -1267,12 +1461,18 @@ class LinearRegression(_Regressor):
     Parameters
     ----------""" + _common_doc() + """
     """ + _dtype_doc("``predict``") + """
+    positive : bool, default=False
+        Constrain the coefficients to be non-negative (scikit-learn's meaning; it solves
+        NNLS exactly, we by bounded L-BFGS-B in float64 to the projected-gradient ``tol``, as
+        :class:`Ridge` with ``alpha=0``); ``solver`` ``"auto"`` or ``"lbfgs"``, no ``comm``
+        nor GPU.
     """
 
-    def __init__(self, *, fit_intercept=True, solver="auto", max_iter=200, tol=1e-6,
-                 batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
-                 dtype=None, comm=None, warm_start=False, device="cpu"):
+    def __init__(self, *, fit_intercept=True, positive=False, solver="auto", max_iter=200,
+                 tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
+                 verbose=0, dtype=None, comm=None, warm_start=False, device="cpu"):
         self.fit_intercept = fit_intercept
+        self.positive = positive
         self.warm_start = warm_start
         self.solver = solver
         self.max_iter = max_iter

@@ -73,18 +73,22 @@ def test_linear_svc_class_weight_matches_liblinear(class_weight):
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=ATOL)
 
 
-def test_linear_svc_balanced_counts_samples_not_weights():
-    """scikit-learn's LinearSVC counts the classes without the sample weights, its
-    LogisticRegression with them: the two balanced fits take different weights."""
+def test_balanced_counts_weighted_samples_in_both_classifiers():
+    """scikit-learn 1.9 counts the classes of ``"balanced"`` weighted by ``sample_weight`` in
+    its LogisticRegression and its LinearSVC (``compute_class_weight(..., sample_weight=)``):
+    so do ours (the weighted counts' dict gives the same fit, the unweighted one does not)."""
     X, y = _imbalanced()
     sw = np.where(y == 1, 3.0, 1.0)
-    cw = {0: len(y) / (2 * np.sum(y == 0)), 1: len(y) / (2 * np.sum(y == 1))}
-    a = LinearSVC(C=0.5, class_weight="balanced", tol=1e-10).fit(X, y, sample_weight=sw)
-    b = LinearSVC(C=0.5, class_weight=cw, tol=1e-10).fit(X, y, sample_weight=sw)
-    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-8)
-    c = LogisticRegression(C=0.5, class_weight="balanced", tol=1e-10).fit(X, y, sample_weight=sw)
-    d = LogisticRegression(C=0.5, class_weight=cw, tol=1e-10).fit(X, y, sample_weight=sw)
-    assert np.abs(c.coef_ - d.coef_).max() > 1e-2
+    wc = np.bincount(y, weights=sw)
+    by_weight = {0: wc.sum() / (2 * wc[0]), 1: wc.sum() / (2 * wc[1])}
+    by_count = {0: len(y) / (2 * np.sum(y == 0)), 1: len(y) / (2 * np.sum(y == 1))}
+    for make in (lambda cw: LinearSVC(C=0.5, class_weight=cw, tol=1e-10),
+                 lambda cw: LogisticRegression(C=0.5, class_weight=cw, tol=1e-10)):
+        a = make("balanced").fit(X, y, sample_weight=sw)
+        b = make(by_weight).fit(X, y, sample_weight=sw)
+        c = make(by_count).fit(X, y, sample_weight=sw)
+        np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-8)
+        assert np.abs(a.coef_ - c.coef_).max() > 1e-2
 
 
 def test_multinomial_class_weight_matches_sklearn():

@@ -33,7 +33,11 @@ def expected_failed(est):
 
 @parametrize_with_checks(
     [LogisticRegression(), Ridge(), LinearRegression(), LinearSVC(),
-     LogisticRegression(solver="adagrad", learning_rate=0.5, max_iter=20)],
+     LogisticRegression(solver="adagrad", learning_rate=0.5, max_iter=20),
+     # issue 34's parameters: bounded L-BFGS-B fits, scikit-learn's solver names, dtype
+     Ridge(positive=True), Ridge(solver="sparse_cg", alpha=np.array([2.0]), tol=1e-10),
+     LinearSVC(penalty="l1", dual=False), LogisticRegression(dtype="float32"),
+     LinearRegression(positive=True)],
     expected_failed_checks=expected_failed,
 )
 def test_sklearn_compatible(estimator, check):

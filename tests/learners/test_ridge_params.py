@@ -9,7 +9,7 @@ from scipy.optimize import nnls
 from sklearn import linear_model as sklm
 from sklearn.base import clone
 
-from roofline.learners import Ridge
+from roofline.learners import LinearRegression, Ridge
 
 
 def _data(n_targets=1, n=300, d=15, seed=0):
@@ -84,7 +84,7 @@ def test_positive_alpha_zero_is_nnls_and_warm_start():
     ours = Ridge(alpha=0.0, positive=True, tol=1e-10, max_iter=2000).fit(X, y)
     w, b = _nnls_ridge(X, y, np.ones(len(y)), 0.0)
     np.testing.assert_allclose(ours.coef_, w, rtol=0, atol=1e-7 * _scale(w))
-    warm = Ridge(alpha=0.0, positive=True, tol=1e-10, max_iter=2000, warm_start=True)
+    warm = Ridge(alpha=0.0, positive=True, tol=1e-7, max_iter=2000, warm_start=True)
     warm.fit(X, y)
     n_cold = warm.n_iter_
     warm.fit(X, y)
@@ -173,3 +173,20 @@ def test_per_target_alpha_errors_and_clone():
     c = clone(est)
     assert c.get_params()["solver"] == "sparse_cg" and c.get_params()["positive"] is True
     np.testing.assert_array_equal(c.alpha, est.alpha)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_linear_regression_positive_matches_sklearn_nnls(sparse):
+    """LinearRegression(positive=True): scikit-learn solves NNLS exactly; ours (Ridge's
+    bounded L-BFGS-B with alpha=0) agrees to 1e-8 with the same zeros."""
+    X, y, sw = _data(d=10, seed=3)
+    Xin = sp.csr_matrix(X) if sparse else X
+    ours = LinearRegression(positive=True, tol=1e-10, max_iter=2000).fit(Xin, y,
+                                                                         sample_weight=sw)
+    sk = sklm.LinearRegression(positive=True).fit(X, y, sample_weight=sw)
+    assert (sk.coef_ == 0).sum() >= 1 and ours.solver_ == "lbfgs-b"
+    np.testing.assert_array_equal(ours.coef_ == 0, sk.coef_ == 0)
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=0, atol=1e-8 * _scale(sk.coef_))
+    assert abs(ours.intercept_ - sk.intercept_) <= 1e-8 * _scale(sk.coef_)
+    with pytest.raises(ValueError, match="positive=True needs solver 'auto' or 'lbfgs'"):
+        LinearRegression(positive=True, solver="sgd").fit(X, y)
