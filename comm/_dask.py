@@ -92,6 +92,7 @@ def run_on_dask(client, fn, *, n=None, parts=None, args=(), kwargs=None, timeout
     Parameters
     ----------
     client : distributed.Client
+        The cluster.
     fn : callable
         Importable and picklable (defined in a module, as for any Dask task); its result must
         be picklable.

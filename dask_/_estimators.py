@@ -297,7 +297,7 @@ class _DaskGLM:
         if X.numblocks[1] != 1:
             X = X.rechunk({1: X.shape[1]})
         # the output's dtype and columns, from one row of zeros in the client
-        probe = np.asarray(fn(np.zeros((1, X.shape[1]), dtype=self.dtype)))
+        probe = np.asarray(fn(np.zeros((1, X.shape[1]), dtype=X.dtype)))
         tail = probe.shape[1:]
         kw = dict(estimator=self.estimator_, method=method, tail=tail, out_dtype=probe.dtype,
                   dtype=probe.dtype, meta=np.empty((0,) * probe.ndim, dtype=probe.dtype))
@@ -533,8 +533,10 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (on the workers) to stderr.
-    dtype : {"float64", "float32"}, default="float64"
-        Value dtype of the data and model.
+    dtype : {None, "float64", "float32"}, default=None
+        As the local estimator's: the dtype the ranks' solvers read (None: float32
+        partitions stay float32, any other is converted to float64); ``predict`` and friends
+        follow the local estimator's output dtype.
     multi_class : {"auto", "multinomial", "ovr"}, default="auto"
         As :class:`roofline.learners.LogisticRegression`'s: more than two classes are fitted
         by the distributed multinomial model (:func:`roofline.glm.fit_multinomial` over the
@@ -573,7 +575,7 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     def __init__(self, C=1.0, *, penalty="l2", l1_ratio=None, fit_intercept=True,
                  intercept_scaling=None, class_weight=None, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", multi_class="auto", warm_start=False,
+                 verbose=0, dtype=None, multi_class="auto", warm_start=False,
                  timeout=None, client=None):
         self.C = C
         self.penalty = penalty
@@ -647,8 +649,10 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (on the workers) to stderr.
-    dtype : {"float64", "float32"}, default="float64"
-        Value dtype of the data and model.
+    dtype : {None, "float64", "float32"}, default=None
+        As the local estimator's: the dtype the ranks' solvers read (None: float32
+        partitions stay float32, any other is converted to float64); ``predict`` and friends
+        follow the local estimator's output dtype.
     warm_start : bool, default=False
         As the local estimator's: the dual CD solvers (``cocoa``) start from zero whatever
         this says.
@@ -682,7 +686,7 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
     def __init__(self, C=1.0, *, loss="hinge", fit_intercept=True, intercept_scaling=None,
                  class_weight=None, solver="cocoa", max_iter=200, tol=1e-6, batch_size=256,
                  learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
-                 dtype="float64", warm_start=False, timeout=None, client=None):
+                 dtype=None, warm_start=False, timeout=None, client=None):
         self.C = C
         self.intercept_scaling = intercept_scaling
         self.class_weight = class_weight
@@ -743,8 +747,10 @@ class DaskRidge(_DaskGLM, Ridge):
         Seed of the CD solvers' coordinate order.
     verbose : int, default=0
         Log progress (on the workers) to stderr.
-    dtype : {"float64", "float32"}, default="float64"
-        Value dtype of the data and model.
+    dtype : {None, "float64", "float32"}, default=None
+        As the local estimator's: the dtype the ranks' solvers read (None: float32
+        partitions stay float32, any other is converted to float64); ``predict`` and friends
+        follow the local estimator's output dtype.
     warm_start : bool, default=False
         As the local estimator's: the dual CD solvers (``cocoa``) start from zero whatever
         this says.
@@ -776,7 +782,7 @@ class DaskRidge(_DaskGLM, Ridge):
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_iter=200,
                  tol=1e-6, batch_size=256, learning_rate=0.1, n_jobs=None, random_state=None,
-                 verbose=0, dtype="float64", warm_start=False, timeout=None, client=None):
+                 verbose=0, dtype=None, warm_start=False, timeout=None, client=None):
         self.alpha = alpha
         self.warm_start = warm_start
         self.fit_intercept = fit_intercept

@@ -136,14 +136,14 @@ def test_bad_input_is_named(client):
 
 
 def test_a_failing_rank_is_an_error_naming_it(client):
-    """Labels of one class on one worker only: the estimator's own check fails on every rank
-    through the communicator, never a silent model (here: a non-positive C fails at once)."""
-    from roofline.comm import CommError
-
+    """The estimator's own check fails on every rank (in the workers' processes), never a
+    silent model: the client raises the ranks' error itself (as Dask re-raises a task's),
+    its note naming the ranks and workers (here: a non-positive C)."""
     X, y = _data()
     Xd, yd = _spread(client, X, y)
-    with pytest.raises(CommError, match=r"rank \d .*C must be"):
+    with pytest.raises(ValueError, match="C must be") as info:
         DaskLogisticRegression(C=-1.0).fit(Xd, yd)
+    assert "raised on the Dask workers: rank 0 (worker tcp://" in info.value.__notes__[0]
 
 
 def test_a_convergence_warning_on_the_workers_reaches_the_client(client):
