@@ -308,7 +308,12 @@ def _describe_state(state, what):
     for key, v in state.items():
         if not isinstance(key, str):
             raise TypeError(f"{what}: keys must be strings, got {key!r}")
-        if isinstance(v, (np.ndarray, np.generic)):
+        if isinstance(v, _Gathered):
+            arrays.append([key, v.dtype.str, list(v.shape), off, v.nbytes, False])
+            bufs.extend(p.view(np.uint8) for p in v.parts if p.size)
+            bufs.append(b"\0" * _pad(v.nbytes))
+            off += v.nbytes + _pad(v.nbytes)
+        elif isinstance(v, (np.ndarray, np.generic)):
             a = np.asarray(v)
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
@@ -326,6 +331,25 @@ def _describe_state(state, what):
             raise TypeError(f"{what}[{key!r}] must be a numpy array or a scalar (int, float, "
                             f"bool, str, None), got {type(v).__name__}")
     return {"arrays": arrays, "scalars": scalars}, bufs, off
+
+
+class _Gathered:
+    """An array given as its consecutive parts in C order (an all-gather's received segments),
+    written to packets and files from the parts themselves: no concatenation copy."""
+
+    __slots__ = ("parts", "dtype", "shape", "nbytes")
+
+    def __init__(self, parts, dtype, shape):
+        self.parts = [np.ascontiguousarray(p).reshape(-1) for p in parts]
+        self.dtype, self.shape = np.dtype(dtype), tuple(int(k) for k in shape)
+        self.nbytes = sum(p.nbytes for p in self.parts)
+
+    def wire(self):
+        """The buffers of :func:`~roofline.comm._kylix._encode` of the whole array, and their
+        length."""
+        head = _AHEAD.pack(self.dtype.str.encode().ljust(4), len(self.shape)) + struct.pack(
+            f"<{len(self.shape)}q", *self.shape)
+        return [head, *(memoryview(p).cast("B") for p in self.parts)], len(head) + self.nbytes
 
 
 def _state_bufs(state, what):
@@ -1192,8 +1216,11 @@ class _Run:
         for m, a in zip(members, out, strict=True):
             enc = encoded.get(id(a))
             if enc is None:  # one array sent to several members: encoded once
-                bufs = _encode(a)
-                enc = encoded[id(a)] = (bufs, len(bufs[0]) + bufs[1].nbytes)
+                if isinstance(a, _Gathered):
+                    enc = encoded[id(a)] = a.wire()
+                else:
+                    bufs = _encode(a)
+                    enc = encoded[id(a)] = (bufs, len(bufs[0]) + bufs[1].nbytes)
             msgs.append((m, *enc))
         nbytes = sum(msg[2] for msg in msgs if msg[0] != r)
         with self._lock:
@@ -1262,7 +1289,8 @@ class _DenseRun(_Run):
             for g in got:
                 if g.shape != (hi - lo,) or g.dtype != self.dtype:
                     raise CommError(f"allreduce shape mismatch at layer {layer - 1} on node {r}")
-            cur = got[0].copy()
+            # summed into the first received buffer (this turn's own memory)
+            cur = got[0] if got[0].flags.writeable else got[0].copy()
             for g in got[1:]:  # group-member order, as KylixCommunicator
                 if self.op == "sum":
                     cur += g
@@ -1282,15 +1310,15 @@ class _DenseRun(_Run):
         got = self.recv(prev, r, layer)
         lo, hi = self.segs[r][layer]
         b = _bounds(lo, hi, self.degrees[layer])
-        cur = np.empty(hi - lo, self.dtype)
         for j, g in enumerate(got):
-            if g.shape != (b[j + 1] - b[j],):
+            if g.shape != (b[j + 1] - b[j],) or g.dtype != self.dtype:
                 raise CommError(f"allreduce shape mismatch at layer {layer} on node {r}")
-            cur[b[j] - lo:b[j + 1] - lo] = g
+        # the segments gathered are sent and saved from the buffers they arrived in
         if layer > 0:
+            cur = _Gathered(got, self.dtype, (hi - lo,))
             self.send(new, r, layer - 1, [cur] * self.degrees[layer - 1], "up_bytes")
         else:
-            self.c.store.save(r, {"reduced": cur.reshape(self.shape)}, "result")
+            self.c.store.save(r, {"reduced": _Gathered(got, self.dtype, self.shape)}, "result")
 
 
 class _SparseRun(_Run):
