@@ -484,7 +484,8 @@ class DaskLogisticRegression(_DaskGLM, LogisticRegression):
     :class:`roofline.learners.LogisticRegression` fitted on Dask collections: each worker
     holding partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).
     The parameters are those of :class:`~roofline.learners.LogisticRegression` except
-    ``comm`` and ``device`` (the fit runs on the workers' CPUs), plus ``client``.
+    ``comm`` and ``device`` (the fit runs on the workers' CPUs), plus ``timeout`` and
+    ``client``.
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` over all the partitions;
     with more than two classes, the multinomial model (as the local estimator's).
@@ -603,8 +604,9 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
 
     :class:`roofline.learners.LinearSVC` fitted on Dask collections: each worker holding
     partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
-    parameters are those of :class:`~roofline.learners.LinearSVC` except ``comm`` and
-    ``device`` (the fit runs on the workers' CPUs), plus
+    parameters are those of :class:`~roofline.learners.LinearSVC` except ``comm``,
+    ``device`` (the fit runs on the workers' CPUs) and ``penalty`` (its ``"l1"`` fits in one
+    process only), plus ``timeout`` and
     ``client``; ``solver`` defaults to ``"cocoa"`` and ``loss`` to ``"hinge"`` (the loss the
     distributed dual CD solves).
 
@@ -617,6 +619,10 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
         Inverse regularisation strength (scikit-learn's).
     loss : {"hinge", "squared_hinge"}, default="hinge"
         The local estimator's default is ``"squared_hinge"`` (``solver="newton"`` here).
+    dual : {"auto", True, False}, default="auto"
+        As :class:`roofline.learners.LinearSVC`'s (scikit-learn's combinations:
+        ``loss="hinge"`` needs True or ``"auto"``); what runs is the solver's formulation
+        (the dual for ``cocoa`` / ``hcocoa``, the primal for ``newton``).
     fit_intercept : bool, default=True
         Learn an intercept (as for the :mod:`roofline.learners` estimator: carried by a
         constant feature, and so regularised, in the dual CD solvers).
@@ -683,8 +689,9 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
 
     _local = LinearSVC
 
-    def __init__(self, C=1.0, *, loss="hinge", fit_intercept=True, intercept_scaling=None,
-                 class_weight=None, solver="cocoa", max_iter=200, tol=1e-6, batch_size=256,
+    def __init__(self, C=1.0, *, loss="hinge", dual="auto", fit_intercept=True,
+                 intercept_scaling=None, class_weight=None, solver="cocoa", max_iter=200,
+                 tol=1e-6, batch_size=256,
                  learning_rate=0.1, n_jobs=None, random_state=None, verbose=0,
                  dtype=None, warm_start=False, timeout=None, client=None):
         self.C = C
@@ -692,6 +699,7 @@ class DaskLinearSVC(_DaskGLM, LinearSVC):
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.loss = loss
+        self.dual = dual
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_iter = max_iter
@@ -711,8 +719,9 @@ class DaskRidge(_DaskGLM, Ridge):
 
     :class:`roofline.learners.Ridge` fitted on Dask collections: each worker holding
     partitions is one rank of a Kylix TCP job (:func:`roofline.comm.run_on_dask`).  The
-    parameters are those of :class:`~roofline.learners.Ridge` except ``comm`` and ``device``
-    (the fit runs on the workers' CPUs), plus
+    parameters are those of :class:`~roofline.learners.Ridge` except ``comm``, ``device``
+    (the fit runs on the workers' CPUs) and ``positive`` (its bounded L-BFGS-B fits in one
+    process only), plus ``timeout`` and
     ``client``.
 
     Minimises ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2`` over all the partitions.

@@ -23,20 +23,21 @@ CASES = [
     (DaskLinearSVC, LinearSVC, {"solver": "cocoa", "loss": "hinge"}),
     (DaskRidge, Ridge, {}),
 ]
-#: Local parameters with no Dask counterpart: a fit that runs in one process only
-#: (``Ridge(positive=True)``'s bounded L-BFGS-B refuses ``comm=``).
-LOCAL_ONLY = {"comm", "device", "positive"}
+#: Local parameters with no Dask counterpart: besides ``comm`` and ``device``, those of a fit
+#: that runs in one process only (``Ridge(positive=True)``'s bounded L-BFGS-B and
+#: ``LinearSVC(penalty="l1")``'s refuse ``comm=``).
+LOCAL_ONLY = {LogisticRegression: set(), LinearSVC: {"penalty"}, Ridge: {"positive"}}
 IDS = [c[0].__name__ for c in CASES]
 
 
 @pytest.mark.parametrize(("cls", "local", "changed"), CASES, ids=IDS)
 def test_signature_is_the_local_one_less_comm_plus_timeout_and_client(cls, local, changed):
     """Less ``comm`` (the workers' ranks), ``device`` (a Dask fit runs over ranks, and the
-    GPU solver takes no ``comm=``) and ``positive`` (single-process), plus ``timeout`` and
-    ``client``."""
+    GPU solver takes no ``comm=``) and the single-process options (``LOCAL_ONLY``), plus
+    ``timeout`` and ``client``."""
     want = [p.replace(default=changed.get(p.name, p.default))
             for p in inspect.signature(local.__init__).parameters.values()
-            if p.name not in LOCAL_ONLY]
+            if p.name not in {"comm", "device", *LOCAL_ONLY[local]}]
     want += TAIL
     got = list(inspect.signature(cls.__init__).parameters.values())
     assert got == want
