@@ -20,8 +20,22 @@ sample weights, the intercept not regularised).  scikit-learn's objectives conve
   ``l = r^2 / 2`` the same minimiser as ``lambda = alpha / sum_i s_i``.
 * ``LinearRegression``: ``lambda = 0``.
 
-Multi-class classification is one-vs-rest: one output per class in a single ``k x n`` model (the
+Multi-class: ``LogisticRegression`` fits the multinomial model by default (scikit-learn's), by
+:func:`roofline.glm.fit_multinomial`; otherwise (``multi_class="ovr"``, ``LinearSVC``, solvers
+without a multinomial fit) one-vs-rest: one output per class in a single ``k x n`` model (the
 multi-label GLM), ``predict_proba`` normalising the ``k`` sigmoids as scikit-learn's OvR does.
+``LinearSVC`` with ``class_weight`` and more than two classes fits each class on its own
+(liblinear weighs each one-vs-rest problem differently).
+
+dtype: float32 input stays float32 (``dtype=None``), and what the estimators return follows the
+data as scikit-learn's do (``LinearSVC``: float64, as liblinear); the solvers may accumulate in
+float64.
+
+Estimator-side solvers: three problems no row of the registry solves are fitted here by
+L-BFGS-B under bounds (scipy), in float64: ``Ridge(positive=True)`` /
+``LinearRegression(positive=True)`` (non-negative least squares, scikit-learn's ``"lbfgs"``)
+and ``LinearSVC(penalty="l1")`` (the squared hinge with L1, over the split ``w = u - v``);
+``solver_`` is then ``"lbfgs-b"``.
 
 Solvers: every row of the solver registry (:func:`roofline.glm.solvers`, listed under
 ``solver`` below), and ``"auto"`` (the default: chosen from the data by
@@ -647,7 +661,22 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         return sw
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``."""
+        """Fit on ``X`` (n_samples x n_features, dense or sparse) and class labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+        y : array-like, shape (n_samples,)
+            The class labels.
+        sample_weight : array-like (n_samples,) or None
+            The samples' weights (multiplied by ``class_weight``'s).
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc", "coo"],
                              dtype=_check_dtype(self.dtype))
@@ -696,7 +725,24 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass of the minibatch solver over ``(X, y)``, continuing from the current model
         and optimizer state (``classes`` is required on the first call).  The L2 weight of this
-        call is ``1 / (C * sum(sample_weight))`` of this call's data."""
+        call is ``1 / (C * sum(sample_weight))`` of this call's data.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+        y : array-like, shape (n_samples,)
+            The class labels, all in ``classes``.
+        classes : array-like or None
+            Every class label (the first call only; later calls may repeat it).
+        sample_weight : array-like (n_samples,) or None
+            The samples' weights.
+
+        Returns
+        -------
+        self
+            The updated estimator.
+        """
         self._check_params()
         first = not hasattr(self, "classes_")
         if first:
@@ -731,11 +777,34 @@ class _Classifier(ClassifierMixin, _GLMEstimator):
         return self
 
     def decision_function(self, X):
-        """Margins ``eta``: shape (n_samples,) for two classes, (n_samples, n_classes) else."""
+        """Margins ``eta = X w + b``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+
+        Returns
+        -------
+        ndarray, shape (n_samples,) for two classes, (n_samples, n_classes) else
+            In the dtype of ``X @ coef_.T`` (scikit-learn's).
+        """
         d = self._decision(X)
         return d[:, 0].copy() if d.shape[1] == 1 else np.ascontiguousarray(d)
 
     def predict(self, X):
+        """The predicted class of each example.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+            Labels from ``classes_``.
+        """
         d = self.decision_function(X)
         idx = (d > 0).astype(int) if d.ndim == 1 else d.argmax(axis=1)
         return self.classes_[idx]
@@ -1134,8 +1203,22 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         return tags
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (n_samples x n_features, dense or sparse) and targets ``y`` ((n,) or
-        (n, n_targets))."""
+        """Fit on ``X`` (n_samples x n_features, dense or sparse) and targets ``y``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+        y : array-like, shape (n_samples,) or (n_samples, n_targets)
+            The targets.
+        sample_weight : array-like (n_samples,) or None
+            The samples' weights.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
         self._check_params()
         Xc, y, Y, sw = self._prepare(X, y, sample_weight)
         k = 1 if y.ndim == 1 else y.shape[1]
@@ -1161,7 +1244,22 @@ class _Regressor(RegressorMixin, _GLMEstimator):
 
     @available_if(lambda self: _has_partial_fit(self.solver))
     def partial_fit(self, X, y, sample_weight=None):
-        """One pass of the minibatch solver over ``(X, y)``, continuing from the current state."""
+        """One pass of the minibatch solver over ``(X, y)``, continuing from the current state.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+        y : array-like, shape (n_samples,) or (n_samples, n_targets)
+            The targets.
+        sample_weight : array-like (n_samples,) or None
+            The samples' weights.
+
+        Returns
+        -------
+        self
+            The updated estimator.
+        """
         self._check_params()
         first = not hasattr(self, "coef_")
         Xc, y, Y, sw = self._prepare(X, y, sample_weight, reset=first)
@@ -1180,6 +1278,18 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         return self
 
     def predict(self, X):
+        """The predicted targets ``X w + b``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            The examples (float32 kept as float32 with ``dtype=None``).
+
+        Returns
+        -------
+        ndarray, shape (n_samples,) or (n_samples, n_targets)
+            In the dtype of ``X @ coef_.T`` (float32 for a float32 fit, as scikit-learn's).
+        """
         d = self._decision(X)
         return d[:, 0].copy() if np.ndim(self.coef_) == 1 else np.ascontiguousarray(d)
 
