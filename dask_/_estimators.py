@@ -4,9 +4,15 @@
 scipy.sparse chunks) or a ``dask.dataframe``: the row partitions are computed where Dask puts
 them, every worker holding partitions becomes one rank (:func:`roofline.comm.run_on_dask`), and
 each rank fits the corresponding :mod:`roofline.learners` estimator with ``comm=`` on its own
-partitions (a distributed CoCoA solve; every rank ends with the same model).  The fitted
-attributes are copied back to the estimator in the client; ``predict`` and friends map over the
-partitions of a Dask input (or run locally on numpy/scipy input).
+partitions (a distributed solve; every rank ends with the same model).  The fitted attributes
+are copied back to the estimator in the client.
+
+As dask-ml's estimators: ``predict``, ``predict_proba``, ``predict_log_proba`` and
+``decision_function`` of a Dask input are lazy dask arrays (one task per row block, the fitted
+local estimator's method on it; in-memory input gives in-memory output), ``score`` is reduced
+on the cluster, a dask DataFrame's columns are ``feature_names_in_`` (checked at predict as
+scikit-learn does), ``timeout=`` bounds a fit (no limit by default), ``clone`` keeps the
+``client`` and pickling drops it, and the ranks' errors and warnings are raised in the client.
 """
 
 from __future__ import annotations

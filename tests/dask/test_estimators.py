@@ -81,6 +81,7 @@ def test_logistic_regression_equals_the_single_process_fit(client, sparse):
                                rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow  # the hinge-loss CoCoA to tol=1e-8: 2000 rounds over processes
 def test_multiclass_svc_and_ridge(client):
     X, y = _data(classes=3)
     Xd, yd = _spread(client, X, y)
