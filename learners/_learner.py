@@ -662,10 +662,10 @@ class Learner:
         """Lower bound on the time of one training step on ``batch``.
 
         The model's own cost model when it has one (``model.cost(batch)``, a
-        :class:`~roofline.gmat.Cost`: :class:`KMeansModel`, :class:`NMFModel`,
-        :class:`MFModel`), else a GLM step's primitives: ``A*S`` and ``A*S^T`` with
-        ``model.n_outputs`` rows (:func:`~roofline.gmat.cost_mult_as`,
-        :func:`~roofline.gmat.cost_mult_ast`).
+        :class:`~roofline.gmat.Cost`: :class:`~roofline.learners.KMeansModel`,
+        :class:`~roofline.learners.NMFModel`, :class:`~roofline.learners.MFModel`), else a
+        GLM step's primitives: ``A*S`` and ``A*S^T`` with ``model.n_outputs`` rows
+        (:func:`~roofline.gmat.cost_mult_as`, :func:`~roofline.gmat.cost_mult_ast`).
 
         Parameters
         ----------
