@@ -30,8 +30,10 @@ bit-identical after every sync, or elastic averaging (``elastic < 1``).  Every r
 the same model; optimizer state (ADAGrad's sums) stays local.  With one rank the learner is
 exactly the single-process one.
 
-The trace (one row per evaluation) records the training and held-out loss, examples/s and the
-primitives' gflop/s; ``early_stopping`` stops after ``patience`` evaluations without improvement.
+The trace (one row per evaluation) records the training and held-out loss, examples/s, the
+primitives' gflop/s and the fraction of the machine's roofline a step achieves (the model's own
+cost model, ``model.cost(batch)``, where it has one; ``roofline_gauge``); ``early_stopping``
+stops after ``patience`` evaluations without improvement.
 """
 
 from __future__ import annotations
