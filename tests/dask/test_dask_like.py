@@ -123,7 +123,14 @@ def test_sparse_and_empty_blocks(fitted):
     np.testing.assert_array_equal(pred.compute(), clf.estimator_.predict(X))
 
 
-def test_score_is_computed_on_the_cluster(client, fitted):
+def _no_array(self, *args, **kwargs):
+    raise AssertionError("a dask array was brought into the client as a whole")
+
+
+def test_score_is_computed_on_the_cluster(client, fitted, monkeypatch):
+    """dask-ml's ``score``: reduced on the cluster (the predictions never come to the client
+    as an array: ``np.asarray`` of a dask array fails here), the value scikit-learn's."""
+    monkeypatch.setattr(da.Array, "__array__", _no_array)
     clf, X, y = fitted
     Xd, yd = _dask(client, X, y)
     w = np.random.default_rng(1).uniform(0.1, 2.0, X.shape[0])
