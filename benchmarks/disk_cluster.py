@@ -14,10 +14,15 @@ For each cluster size one fresh process (so that its peak resident memory is its
 3. **model averaging** (dense Kylix all-reduce of the replicas, disk-bound): rounds of "load
    the state and the last average, save, contribute the replica", then the reduce-scatter and
    all-gather through packet files; the seconds per round (rounds 1..R-1, every node loading
-   its result) against ``DiskRoofline.io_time`` of the files and bytes the round moved;
+   its result) against ``DiskNodeCluster.predicted_seconds``: ``DiskRoofline.io_time`` of the
+   files written, the files opened for reading (a packet once per phase), the bytes, and a
+   CRC-32 of every byte at the rate of the CRC the cluster computes (ISA-L's with ``isal``);
+   by the wall clock and by CPU time (the roofline measured both ways), and the CPU time in
+   the file calls alone against the prediction without the CRC;
 4. **sparse Kylix all-reduce** of power-law feature sets (Zipf indices over ``--features``
    hashed features, as Kylix's power-law graphs): configuration, reduce down and sums up per
-   layer, bytes per layer and the later layers' share of the first (the seed: ~50%).
+   layer, bytes per layer and the later layers' share of the first (the seed: ~50%); its time
+   per round from the steady rounds (round 0 also loads numba's loops, reported apart).
 
 Degrees come from the disk roofline (``DiskNodeCluster.choose_degrees``: messages of at least
 ``packet_bytes``).  ``--packet synced`` (default) takes the synced corner, the seed's design
@@ -62,6 +67,10 @@ def _one(args):
 
         def cpu_predicted(cluster, s):  # the same traffic at the CPU-time roofline's rates
             return cluster.predicted_seconds(s, cpu_disk)
+
+        def files_predicted(s):  # its file calls alone (no CRC), against io_cpu_seconds
+            return cpu_disk.io_time(s["files_written"], s["bytes_written"], s["files_read"],
+                                    s["bytes_read"])
 
         out["disk"] = {k: getattr(disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
@@ -114,6 +123,8 @@ def _one(args):
             "io_s": float(np.mean([s["io_seconds"] for s in steady])),
             "predicted_s": float(np.mean([s["predicted_io_seconds"] for s in steady])),
             "predicted_cpu_s": float(np.mean([cpu_predicted(cl, s) for s in steady])),
+            "io_cpu_s": float(np.mean([s["io_cpu_seconds"] for s in steady])),
+            "predicted_files_cpu_s": float(np.mean([files_predicted(s) for s in steady])),
             "bytes_written": steady[0]["bytes_written"], "files_written": steady[0][
                 "files_written"], "bytes_read": steady[0]["bytes_read"],
             "files_read": steady[0]["files_read"], "slices_read": steady[0]["slices_read"],
@@ -153,6 +164,9 @@ def _one(args):
                          "predicted_cpu_s": float(np.mean([cpu_predicted(sc, s)
                                                            for s in ssteady])),
                          "first_round_cpu_s": sstats[0]["cpu_seconds"],
+                         "io_cpu_s": float(np.mean([s["io_cpu_seconds"] for s in ssteady])),
+                         "predicted_files_cpu_s": float(np.mean([files_predicted(s)
+                                                                 for s in ssteady])),
                          "files_written": s0["files_written"], "files_read": s0["files_read"],
                          "slices_read": s0["slices_read"],
                          "layers": s0["layers"],
@@ -194,14 +208,17 @@ def _table(res):
              "the nodes: Python, numpy, numba)",
              "",
              "| job | degrees | packet | s/round (wall) | predicted (wall roofline) | wall / "
-             "predicted | CPU s/round | predicted (CPU roofline) | CPU / predicted |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "predicted | CPU s/round | predicted (CPU roofline) | CPU / predicted | file calls:"
+             " CPU s, predicted, ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in (("model averaging (dense)", dn), ("sparse Kylix (config + reduce)", sp)):
         lines.append(f"| {name} | {'x'.join(map(str, r['degrees']))} | "
                      f"{dn['packet_bytes'] / 1e6:.2f} MB | {r['round_s']:.2f} | "
                      f"{r['predicted_s']:.2f} | {r['round_s'] / r['predicted_s']:.2f} | "
                      f"{r['cpu_s']:.2f} | {r['predicted_cpu_s']:.2f} | "
-                     f"{r['cpu_s'] / r['predicted_cpu_s']:.2f} |")
+                     f"{r['cpu_s'] / r['predicted_cpu_s']:.2f} | {r['io_cpu_s']:.2f}, "
+                     f"{r['predicted_files_cpu_s']:.2f}, "
+                     f"{r['io_cpu_s'] / r['predicted_files_cpu_s']:.2f} |")
     lines += ["", "files per round (dense, sparse): written "
               f"{dn['files_written']}, {sp['files_written']}; opened for reading "
               f"{dn['files_read']}, {sp['files_read']}; messages and states read "

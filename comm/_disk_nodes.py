@@ -186,9 +186,9 @@ class _IO:
     def reset(self):
         self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
         self.slices_read = 0
-        self.seconds = 0.0
+        self.seconds = self.cpu_seconds = 0.0
 
-    def _count(self, written, nbytes, seconds, files=1):
+    def _count(self, written, nbytes, seconds, files=1, cpu=0.0):
         with self._lock:
             if written:
                 self.files_written += files
@@ -198,6 +198,7 @@ class _IO:
                 self.bytes_read += nbytes
                 self.slices_read += 1
             self.seconds += seconds
+            self.cpu_seconds += cpu
         self._local.held = getattr(self._local, "held", 0) + nbytes
 
     def turn_bytes(self, reset=False):
@@ -208,7 +209,7 @@ class _IO:
         return held
 
     def write(self, path, bufs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         tmp = path + ".tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -225,12 +226,12 @@ class _IO:
             except OSError:
                 pass
             raise CommError(f"writing {path} failed: {e}") from e
-        self._count(True, n, time.perf_counter() - t0)
+        self._count(True, n, time.perf_counter() - t0, cpu=time.thread_time() - c0)
         return n
 
     def read(self, path, offset=0, length=None):
         """The bytes of ``path`` from ``offset`` (all, or ``length``) in a new aligned buffer."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fd = os.open(path, os.O_RDONLY)
         try:
             if length is None:
@@ -238,24 +239,26 @@ class _IO:
             buf = _pread(fd, offset, length)
         finally:
             os.close(fd)
-        self._count(False, buf.size, time.perf_counter() - t0)
+        self._count(False, buf.size, time.perf_counter() - t0, cpu=time.thread_time() - c0)
         return buf
 
     def open(self, path):
         """A file descriptor of ``path`` for :meth:`pread` (counted as one file read)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fd = os.open(path, os.O_RDONLY)
         with self._lock:
             self.files_read += 1
             self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.thread_time() - c0
         return fd
 
     def pread(self, fd, offset, length):
         """``length`` bytes of the open file ``fd`` from ``offset`` in a new aligned buffer
         (fewer at its end)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         buf = _pread(fd, offset, length)
-        self._count(False, buf.size, time.perf_counter() - t0, files=0)
+        self._count(False, buf.size, time.perf_counter() - t0, files=0,
+                    cpu=time.thread_time() - c0)
         return buf
 
 
@@ -821,9 +824,12 @@ class DiskNodeCluster:
     stats : list of dict
         One per round of the last :meth:`run`: ``kind``, ``degrees``, ``seconds``,
         ``cpu_seconds`` (this process's user and system time: on a file system served from
-        the page cache, the round's time on an otherwise idle machine), ``io_seconds``,
-        ``files_written``, ``bytes_written``, ``files_read``, ``bytes_read``,
-        ``predicted_io_seconds`` (the disk roofline's ``io_time`` of those files and bytes,
+        the page cache, the round's time on an otherwise idle machine), ``io_seconds`` and
+        ``io_cpu_seconds`` (the wall and CPU time in the file calls: opens, writes, reads,
+        renames; not the CRC-32s), ``slices_read`` (messages and files read),
+        ``files_written``, ``bytes_written``, ``files_read`` (files opened for reading: a
+        packet once per phase), ``bytes_read``, ``predicted_io_seconds``
+        (:meth:`predicted_seconds`: the disk roofline's ``io_time`` of those files and bytes,
         with their CRC-32; None without a roofline), ``max_resident``,
         ``peak_bytes``, and ``layers``: per Kylix layer ``config_bytes``, ``down_bytes``,
         ``up_bytes`` and ``messages`` sent between distinct nodes (the payloads as the other
@@ -1137,7 +1143,8 @@ class DiskNodeCluster:
         io = self.io
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
                    compute_phase_seconds=t_compute,
-                   io_seconds=io.seconds, files_written=io.files_written,
+                   io_seconds=io.seconds, io_cpu_seconds=io.cpu_seconds,
+                   files_written=io.files_written,
                    bytes_written=io.bytes_written, files_read=io.files_read,
                    bytes_read=io.bytes_read, **track)
         out["slices_read"] = io.slices_read
