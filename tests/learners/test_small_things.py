@@ -23,6 +23,7 @@ from roofline.learners import (
     Learner,
     MFModel,
     ModelUpdate,
+    NMFModel,
     load_checkpoint,
 )
 from roofline.learners._cli import main
@@ -170,6 +171,16 @@ def test_mf_in_a_learner_reports_its_roofline_fraction():
     assert c.bytes == (gmat.cost_sddmm(b.X, k, scale=False).bytes
                        + gmat.cost_mult_ast(b.X, k).bytes)
     assert c.flops == round(model.flops_per_step(b)) and c.nnz == b.X.nnz
+
+
+def test_nmf_in_a_learner_reports_its_roofline_fraction():
+    X = gmat.powerlaw_csc(800, 1500, 25, dtype=np.float32, random_state=5)
+    X.data = np.abs(X.data) + 0.1  # non-negative
+    model = NMFModel(n_components=4, seed=0)
+    calls = _spy_cost(model)
+    learner = Learner(MatSource(X, batch_size=300), model, ModelUpdate(), n_passes=2,
+                      eval_every=2, progress=False)
+    _check_gauge(learner, model, calls)
 
 
 def test_gauge_off_and_dense_data_give_nan():
