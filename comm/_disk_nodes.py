@@ -279,8 +279,13 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
 
 def _write_all(fd, bufs):
     """Write the concatenation of ``bufs`` to ``fd`` by ``writev`` (few system calls)."""
-    views = [memoryview(b).cast("B") for b in bufs]
-    views = [v for v in views if v.nbytes]
+    views = []
+    for b in bufs:  # bytes and byte views as they are (len is their size), others as bytes
+        if type(b) is not bytes and not (type(b) is memoryview and b.format == "B"
+                                         and b.ndim == 1):
+            b = memoryview(b).cast("B")
+        if len(b):
+            views.append(b)
     total = 0
     while views:
         group = views[:_IOV_MAX]
@@ -288,13 +293,18 @@ def _write_all(fd, bufs):
         total += n
         # drop what was written (a short write leaves the rest of a buffer)
         i = 0
-        while i < len(group) and n >= group[i].nbytes:
-            n -= group[i].nbytes
+        while i < len(group) and n >= len(group[i]):
+            n -= len(group[i])
             i += 1
         views = views[i:]
         if n:
-            views[0] = views[0][n:]
+            views[0] = memoryview(views[0])[n:]
     return total
+
+
+#: Segments of an all-gather are written from their own buffers when they average at least
+#: this many bytes, else joined into one first.
+_GATHER_MIN = 1 << 16
 
 
 def _pad(n):
@@ -1320,7 +1330,10 @@ class _DenseRun(_Run):
         for j, g in enumerate(got):
             if g.shape != (b[j + 1] - b[j],) or g.dtype != self.dtype:
                 raise CommError(f"allreduce shape mismatch at layer {layer} on node {r}")
-        # the segments gathered are sent and saved from the buffers they arrived in
+        # the segments gathered are sent and saved from the buffers they arrived in (small
+        # ones joined first: a copy costs less than a buffer's handling per message)
+        if (hi - lo) * self.dtype.itemsize < _GATHER_MIN * len(got):
+            got = [np.concatenate(got)]
         if layer > 0:
             cur = _Gathered(got, self.dtype, (hi - lo,))
             self.send(new, r, layer - 1, [cur] * self.degrees[layer - 1], "up_bytes")
