@@ -188,7 +188,7 @@ class _IO:
         self.slices_read = 0
         self.seconds = self.cpu_seconds = 0.0
 
-    def _count(self, written, nbytes, seconds, files=1, cpu=0.0):
+    def _count(self, written, nbytes, seconds, files=1, cpu=0.0, slices=1):
         with self._lock:
             if written:
                 self.files_written += files
@@ -196,7 +196,7 @@ class _IO:
             else:
                 self.files_read += files
                 self.bytes_read += nbytes
-                self.slices_read += 1
+                self.slices_read += slices
             self.seconds += seconds
             self.cpu_seconds += cpu
         self._local.held = getattr(self._local, "held", 0) + nbytes
@@ -573,6 +573,21 @@ _AHEAD = struct.Struct("<4sB3x")  # an array message's header (_kylix._encode): 
 _DTYPES = {np.dtype(t).str.encode().ljust(4): np.dtype(t) for t in (
     "f8", "f4", "i8", "i4", "u8", "u4", "i2", "u2", "i1", "u1", "c16", "c8", "f2")}
 
+def _decode_array(buf):
+    """The array in a message's payload ``buf`` (a view of it when aligned), as
+    :func:`~roofline.comm._kylix._decode` decodes it."""
+    if buf.size >= _AHEAD.size:
+        code, ndim = _AHEAD.unpack_from(buf)
+        dtype = _DTYPES.get(code)
+        off = _AHEAD.size + 8 * ndim
+        if dtype is not None and buf.size >= off:
+            shape = struct.unpack_from(f"<{ndim}q", buf, _AHEAD.size)
+            if math.prod(shape) * dtype.itemsize == buf.size - off \
+                    and not (off + buf.ctypes.data) % dtype.alignment:
+                return buf[off:].view(dtype).reshape(shape)
+    return _decode(buf)  # the general path (and its errors)
+
+
 #: The most packet files a phase keeps open (a quarter of the process's file limit, <= 1024).
 try:
     import resource as _resource
@@ -667,6 +682,41 @@ class _Spool:
         with self._lock:
             entry[1] -= 1
 
+    def recv_arrays(self, srcs, dst):
+        """The arrays sent to ``dst`` by each of ``srcs`` (checked, in that order), read into
+        one buffer (each message 64-byte aligned in it) with one ``pread`` each."""
+        where, total = [], 0
+        for src in srcs:
+            try:
+                path, off, n = self.index[(src, dst)]
+            except KeyError:
+                raise MessageError(f"node {dst}: no message from node {src} in phase "
+                                   f"{self.phase}") from None
+            where.append((src, path, off, n, total))
+            total += n + _pad(n)
+        buf = np.empty(total, np.uint8)
+        entries = []
+        try:
+            for src, path, _, _, _ in where:
+                entries.append(self._open(path, src, dst))
+            t0, c0 = time.perf_counter(), time.thread_time()
+            got = []
+            for (_, _, off, n, at), entry in zip(where, entries, strict=True):
+                k, want = 0, n
+                while k < want:
+                    r = os.preadv(entry[0], [buf[at + k:at + want]], off + k)
+                    if r == 0:
+                        break
+                    k += r
+                got.append(k)
+            self.io._count(False, sum(got), time.perf_counter() - t0, files=0,
+                           cpu=time.thread_time() - c0, slices=len(where))
+        finally:
+            for entry in entries:
+                self._done(entry)
+        return [_decode_array(self._check(buf[at:at + k], src, dst, path, off, n))
+                for (src, path, off, n, at), k in zip(where, got, strict=True)]
+
     def recv(self, src, dst):
         """The payload of the message from ``src`` to ``dst`` (checked)."""
         try:
@@ -679,6 +729,10 @@ class _Spool:
             buf = self.io.pread(entry[0], off, n)
         finally:
             self._done(entry)
+        return self._check(buf, src, dst, path, off, n)
+
+    def _check(self, buf, src, dst, path, off, n):
+        """The payload of the message read (``buf``), its header and CRC-32 checked."""
         if buf.size != n:
             raise MessageError(f"{path}: the message from node {src} to node {dst} is "
                                f"truncated ({buf.size} of {n} bytes)")
@@ -694,19 +748,8 @@ class _Spool:
         return body
 
     def recv_array(self, src, dst):
-        """The array of the message from ``src`` to ``dst`` (checked): a view of the buffer
-        read, decoded as :func:`~roofline.comm._kylix._decode` does."""
-        buf = self.recv(src, dst)
-        if buf.size >= _AHEAD.size:
-            code, ndim = _AHEAD.unpack_from(buf)
-            dtype = _DTYPES.get(code)
-            off = _AHEAD.size + 8 * ndim
-            if dtype is not None and buf.size >= off:
-                shape = struct.unpack_from(f"<{ndim}q", buf, _AHEAD.size)
-                if math.prod(shape) * dtype.itemsize == buf.size - off \
-                        and not (off + buf.ctypes.data) % dtype.alignment:
-                    return buf[off:].view(dtype).reshape(shape)
-        return _decode(buf)  # the general path (and its errors)
+        """The array of the message from ``src`` to ``dst`` (checked)."""
+        return _decode_array(self.recv(src, dst))
 
     def close(self):
         """Close the packets opened for reading."""
@@ -1247,7 +1290,7 @@ class _Run:
 
     def recv(self, spool, r, layer):
         """What the members of ``r``'s layer-``layer`` group sent it, in member order."""
-        return [spool.recv_array(m, r) for m in self.members(r, layer)]
+        return spool.recv_arrays(self.members(r, layer), r)
 
     def phase(self, fn, prev):
         """One turn of every node (``fn(r, prev, new)``): reads ``prev``'s packets, writes a
