@@ -1087,7 +1087,7 @@ class LinearSVC(_Classifier):
                              "'auto', got dual=False")
         super()._check_params()
         if self.penalty == "l1":
-            if self.solver not in ("auto", "lbfgs"):
+            if self.solver not in _BOUNDED_SOLVERS:
                 raise ValueError(f"penalty='l1' (squared hinge) is fitted by L-BFGS-B: solver "
                                  f"must be 'auto' or 'lbfgs', got solver={self.solver!r}")
             if self.comm is not None or self.device != "cpu":
@@ -1166,7 +1166,7 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         if not isinstance(self.positive, (bool, np.bool_)):
             raise ValueError(f"positive must be a bool, got {self.positive!r}")
         if self.positive:
-            if self.solver not in ("auto", "lbfgs"):
+            if self.solver not in _BOUNDED_SOLVERS:
                 raise ValueError(f"positive=True needs solver 'auto' or 'lbfgs' (bounded "
                                  f"L-BFGS-B, as scikit-learn), got solver={self.solver!r}")
             if self.comm is not None or self.device != "cpu":
@@ -1294,15 +1294,34 @@ class _Regressor(RegressorMixin, _GLMEstimator):
         return d[:, 0].copy() if np.ndim(self.coef_) == 1 else np.ascontiguousarray(d)
 
 
-#: The most features the registry's ``"cholesky"`` row takes (``glm/_direct.py``'s
+#: The most features the registry's direct ridge row takes (``glm/_direct.py``'s
 #: ``CHOLESKY_MAX_FEATURES``, not a public name of :mod:`roofline.glm`; a test fits one more).
 _CHOLESKY_MAX_FEATURES = 2048
 
-#: scikit-learn's Ridge solvers that are not rows of the registry, and the row each runs
-#: (the same optimum; see :class:`Ridge`).  ``"svd"`` / ``"cholesky"``: beyond
-#: ``_CHOLESKY_MAX_FEATURES`` features, ``"newton"``.
-SKLEARN_RIDGE_SOLVERS = {"svd": "cholesky", "cholesky": "cholesky", "lsqr": "newton",
-                         "sparse_cg": "newton", "sag": "auto", "saga": "auto"}
+#: scikit-learn's Ridge solver names and the role of the registry row each runs (the same
+#: optimum; see :class:`Ridge`): ``"direct"`` the exact normal equations (the Krylov row
+#: beyond ``_CHOLESKY_MAX_FEATURES`` features), ``"krylov"`` Newton-CG, ``"auto"`` the
+#: measured choice.  scikit-learn's ``"cholesky"``, ``"lbfgs"`` and ``"auto"`` are also rows'
+#: names (the direct row, the Learner's L-BFGS, the choice): they run as such.
+SKLEARN_RIDGE_SOLVERS = {"svd": "direct", "lsqr": "krylov", "sparse_cg": "krylov",
+                         "sag": "auto", "saga": "auto"}
+
+
+def _ridge_row(role):
+    """The registry's row for a role of :data:`SKLEARN_RIDGE_SOLVERS`, found by its attributes
+    (solver names are written only in the registry): ``"direct"`` the ``fit_glm`` row that
+    solves the squared loss alone; ``"krylov"`` the primal ``fit_glm`` row for the squared loss
+    that takes sample weights and ``comm`` (Newton-CG); the first such row."""
+    if role == "auto":
+        return role
+    rows = glm.solvers(runner="fit_glm", loss="squared", penalty="l2", formulation="primal")
+    if role == "direct":
+        found = [r.name for r in rows if tuple(r.losses) == ("squared",)]
+    else:
+        found = [r.name for r in rows if r.sample_weight and r.comm]
+    if not found:  # pragma: no cover - a registry change
+        raise RuntimeError(f"the solver registry has no row for Ridge's {role!r} solver")
+    return found[0]  # the built-in row (rows registered later come after it)
 
 
 class Ridge(_Regressor):
@@ -1374,15 +1393,17 @@ class Ridge(_Regressor):
 
     def _solver_name(self, n_features=None):
         s = self.solver
-        if isinstance(s, str) and s in SKLEARN_RIDGE_SOLVERS:
-            row = SKLEARN_RIDGE_SOLVERS[s]
-            if row == "cholesky" and n_features is not None \
-                    and n_features > _CHOLESKY_MAX_FEATURES:
-                row = "newton"
+        if not isinstance(s, str):
+            return s  # the registry's check names it
+        direct = _ridge_row("direct")
+        if s in SKLEARN_RIDGE_SOLVERS or s == direct:
+            row = direct if s == direct else _ridge_row(SKLEARN_RIDGE_SOLVERS[s])
+            if row == direct and n_features is not None and n_features > _CHOLESKY_MAX_FEATURES:
+                row = _ridge_row("krylov")
             return row
-        if isinstance(s, str) and s not in solver_names(runner=RUNNERS):
+        if s not in solver_names(runner=RUNNERS):
             raise ValueError(f"solver must be one of scikit-learn's "
-                             f"{list(SKLEARN_RIDGE_SOLVERS)} or the registry's "
+                             f"{[*SKLEARN_RIDGE_SOLVERS, direct]} or the registry's "
                              f"{list(solver_names(runner=RUNNERS))}, got {s!r}")
         return s
 
@@ -1418,6 +1439,11 @@ class Ridge(_Regressor):
     def _lambdas(self, total_weight, n_targets):
         return np.array([glm.alpha_from_peer("ridge", a, total_weight) if a else 0.0
                          for a in self._alphas(n_targets)])
+
+
+#: The ``solver`` values under which the estimator-side bounded L-BFGS-B fits run
+#: (``positive=True``, ``LinearSVC(penalty="l1")``): scikit-learn's for ``positive``.
+_BOUNDED_SOLVERS = ("auto", "lbfgs")
 
 
 def _bounded_lbfgs(f, x0, bounds, free, *, tol, max_iter, what):

@@ -88,10 +88,15 @@ def test_logistic_regression_float32_other_solvers(solver):
     _close(ours.coef_, ref.coef_, rtol=1e-4 if solver == "scd" else RTOL32)
 
 
-def test_criteo_like_float32_binary_and_multinomial():
-    """The Criteo-like sparse float32 problem: binary, and a 3-class label (the click and a
-    hashed field's parity) for the multinomial fit; float32 out as scikit-learn's."""
-    X, y = _criteo()
+@pytest.mark.parametrize("sparse", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_criteo_like_float32_binary_and_multinomial(sparse):
+    """The Criteo-like float32 problem (sparse, and densified): binary, and a 3-class label
+    (the click plus whether one hashed column is set) for the multinomial fit; float32 out
+    as scikit-learn's."""
+    X, y = _criteo(n=2000 if sparse else 1000, n_bits=10 if sparse else 7)
+    y3 = y + (X[:, 7].toarray().ravel() != 0)  # 0, 1, 2
+    if not sparse:
+        X = X.toarray()
     ref = sklm.LogisticRegression(C=0.1, tol=1e-12, max_iter=10_000).fit(
         X.astype(np.float64), y)
     ours = LogisticRegression(C=0.1, tol=1e-10, max_iter=1000).fit(X, y)
@@ -101,7 +106,6 @@ def test_criteo_like_float32_binary_and_multinomial():
     _close(ours.intercept_, ref.intercept_)
     np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
 
-    y3 = y + (X[:, 7].toarray().ravel() != 0)  # 0, 1, 2
     assert len(np.unique(y3)) == 3
     ref = sklm.LogisticRegression(C=0.1, tol=1e-12, max_iter=10_000).fit(
         X.astype(np.float64), y3)
