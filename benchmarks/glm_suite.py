@@ -349,6 +349,239 @@ def warmup():
             run_roofline(pb, "newton", 5.0, 3)
 
 
+# ---------------------------------------------------------------------------------------------
+# multinomial logistic regression (--multinomial): the softmax loss + alpha ||W||_F^2 / 2 with
+# unpenalised intercepts, alpha = 1 / (C n): scikit-learn's objective divided by C n
+
+
+def digits10(rng, size):
+    from sklearn.datasets import load_digits
+
+    A, y = load_digits(return_X_y=True)
+    return A.astype(np.float64), y.astype(np.int64)
+
+
+def _planted_softmax(rng, A, K, scale):
+    """Labels drawn from a planted softmax model ``W`` on the rows of ``A`` (Gumbel-max)."""
+    W = scale * rng.standard_normal((A.shape[1], K))
+    Z = np.asarray(A @ W)
+    Z -= Z.mean(axis=0, keepdims=True)  # balanced classes: no class dominates everywhere
+    return np.argmax(Z + rng.gumbel(size=Z.shape), axis=1).astype(np.int64)
+
+
+def _power_law_rows(rng, n, d, per_row, a=1.3):
+    cols = np.minimum(rng.zipf(a, n * per_row) - 1, d - 1)
+    # a random permutation: the frequent features are not the first ones
+    cols = rng.permutation(d)[cols]
+    rows = np.repeat(np.arange(n), per_row)
+    vals = rng.random(n * per_row) + 0.5
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, d))
+    A.sum_duplicates()
+    norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+    return (sp.diags(1 / norms) @ A).tocsr()
+
+
+def text20(rng, size, d=20_000, per_row=40):
+    """Text-like: power-law (Zipf 1.3) word frequencies, tf-idf-like unit rows, 20 classes."""
+    A = _power_law_rows(rng, size, d, per_row)
+    return A, _planted_softmax(rng, A, 20, 8.0)
+
+
+def hashed100(rng, size, bits=16, per_row=25):
+    """Hashed: power-law tokens hashed into 2^16 binary features, 100 classes."""
+    d = 1 << bits
+    A = _power_law_rows(rng, size, 4 * d, per_row, a=1.2)
+    A = sp.csr_matrix((np.ones(A.nnz), A.indices % d, A.indptr), shape=(size, d))
+    A.sum_duplicates()
+    A.data[:] = 1.0
+    return A, _planted_softmax(rng, A, 100, 1.0)
+
+
+# name: (builder, full size, quick size)
+MN_CLASSES = {
+    "digits_10": (digits10, 0, 0),
+    "text_20": (text20, 20_000, 4_000),
+    "hashed_100": (hashed100, 20_000, 4_000),
+}
+MN_CS = (1.0, 100.0)
+MN_OURS = ("newton", "lbfgs")
+MN_PEERS = ("lbfgs", "newton-cg", "newton-cholesky", "saga")
+#: scikit-learn's newton-cholesky forms the (d K) x (d K) Hessian: skipped above this size
+MN_CHOLESKY_MAX = 4000
+#: max_iter of the timed runs: a ~1.5x geometric grid (every solver the same)
+MN_ITS = sorted({int(round(1.5 ** k)) for k in range(0, 24)})
+
+
+def softmax_objective(A, y, W, b, alpha):
+    """Mean softmax loss + ``alpha ||W||_F^2 / 2`` (``A`` examples x features, ``W`` K x d)."""
+    Z = np.asarray(A @ W.T, dtype=np.float64) + b
+    m = Z.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(Z - m).sum(axis=1, keepdims=True))).ravel()
+    loss = lse - Z[np.arange(len(y)), y]
+    return float(loss.mean() + 0.5 * alpha * float((W * W).sum()))
+
+
+class MNProblem:
+    def __init__(self, name, A, y, C, dtype=np.float64):
+        self.name, self.C = name, C
+        self.A = A.astype(dtype) if sp.issparse(A) else np.ascontiguousarray(A, dtype=dtype)
+        self.A64 = A.astype(np.float64)
+        # classes without examples dropped (scikit-learn fits the classes present only)
+        self.y = np.unique(np.asarray(y), return_inverse=True)[1].astype(np.int64)
+        self.n, self.d = A.shape
+        self.K = int(self.y.max()) + 1
+        self.alpha = 1.0 / (C * self.n)
+        if sp.issparse(self.A):
+            self.X = self.A.T.tocsc()
+            self.X.sort_indices()
+        else:
+            self.X = np.ascontiguousarray(self.A.T)
+
+    def P(self, W, b):
+        return softmax_objective(self.A64, self.y, np.asarray(W, np.float64),
+                                 np.asarray(b, np.float64), self.alpha)
+
+
+def mn_run_roofline(pb, solver, time_cap, pstar_hint):
+    from roofline.glm import fit_multinomial
+
+    def fit(it):
+        r = fit_multinomial(pb.X, pb.y, alpha=pb.alpha, solver=solver, tol=1e-14, max_iter=it)
+        return r.coef, r.intercept
+
+    return _mn_effort_runs(pb, fit, time_cap, pstar_hint)
+
+
+def mn_run_sklearn(pb, solver, time_cap, pstar_hint):
+    from sklearn.linear_model import LogisticRegression
+
+    if solver == "newton-cholesky" and pb.d * pb.K > MN_CHOLESKY_MAX:
+        return None
+
+    def fit(it):
+        m = LogisticRegression(C=pb.C, solver=solver, tol=1e-14, max_iter=it).fit(pb.A, pb.y)
+        return m.coef_, m.intercept_
+
+    return _mn_effort_runs(pb, fit, time_cap, pstar_hint)
+
+
+def mn_run_snapml(pb, time_cap, pstar_hint):
+    try:
+        import snapml
+    except ImportError:
+        return None
+
+    def fit(it):
+        m = snapml.LogisticRegression(regularizer=1.0 / pb.C, fit_intercept=True, tol=1e-15,
+                                      max_iter=it, n_jobs=2)
+        m.fit(pb.A, pb.y)
+        return np.asarray(m.coef_, np.float64), np.asarray(m.intercept_, np.float64).ravel()
+
+    return _mn_effort_runs(pb, fit, time_cap, pstar_hint)
+
+
+def _mn_effort_runs(pb, fit, time_cap, pstar_hint):
+    pts, total = [], 0.0
+    for it in MN_ITS:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            W, b = fit(it)
+        dt = time.perf_counter() - t0
+        total += dt
+        P = pb.P(W, b)
+        pts.append((dt, P))
+        if total > time_cap or (P - pstar_hint) <= _STOP * abs(pstar_hint):
+            break
+    return pts
+
+
+def mn_reference(pb):
+    """A tight optimum: Roofline's Newton to a relative gradient of 1e-11."""
+    from roofline.glm import fit_multinomial
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = fit_multinomial(pb.X, pb.y, alpha=pb.alpha, solver="newton", tol=1e-11,
+                            max_iter=500)
+    return pb.P(r.coef, r.intercept)
+
+
+def mn_main(args):
+    """The multinomial table: each row's peers and Roofline's solvers side by side."""
+    from roofline.glm import fit_multinomial
+
+    cap = args.time_cap or (5.0 if args.quick else 60.0)
+    rng = np.random.default_rng(args.seed)
+    # compile the kernels outside the timed runs
+    for A in (rng.random((50, 8)), sp.random(50, 30, density=0.2, format="csr",
+                                             random_state=0)):
+        for dt in (np.float64, np.float32):
+            Xw = A.T.astype(dt) if not sp.issparse(A) else A.T.tocsc().astype(dt)
+            for s in MN_OURS:
+                fit_multinomial(Xw, np.arange(50) % 3, alpha=1e-2, solver=s, max_iter=3)
+    classes = dict(MN_CLASSES)
+    if args.only:
+        classes = {k: v for k, v in classes.items() if k in args.only.split(",")}
+    names = tuple(f"rl-{s}" for s in MN_OURS) + MN_PEERS + ("snapml",)
+    print(f"{'problem':<26} {'n':>6} {'d':>6} {'K':>4}  " + " ".join(f"{s:>17}" for s in names))
+    records = []
+    for cname, (build, full, quick) in classes.items():
+        A, y = build(np.random.default_rng(rng.integers(2**31)), quick if args.quick else full)
+        for C in MN_CS:
+            for dtype in ((np.float64, np.float32) if args.float32 else (np.float64,)):
+                pb = MNProblem(cname, A, y, C, dtype)
+                pstar = mn_reference(pb)
+                runs = {f"rl-{s}": mn_run_roofline(pb, s, cap, pstar) for s in MN_OURS}
+                for s in MN_PEERS:
+                    runs[s] = mn_run_sklearn(pb, s, cap, pstar)
+                runs["snapml"] = mn_run_snapml(pb, cap, pstar)
+                pstar = min([pstar] + [P for pts in runs.values() if pts for _, P in pts])
+                times = {s: [first_time(pts, pstar, lv) for lv in LEVELS]
+                         for s, pts in runs.items()}
+                label = f"{cname} C={C:g}" + (" f32" if dtype == np.float32 else "")
+                rec = dict(problem=label, n=pb.n, d=pb.d, K=pb.K, pstar=pstar, times=times,
+                           ran={s: pts is not None for s, pts in runs.items()})
+                records.append(rec)
+                cells = ["n/a".rjust(17) if runs[s] is None else
+                         f"{_f(times[s][0]):>8} {_f(times[s][1]):>8}" for s in names]
+                print(f"{label:<26} {pb.n:>6} {pb.d:>6} {pb.K:>4}  " + " ".join(cells),
+                      flush=True)
+    print()
+    print(mn_markdown(records))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(records, fh, indent=1)
+
+
+def mn_markdown(records):
+    """Seconds to 1e-4 per solver, the fastest peer and Roofline's best ratio to it."""
+    ours = tuple(f"rl-{s}" for s in MN_OURS)
+    peers = MN_PEERS + ("snapml",)
+    head = ("| problem | n | d | K | " + " | ".join(ours + peers)
+            + " | fastest peer | Roofline best / fastest peer |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    ratios = []
+    for r in records:
+        t = {s: r["times"][s][1] for s in ours + peers if r["ran"].get(s)}
+        cells = [("n/a" if not r["ran"].get(s) else _f(t[s])) for s in ours + peers]
+        pt = [(v, s) for s, v in t.items() if s in peers and v is not None]
+        ot = [v for s, v in t.items() if s in ours and v is not None]
+        if pt and ot:
+            ratio = min(ot) / min(pt)[0]
+            ratios.append(ratio)
+        else:
+            ratio = None
+        lines.append(f"| {r['problem']} | {r['n']} | {r['d']} | {r['K']} | "
+                     + " | ".join(cells)
+                     + f" | {min(pt)[1] if pt else '-'} | "
+                     + ("-" if ratio is None else f"{ratio:.2f}") + " |")
+    if ratios:
+        lines.append(f"\nmedian ratio {np.median(ratios):.2f}, max {max(ratios):.2f} "
+                     f"over {len(ratios)} problems")
+    return "\n".join(lines)
+
+
 ROOFLINE = ("newton", "cholesky", "scd", "tpa-scd")
 PEERS = ("lbfgs", "liblinear-primal", "liblinear-dual")
 
@@ -361,6 +594,10 @@ def main(argv=None):
     p.add_argument("--time-cap", type=float, default=None, help="seconds per solver run")
     p.add_argument("--json", default=None, help="write the raw times here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--multinomial", action="store_true",
+                   help="the multinomial table (softmax loss) instead of the binary one")
+    p.add_argument("--float32", action="store_true",
+                   help="with --multinomial: every problem in float32 too")
     p.add_argument("--markdown", default=None,
                    help="print the table of a --json file as Markdown (no runs)")
     args = p.parse_args(argv)
@@ -369,6 +606,9 @@ def main(argv=None):
             records = json.load(fh)
         print(markdown(records))
         summary(records)
+        return
+    if args.multinomial:
+        mn_main(args)
         return
     from roofline.glm import choose_solver
 

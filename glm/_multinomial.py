@@ -44,7 +44,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from roofline import gmat
+from roofline import gmat, kernels
 
 from ._auto import LBFGS_AUTO_SCALE
 from ._newton import _agree, feature_union, union_plan
@@ -147,10 +147,37 @@ def softmax_loss(Z, y):
     return loss, P
 
 
-class _Softmax:
-    """The objective, its gradient and Hessian-vector products over validated data."""
+#: The fused kernels of :mod:`roofline.kernels` this module uses when they are exported (the
+#: numpy / gmat path otherwise).
+_KERNELS = ("softmax_csc_eval", "softmax_csc_hess", "softmax_dense_eval", "softmax_dense_hess",
+            "softmax_rows_times")
 
-    def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None, s_total=None, red=None):
+#: Stored values per chunk of the parallel kernels (fewer: one chunk, the calling thread).
+_CHUNK_WORK = 1 << 15
+
+
+def fused_kernels():
+    """Whether the fused softmax kernels (:mod:`roofline.kernels`) are available: the
+    objective, gradient and Hessian products then run as one pass over the data each (the
+    gmat / numpy products otherwise)."""
+    return all(hasattr(kernels, k) for k in _KERNELS)
+
+
+def _bounds(indptr, work):
+    """Chunk boundaries of ``indptr``'s rows/columns, about equal stored values each."""
+    m = indptr.shape[0] - 1
+    n_chunks = int(min(max(1, work // _CHUNK_WORK), 4 * kernels.default_threads(), max(m, 1)))
+    if n_chunks == 1:
+        return np.array([0, m], dtype=np.int64)
+    return kernels.nnz_chunks(np.asarray(indptr, dtype=np.int64), n_chunks)
+
+
+class _Softmax:
+    """The objective, its gradient, Hessian-vector products and the Hessian's diagonal over
+    validated data."""
+
+    def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None, s_total=None, red=None,
+                 fused=None):
         self.X, self.y, self.K, self.alpha = X, y, K, alpha
         #: distributed: the :class:`_Sum` of the ranks' loss and gradient sums (None alone)
         self.red = red
@@ -167,6 +194,18 @@ class _Softmax:
         self.P = None
         self.last = None
         self.n_hessp = 0
+        self.fused = fused_kernels() if fused is None else fused
+        self._sq = None  # X's squared values (the Hessian's diagonal), made on first use
+        if self.fused:
+            self.c = np.ascontiguousarray(self.c, dtype=np.float64)
+            self.T = np.empty((self.n, K))
+            if self.sparse:
+                self.Xr = X.tocsr()  # one row per feature: the scatters, parallel by features
+                self.Xr.sort_indices()
+                self.bc = _bounds(X.indptr, X.nnz * K)
+                self.br = _bounds(self.Xr.indptr, X.nnz * K)
+            else:
+                self.bc = _bounds(np.arange(self.n + 1) * max(self.d, 1), self.n * self.d * K)
 
     def split(self, theta):
         Kd = self.K * self.d
@@ -193,10 +232,49 @@ class _Softmax:
             G = T.astype(self.dt, copy=False) @ self.X.T
         return np.asarray(G, dtype=np.float64)
 
+    def _scatter(self, T, squared=False):
+        """``X T`` transposed: ``(K, d)`` float64 from the example-major ``T`` (fused path)."""
+        if self.sparse:
+            G = np.empty((self.d, self.K))
+            data = self.Xr.data
+            if squared:
+                if self._sq is None:
+                    self._sq = np.square(data, dtype=np.float64)
+                data = self._sq
+            kernels.softmax_rows_times(self.Xr.indptr, self.Xr.indices, data, T, G, self.br)
+            return G.T
+        if squared:
+            if self._sq is None:
+                self._sq = np.square(self.X)
+            return (self._sq @ T).T
+        return (self.X @ T).T
+
     def _pack(self, GW, Gb):
         if self.fit_intercept:
             return np.concatenate([GW.ravel(), Gb])
         return GW.ravel()
+
+    def _loss_parts(self, W, b):
+        """``(L, GW, Gb, P)``: the weighted mean loss, its gradients and the probabilities
+        (``P`` example-major ``(n, K)`` on the fused path, ``(K, n)`` otherwise)."""
+        bb = np.zeros(self.K) if b is None else np.ascontiguousarray(b, dtype=np.float64)
+        if self.fused:
+            P, T, loss = np.empty((self.n, self.K)), self.T, np.empty(self.n)
+            if self.sparse:
+                kernels.softmax_csc_eval(self.X.indptr, self.X.indices, self.X.data,
+                                         np.ascontiguousarray(W.T), bb, self.y, self.c, P, T,
+                                         loss, self.bc)
+            else:
+                Z = self.X.T @ W.T
+                Z += bb
+                kernels.softmax_dense_eval(np.ascontiguousarray(Z), self.y, self.c, P, T, loss,
+                                           self.bc)
+            return float(self.c @ loss), self._scatter(T), T.sum(axis=0), P
+        loss, P = softmax_loss(self._times_X(W, b), self.y)
+        T = P.copy()
+        T[self.y, self.cols] -= 1.0
+        T *= self.c
+        return float(self.c @ loss), self._times_Xt(T), T.sum(axis=1), P
 
     def fun_grad(self, theta):
         # the solvers' first call is at the starting point, their last at the solution: both
@@ -205,11 +283,7 @@ class _Softmax:
             f, g = self.last
             return f, g.copy()
         W, b = self.split(theta)
-        loss, P = softmax_loss(self._times_X(W, b), self.y)
-        T = P.copy()
-        T[self.y, self.cols] -= 1.0
-        T *= self.c
-        L, GW, Gb = float(self.c @ loss), self._times_Xt(T), T.sum(axis=1)
+        L, GW, Gb, P = self._loss_parts(W, b)
         if self.red is not None:
             L, GW, Gb = self.red(L, GW, Gb)
         f = L + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
@@ -217,20 +291,61 @@ class _Softmax:
         self.at, self.P, self.last = theta.copy(), P, (f, g)
         return f, g.copy()
 
-    def hessp(self, theta, v):
+    def _at(self, theta):
         if self.at is None or not np.array_equal(theta, self.at):
             self.fun_grad(theta)
+
+    def hessp(self, theta, v):
+        self._at(theta)
         self.n_hessp += 1
         V, vb = self.split(v)
-        U = self._times_X(V, vb)
         P = self.P
-        T = P * U
-        T -= P * T.sum(axis=0)
-        T *= self.c
-        HW, Hb = self._times_Xt(T), T.sum(axis=1)
+        if self.fused:
+            T = self.T
+            if self.sparse:
+                kernels.softmax_csc_hess(
+                    self.X.indptr, self.X.indices, self.X.data, np.ascontiguousarray(V.T),
+                    np.zeros(self.K) if vb is None else np.ascontiguousarray(vb), P, self.c,
+                    T, self.bc)
+            else:
+                U = self.X.T @ V.T
+                if vb is not None:
+                    U += vb
+                kernels.softmax_dense_hess(np.ascontiguousarray(U), P, self.c, T, self.bc)
+            HW, Hb = self._scatter(T), T.sum(axis=0)
+        else:
+            U = self._times_X(V, vb)
+            T = P * U
+            T -= P * T.sum(axis=0)
+            T *= self.c
+            HW, Hb = self._times_Xt(T), T.sum(axis=1)
         if self.red is not None:
             _, HW, Hb = self.red(0.0, HW, Hb)
         return self._pack(HW + self.alpha * V * self.pen, Hb)
+
+    def hess_diag(self, theta):
+        """The Hessian's diagonal at ``theta`` (the Newton-CG's Jacobi preconditioner)."""
+        self._at(theta)
+        P = self.P
+        Q = P * (1.0 - P)
+        if self.fused:
+            Q *= self.c[:, None]
+            DW, Db = self._scatter(Q, squared=True), Q.sum(axis=0)
+        else:
+            Q *= self.c
+            if self.sparse:
+                X2 = self.X.multiply(self.X).tocsc() if self._sq is None else self._sq
+                self._sq = X2
+                DW = np.asarray(Q @ X2.T.astype(np.float64), dtype=np.float64)
+            else:
+                if self._sq is None:
+                    self._sq = np.square(np.asarray(self.X, dtype=np.float64))
+                DW = Q @ self._sq.T
+            Db = Q.sum(axis=1)
+        if self.red is not None:
+            _, DW, Db = self.red(0.0, np.asarray(DW), Db)
+        W, _ = self.split(theta)
+        return self._pack(DW + self.alpha * self.pen, Db)
 
 
 class _Sum:
@@ -260,6 +375,93 @@ class _Sum:
         G = np.zeros((K, d))
         G[:, self.union] = out[:u].T
         return float(out[u + 1, 0]), G, np.array(out[u])
+
+
+def _projector(K, d, fit_intercept):
+    """The projection onto the directions the softmax loss sees: the intercepts' mean over
+    the classes removed (adding ``c 1`` to ``b`` changes nothing), and with ``alpha = 0`` each
+    feature's coefficients' mean over the classes too (nor does adding ``w`` to every row of
+    ``W``).  The loss's gradient lies in that subspace already; the Jacobi-preconditioned
+    residuals are projected back into it."""
+    Kd = K * d
+
+    def project(v):
+        if d:
+            W = v[:Kd].reshape(K, d)
+            W -= W.mean(axis=0)
+        if fit_intercept:
+            v[Kd:] -= v[Kd:].mean()
+        return v
+
+    return project
+
+
+def _pcg(prob, theta, g, minv, project, tol, max_cg):
+    """Jacobi-preconditioned conjugate gradient on ``H s = -g`` until ``||r||_2 <= tol``;
+    returns ``(s, iterations)``."""
+    x = np.zeros_like(g)
+    r = -g
+    z = project(minv * r)
+    p = z.copy()
+    rz = float(r @ z)
+    i = 0
+    for i in range(1, max_cg + 1):  # noqa: B007 (i: the iterations run)
+        Hp = prob.hessp(theta, p)
+        pHp = float(p @ Hp)
+        if not pHp > 0.0:  # no curvature along p (numerically): keep what we have
+            if i == 1:
+                x = p
+            break
+        a = rz / pHp
+        x += a * p
+        r -= a * Hp
+        if float(np.sqrt(r @ r)) <= tol:
+            break
+        z = project(minv * r)
+        rz_new = float(r @ z)
+        p *= rz_new / rz
+        p += z
+        rz = rz_new
+    return x, i
+
+
+def _newton_cg(prob, theta, target, max_iter, project):
+    """Line-search Newton-CG: Jacobi-preconditioned CG to a forcing tolerance
+    ``min(0.5, sqrt(||g|| / ||g_0||)) ||g||``, then Armijo backtracking from the full step;
+    stops when ``||g||_inf <= target``.  Returns ``(theta, iterations, message)``."""
+    f, g = prob.fun_grad(theta)
+    g0 = float(np.sqrt(g @ g))
+    it = 0
+    message = "converged"
+    while float(np.abs(g).max()) > target:
+        if it >= max_iter:
+            message = "maximum number of iterations reached"
+            break
+        it += 1
+        gn = float(np.sqrt(g @ g))
+        diag = prob.hess_diag(theta)
+        minv = 1.0 / np.maximum(diag, 1e-12 * max(float(diag.max()), 1e-300))
+        eta = min(0.5, np.sqrt(gn / g0)) if g0 > 0 else 0.5
+        step, _ = _pcg(prob, theta, g, minv, project, eta * gn, 250)
+        slope = float(g @ step)
+        if not slope < 0.0:  # not a descent direction (rounding): the steepest one
+            step, slope = -g, -float(g @ g)
+        t = 1.0
+        for _ in range(60):
+            trial = theta + t * step
+            f_new, g_new = prob.fun_grad(trial)
+            if f_new <= f + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            message = "the line search failed (no decrease: at the precision's limit)"
+            break
+        if f_new == f and t < 1.0:
+            theta, f, g = trial, f_new, g_new
+            message = "no decrease left (at the precision's limit)"
+            break
+        theta, f, g = trial, f_new, g_new
+    return theta, it, message
 
 
 def _feature_max(X):
@@ -314,6 +516,16 @@ def _class_indices(y, n, n_classes, need_k=True):
         raise ValueError(f"y must hold class indices in [0, {K}), got values in "
                          f"[{y.min()}, {y.max()}]")
     return y, int(K)
+
+
+def _check_alpha(alpha):
+    """``alpha >= 0`` finite (0: unpenalised)."""
+    if isinstance(alpha, (int, float, np.floating, np.integer)) and not isinstance(alpha, bool):
+        alpha = float(alpha)
+        if np.isfinite(alpha) and alpha >= 0:
+            return alpha
+    raise ValueError(f"alpha must be a non-negative finite number (0: unpenalised), got "
+                     f"{alpha!r}")
 
 
 def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_intercept=True,
@@ -387,7 +599,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     t0 = time.perf_counter()
     if solver not in MULTINOMIAL_SOLVERS:
         raise ValueError(f"solver must be one of {MULTINOMIAL_SOLVERS}, got {solver!r}")
-    alpha = check_positive(alpha, "alpha")
+    alpha = _check_alpha(alpha)
     tol = check_positive(tol, "tol")
     max_iter = check_positive(max_iter, "max_iter", integer=True)
     if comm is not None:
@@ -399,9 +611,10 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
 
     def local():
         Xl = check_X(X, keep_dense=True, allow_no_examples=comm is not None)
-        if Xl.dtype != np.float64:
+        if Xl.dtype != np.float64 and not (sp.issparse(Xl) and fused_kernels()):
             # float32 products leave a gradient noise of ~1e-7 relative, above the usual tol:
-            # the solve runs on a float64 copy (the caller casts the coefficients back)
+            # the solve runs on a float64 copy (the caller casts the coefficients back); the
+            # fused sparse kernels read float32 values into float64 accumulators instead
             Xl = Xl.astype(np.float64)
         n = Xl.shape[1]
         yl, K = _class_indices(y, n, n_classes, need_k=comm is None)
@@ -424,6 +637,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     theta0 = np.zeros(K * d + (K if fit_intercept else 0))
     _, g0 = prob.fun_grad(theta0)
     g0_norm = float(np.abs(g0).max()) if g0.size else 0.0
+    project = _projector(K, d, bool(fit_intercept))
     if coef_init is not None:
         coef_init = np.asarray(coef_init, dtype=np.float64)
         if coef_init.shape != (K, d):
@@ -434,24 +648,29 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         if intercept_init.shape != (K,):
             raise ValueError(f"intercept_init has shape {intercept_init.shape}, "
                              f"expected ({K},)")
-        theta0[K * d:] = intercept_init - intercept_init.mean()
+        theta0[K * d:] = intercept_init
+    elif fit_intercept and coef_init is None and g0_norm > 0.0:
+        # the intercepts' optimum with W = 0: the log class frequencies (up to a constant)
+        freq = np.bincount(y, weights=s, minlength=K)[:K] if len(y) else np.zeros(K)
+        if comm is not None:
+            freq = comm.allreduce(freq)
+        theta0[K * d:] = np.log(np.maximum(freq / freq.sum(), 1e-8))
+    theta0 = project(theta0)  # the representative without the invisible directions
     target = tol * g0_norm
     if g0_norm == 0.0:  # all classes equally likely everywhere: 0 is the optimum
         res = theta0, 0
         message = "the gradient at zero is zero"
+    elif solver == "newton":
+        theta, nit, message = _newton_cg(prob, theta0, target, max_iter, project)
+        res = theta, nit
     else:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # scipy's "A bad approximation"
-            if solver == "newton":
-                out = scipy.optimize.minimize(
-                    prob.fun_grad, theta0, jac=True, hessp=prob.hessp, method="trust-ncg",
-                    options={"gtol": target, "maxiter": max_iter})
-            else:
-                out = scipy.optimize.minimize(
-                    prob.fun_grad, theta0, jac=True, method="L-BFGS-B",
-                    options={"gtol": target, "ftol": 0.0, "maxiter": max_iter,
-                             "maxcor": 20, "maxls": 40})
-        res = out.x, int(out.nit)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = scipy.optimize.minimize(
+                prob.fun_grad, theta0, jac=True, method="L-BFGS-B",
+                options={"gtol": target, "ftol": 0.0, "maxiter": max_iter,
+                         "maxcor": 20, "maxls": 40})
+        res = project(out.x.copy()), int(out.nit)
         message = str(out.message)
     theta, nit = res
     f, g = prob.fun_grad(theta)
