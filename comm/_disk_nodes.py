@@ -291,6 +291,9 @@ def _write_all(fd, bufs):
         group = views[:_IOV_MAX]
         n = os.writev(fd, group)
         total += n
+        if n == sum(map(len, group)):  # all of it (the usual case)
+            views = views[len(group):]
+            continue
         # drop what was written (a short write leaves the rest of a buffer)
         i = 0
         while i < len(group) and n >= len(group[i]):
