@@ -8,9 +8,9 @@ the distributed trust-region Newton and checked on an emulated network.
 this machine (``roofline.comm.run(backend="tcp")``, each rank its contiguous shard of the
 examples, one thread) and returns one record per iteration (``res.info["per_iter"]``: CG
 steps, compute seconds, seconds inside collectives, collectives, bytes).  An iteration runs
-``cg_steps`` Hessian-vector reduces (one column over the union of the features), one gradient
-reduce (two columns) and the rest are scalar all-reduces (the loss at trial points); each
-collective follows one pass over the local data (a *work unit*).  From these:
+``cg_steps`` Hessian-vector reduces (one column over the union of the features) and one
+reduce (two columns) of the loss with the gradient per trial point; each collective follows
+one pass over the local data (a *work unit*).  From these:
 
 * the hosts' costs per step, message and byte (``ClusterModel.fit``) from the seconds inside
   collectives, against the steps ``kylix_steps`` gives for the run's degrees and the union
@@ -155,9 +155,9 @@ def coordinator_main(args):
 
 
 def steps_at(K, degrees, U, d):
-    """The collectives' steps at ``K`` ranks: Hessian-vector reduce, gradient reduce, scalar
-    all-reduce, and the configuration's collectives (the feature occupancy all-reduce of ``d``
-    bytes and the index lists going down)."""
+    """The collectives' steps at ``K`` ranks: Hessian-vector reduce, gradient reduce (with the
+    loss), a scalar all-reduce, and the configuration's collectives (the feature occupancy
+    all-reduce of ``d`` bytes and the index lists going down)."""
     from roofline.comm import kylix_steps
 
     L = len(degrees)
@@ -168,10 +168,10 @@ def steps_at(K, degrees, U, d):
 
 
 def iteration_collectives(rec, st):
-    """``(count, steps)`` of one iteration record."""
+    """``(count, steps)`` of one iteration record: its CG steps' products, and its objective
+    evaluations (each a reduce of the loss with the gradient)."""
     cg = rec["cg_steps"]
-    return [(cg, st["hv"]), (1, st["grad"]), (max(rec["collectives"] - cg - 1, 0),
-                                             st["scalar"])]
+    return [(cg, st["hv"]), (max(rec["collectives"] - cg, 0), st["grad"])]
 
 
 def fit_model(runs, F, n, d, cores, network=None):

@@ -11,7 +11,9 @@ contiguous shard of the examples, one thread).  Each run goes to a relative dual
 ``--tol``; the table gives the iterations and the solver seconds (the configuration of the
 sparse plan included) at which the relative suboptimality ``(P - P*) / |P*|`` first reaches
 1e-3 and 1e-4, with, for the distributed runs, the collectives and the megabytes rank 0 sent
-and its seconds inside collectives.
+and its seconds inside collectives (``colls``, ``/iter``: per Newton iteration; ``cpu s``: the
+CPU seconds of the fit, the largest over the ranks, their transports' reader threads included:
+the figure to compare on a machine whose other load makes wall seconds swing).
 
 The ranks' times are the processes' own (process start and data loading excluded); on a
 machine with fewer cores than ranks the processes share cores, and the loopback TCP costs
@@ -114,10 +116,12 @@ def _rank(comm, path, kw):
         # warm-up on a slice (numba loads its kernels in this fresh process), then the run
         m = min(500, X.shape[1])
         fit_newton(X[:, :m], y[:m], comm=comm, n_jobs=1, **{**kw, "max_iter": 2})
+        cpu = time.process_time()
         res = fit_newton(X, y, comm=comm, n_jobs=1, **kw)
+        cpu = time.process_time() - cpu
     info = res.info
     return (res, info["setup"]["seconds"], info["collectives"], info["bytes_sent"],
-            info["comm_seconds"])
+            info["comm_seconds"], cpu)
 
 
 def _save_shards(path, X, y, K):
@@ -135,26 +139,29 @@ def _best(runs, p_star):
     """The run of ``runs`` (``(label, res, setup, ...)`` rows) first to reach the last target."""
     def key(row):
         t = _first(row[1], p_star, row[2])[-1][1]
-        return (t is None, t if t is not None else row[-1])
+        return (t is None, t if t is not None else row[6])
     return min(runs, key=key)
 
 
 def _run_ranks(backend, K, path, kw):
     """Rank 0's ``_rank`` output of a K-rank job on ``backend`` (``tcp``, ``mpi``: processes
     from :func:`roofline.comm.run`; ``dask``: a LocalCluster of K one-thread workers, started
-    before and closed after, :func:`roofline.comm.run_on_dask`)."""
+    before and closed after, :func:`roofline.comm.run_on_dask`), its CPU seconds replaced by
+    the largest of any rank's (the fit's, reader threads included)."""
     from roofline.comm import run
 
     if backend != "dask":
-        return run(_rank, K, backend=backend, args=(path, kw), timeout=600)[0]
-    import distributed
+        out = run(_rank, K, backend=backend, args=(path, kw), timeout=600)
+    else:
+        import distributed
 
-    from roofline.comm import run_on_dask
+        from roofline.comm import run_on_dask
 
-    with distributed.LocalCluster(n_workers=K, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        return run_on_dask(client, _rank, n=K, args=(path, kw), timeout=600)[0]
+        with distributed.LocalCluster(n_workers=K, threads_per_worker=1, processes=True,
+                                      dashboard_address=":0") as cluster, \
+                distributed.Client(cluster) as client:
+            out = run_on_dask(client, _rank, n=K, args=(path, kw), timeout=600)
+    return (*out[0][:-1], max(o[-1] for o in out))
 
 
 def bench(name, X, y, alpha, tol, procs, repeat=1, backends=("tcp",)):
@@ -169,17 +176,17 @@ def bench(name, X, y, alpha, tol, procs, repeat=1, backends=("tcp",)):
         rows = []
         runs = []
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = fit_glm(X, y, loss="logistic", alpha=alpha, tol=tol, max_iter=5000)
             runs.append((f"default ({res.solver})", res, 0.0, None, None, None,
-                         time.perf_counter() - t0))
+                         time.perf_counter() - t0, time.process_time() - c0))
         rows.append(_best(runs, p_star))
         runs = []
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = fit_newton(X, y, **kw)
             runs.append(("newton, 1 process", res, 0.0, None, None, None,
-                         time.perf_counter() - t0))
+                         time.perf_counter() - t0, time.process_time() - c0))
         rows.append(_best(runs, p_star))
     with tempfile.TemporaryDirectory() as path:
         for K in procs:
@@ -187,9 +194,9 @@ def bench(name, X, y, alpha, tol, procs, repeat=1, backends=("tcp",)):
             for backend in backends:
                 runs = []
                 for _ in range(repeat):
-                    res, setup, coll, nbytes, cs = _run_ranks(backend, K, path, kw)
+                    res, setup, coll, nbytes, cs, cpu = _run_ranks(backend, K, path, kw)
                     runs.append((f"newton, {backend} K={K}", res, setup, coll, nbytes, cs,
-                                 res.time))
+                                 res.time, cpu))
                 rows.append(_best(runs, p_star))
     return p_star, star, rows
 
@@ -199,13 +206,16 @@ def print_table(name, X, alpha, p_star, rows):
           + (f", {X.nnz} stored" if sp.issparse(X) else "")
           + f", alpha={alpha:g}, P*={p_star:.10g}")
     hdr = (f"{'method':<26}{'it@1e-3':>8}{'s@1e-3':>9}{'it@1e-4':>8}{'s@1e-4':>9}"
-           f"{'iters':>6}{'CG':>5}{'total s':>9}{'colls':>7}{'MB sent':>9}{'comm s':>8}")
+           f"{'iters':>6}{'CG':>5}{'total s':>9}{'cpu s':>7}{'colls':>7}{'/iter':>6}"
+           f"{'MB sent':>9}{'comm s':>8}")
     print(hdr)
     print("-" * len(hdr))
-    for label, res, setup, coll, nbytes, cs, total in rows:
+    for label, res, setup, coll, nbytes, cs, total, cpu in rows:
         (i3, t3), (i4, t4) = _first(res, p_star, setup)
+        per = None if coll is None else coll / max(res.n_iter, 1)
         print(f"{label:<26}{_f(i3, 'd'):>8}{_f(t3, '.3f'):>9}{_f(i4, 'd'):>8}{_f(t4, '.3f'):>9}"
-              f"{res.n_iter:>6d}{res.info.get('cg_iter', 0):>5d}{total:>9.3f}{_f(coll, 'd'):>7}"
+              f"{res.n_iter:>6d}{res.info.get('cg_iter', 0):>5d}{total:>9.3f}{cpu:>7.3f}"
+              f"{_f(coll, 'd'):>7}{_f(per, '.1f'):>6}"
               f"{_f(None if nbytes is None else nbytes / 1e6, '.2f'):>9}{_f(cs, '.3f'):>8}")
 
 
@@ -513,8 +523,9 @@ def main(argv=None):
     ap.add_argument("--backends", nargs="+", default=["tcp"], choices=["tcp", "mpi", "dask"],
                     help="how Roofline's ranks run: processes over TCP (the launcher), "
                          "under mpiexec, or one per worker of a Dask LocalCluster")
-    ap.add_argument("--peers", nargs="*", default=["spark", "dask"], choices=["spark", "dask"],
-                    help="peers to run beside Roofline (none: Roofline alone)")
+    ap.add_argument("--peers", nargs="*", default=["spark", "dask"],
+                    choices=["spark", "dask", "none"],
+                    help="peers to run beside Roofline (none, or no name: Roofline alone)")
     ap.add_argument("--peer-procs", type=int, nargs="+", default=None,
                     help="K values for the peers (default: --procs)")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per row (best kept)")

@@ -65,6 +65,11 @@ logger = logging.getLogger(__name__)
 
 #: Smallest message worth sending on its own (bytes); BIDMat's rule keeps packets above it.
 MIN_PACKET = 64 * 1024
+#: A network of one layer of at most this many nodes reduces in one exchange
+#: (:attr:`KylixCommunicator.direct`): with two nodes it sends no more than the butterfly's
+#: two exchanges (the same bytes for a dense vector; for a sparse one, the sender's indices the
+#: peer wants instead of half of its own and half of the peer's) and waits on the network once.
+DIRECT_MAX_DEGREE = 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,6 +284,23 @@ def _unique(x, return_inverse=False):
     inv = np.empty(x.size, np.int64)
     inv[order] = np.cumsum(keep) - 1
     return uniq, inv
+
+
+def _members_of(a, b):
+    """The positions in the sorted distinct ``a`` of its entries that occur in the sorted
+    distinct ``b`` (increasing)."""
+    if a.size == 0 or b.size == 0:
+        return np.zeros(0, np.int64)
+    pos = np.minimum(np.searchsorted(b, a), b.size - 1)
+    return np.flatnonzero(b[pos] == a)
+
+
+def _check_values(got, dtype, tail, layer, rank):
+    """Every received block has the reduce's dtype and trailing shape."""
+    for g in got:
+        if g.dtype != dtype or g.shape[1:] != tail:
+            raise CommError(f"sparse reduce mismatch at layer {layer}: rank {rank} has values "
+                            f"{dtype}{tail}, a peer sent {g.dtype}{g.shape[1:]}")
 
 
 def _is_sorted(a):
@@ -524,11 +546,21 @@ class KylixCommunicator(Communicator):
         self._check_open()
         return KylixPlan(self, as_host(indices)[0], None if want is None else as_host(want)[0])
 
+    @property
+    def direct(self) -> bool:
+        """Whether the collectives take one exchange instead of the butterfly's two (down and
+        back up): a network of one layer of at most :data:`DIRECT_MAX_DEGREE` nodes, where
+        every node sends its values to every other and each sums them itself, in the same
+        member order as the butterfly's owners, so the results are bit-identical to it."""
+        return len(self.degrees) == 1 and self.degrees[0] <= DIRECT_MAX_DEGREE
+
     def _configure(self, plan: KylixPlan):
         self.stats["calls"] += 1
         plan._id = self._seq
         self._begin("sparse_plan")
         cur, wcur = plan._uidx, plan._uwant
+        if self.direct:
+            return self._configure_direct(plan, cur, wcur)
         top = max(int(cur[-1]) + 1 if cur.size else 0, int(wcur[-1]) + 1 if wcur.size else 0)
         hi = top if self.size == 1 else int(
             self._allreduce(np.array([top], dtype=np.int64), "max")[0])
@@ -563,6 +595,28 @@ class KylixCommunicator(Communicator):
         plan._final = (pos, found)
         plan._n_bottom = cur.size
 
+    def _configure_direct(self, plan: KylixPlan, cur, wcur):
+        """The configuration of the one-exchange reduce (:attr:`direct`): every node sends its
+        contributed and wanted index lists to every other, and keeps, for each member, the
+        positions of its own indices that member wants (what it sends) and the map of what
+        that member sends into its own wanted list (where it adds it)."""
+        k = self.degrees[0]
+        lay = _Layer(k, _members(self.rank, 1, k))
+        msg = np.concatenate(([cur.size], cur, wcur)).astype(np.int64)
+        got = self._exchange(0, lay, [msg] * k)
+        lay.sels, lay.maps = [], []
+        for g in got:
+            their, theirw = g[1:1 + int(g[0])], g[1 + int(g[0]):]
+            mine = _members_of(cur, theirw)  # my indices that member wants
+            lay.sels.append(None if mine.size == cur.size else mine)
+            sent = their[_members_of(their, wcur)]  # what it sends me, in its (sorted) order
+            lay.maps.append(np.searchsorted(wcur, sent))
+        lay.n_union = int(wcur.size)
+        plan.layers.append(lay)
+        plan.n_union.append(int(_unique(np.concatenate([wcur[m] for m in lay.maps])).size))
+        plan._final = None
+        plan._n_bottom = wcur.size
+
     def _reduce(self, plan: KylixPlan, values):
         self._check_open()
         self.stats["calls"] += 1
@@ -576,13 +630,14 @@ class KylixCommunicator(Communicator):
                 acc[plan._inv] = values
             else:
                 np.add.at(acc, plan._inv, values)  # duplicates of a rank summed, in order
+        if plan._final is None:  # the one-exchange reduce (self.direct)
+            res = self._reduce_direct(plan.layers[0], acc, values.dtype, tail)
+            if plan._winv is not None:
+                res = res[plan._winv]
+            return res
         for layer, lay in enumerate(plan.layers):
             got = self._exchange(layer, lay, [acc[s] for s in lay.sels])
-            for g in got:
-                if g.dtype != values.dtype or g.shape[1:] != tail:
-                    raise CommError(f"sparse reduce mismatch at layer {layer}: rank "
-                                    f"{self.rank} has values {values.dtype}{tail}, a peer "
-                                    f"sent {g.dtype}{g.shape[1:]}")
+            _check_values(got, values.dtype, tail, layer, self.rank)
             acc = np.zeros((lay.n_union, *tail), values.dtype)
             # group-member order: the same on every rank and backend
             for m, g in zip(lay.maps, got, strict=True):
@@ -609,6 +664,17 @@ class KylixCommunicator(Communicator):
             res = values.copy()  # one rank, sorted distinct indices: never the caller's array
         return res
 
+    def _reduce_direct(self, lay, acc, dtype, tail):
+        """The one-exchange sparse reduce: each member's wanted values out, every member's
+        values for this node's wanted indices summed in member order (the butterfly owner's
+        order, so the same bits)."""
+        got = self._exchange(0, lay, [acc if s is None else _gather(acc, s) for s in lay.sels])
+        _check_values(got, dtype, tail, 0, self.rank)
+        res = np.zeros((lay.n_union, *tail), dtype)
+        for m, g in zip(lay.maps, got, strict=True):
+            _scatter_add(res, m, g)
+        return res
+
     # -- dense ----------------------------------------------------------------------------
     def allreduce(self, x, op="sum"):
         self._check_op(op)
@@ -625,6 +691,19 @@ class KylixCommunicator(Communicator):
         flat = x.reshape(-1).copy()
         if self.size == 1:
             return flat
+        if self.direct:  # one exchange: every member sums every member's vector, in order
+            k = self.degrees[0]
+            lay = _Layer(k, _members(self.rank, 1, k))
+            got = self._exchange(0, lay, [flat] * k)
+            if any(g.shape != flat.shape for g in got):
+                raise CommError(f"allreduce shape mismatch on rank {self.rank}")
+            red = got[0].copy()
+            for g in got[1:]:
+                if op == "sum":
+                    red += g
+                else:
+                    np.maximum(red, g, out=red)
+            return red
         segs = [(0, flat.size)]  # the contiguous range this node reduces at each layer
         cum = 1
         for layer, k in enumerate(self.degrees):

@@ -160,13 +160,20 @@ def kylix_steps(degrees, union, *, columns: int = 1, itemsize: int = 8) -> list[
     Returns
     -------
     list of Step
-        Down the layers, then back up: ``2 L`` steps (none for one node).
+        Down the layers, then back up: ``2 L`` steps (none for one node); one step where
+        Kylix reduces in one exchange (:attr:`KylixCommunicator.direct`: one layer of two
+        nodes), each node sending the other its own ``U(1)`` values.
     """
+    from ._kylix import DIRECT_MAX_DEGREE
+
     U = _union_fn(union)
     degrees = [int(k) for k in degrees]
     K = math.prod(degrees)
     head = 8 + 8 * (1 if columns == 1 else 2)  # the array header of each message
     row = columns * itemsize
+    if len(degrees) == 1 and 2 <= degrees[0] <= DIRECT_MAX_DEGREE:
+        b = (K - 1) * (U(1) * row + head)
+        return [Step(K - 1, b, b)]
     down, up = [], []
     c = 1
     for k in degrees:

@@ -20,11 +20,12 @@ intercept's second-order term), computed from the gradient's own pass at no extr
 solver stops when ``gap <= tol * |P|``.
 
 Distributed (:func:`fit_newton_comm`, ``fit_newton(comm=)``): every rank holds its own
-examples and runs the same loop; the loss at a trial point, the gradient (with the Hessian's
-diagonal and the certificate's sums) and every Hessian-vector product are local sums added
-across the ranks (one Kylix plan over the union of the ranks' features for sparse data, the
-dense all-reduce for dense data), so the iterates are the single-process ones up to the order
-of summation and the iteration count does not grow with the number of ranks.
+examples and runs the same loop; the loss at a trial point with its gradient (and the
+Hessian's diagonal and the certificate's sums, one reduce) and every Hessian-vector product
+are local sums added across the ranks (one Kylix plan over the union of the ranks' features
+for sparse data, the dense all-reduce for dense data), so the iterates are the single-process
+ones up to the order of summation and the iteration count does not grow with the number of
+ranks.
 
 Why it exists: dual coordinate descent needs many sweeps when the regularisation is weak
 relative to the data's scale and conditioning (dense correlated or badly scaled features, an
@@ -113,10 +114,13 @@ class _Smooth:
         self.z = np.empty(pb.n_local)
         self.dl = np.empty(pb.n_local)
         self.D = np.empty(pb.n_local)
-        if self.fused:  # a trial point's derivatives, kept apart until it is accepted
-            self._dl_t = np.empty(pb.n_local)
-            self._D_t = np.empty(pb.n_local)
+        # a trial point's derivatives, kept apart until it is accepted (the fused dense pass
+        # and the distributed evaluation compute them with the loss)
+        self._dl_t = np.empty(pb.n_local)
+        self._D_t = np.empty(pb.n_local)
         self._pending = self._hd = None
+        self._trial = None  # distributed: the reduced sums at the last trial point
+        self.n_fun = 0  # objective evaluations (start and trial points)
         self.work = None if self.Xd is not None else gnewton.hess_vec_workspace(self.X,
                                                                                  n_threads)
         self._hv = np.empty(self.d)
@@ -142,12 +146,48 @@ class _Smooth:
         return w if self.pos is None else w[self.pos]
 
     def fun(self, x, z):
-        """``f(x)`` with the margins written into ``z``; also keeps the loss sum."""
+        """``f(x)`` with the margins written into ``z``; also keeps the loss sum.
+
+        Distributed, the gradient's sums at ``x`` are reduced with the loss in the same
+        collective (:meth:`_fun_grad`): :meth:`grad` at an accepted trial point then sends
+        nothing."""
         w, b = self.split(x)
-        L = self._loss(self._local(w), b, z)
+        self.n_fun += 1
         if self.red is not None:
-            L = self.red.scalar(L)
+            L = self._fun_grad(w, b, z)
+        else:
+            L = self._loss(self._local(w), b, z)
         return 0.5 * float(w @ w) + self.C * L, L
+
+    def _fun_grad(self, w, b, z):
+        """Distributed: this rank's loss, ``X S l'``, Hessian diagonal and certificate sums at
+        ``(w, b)`` (margins into ``z``, derivatives into the trial buffers), summed over the
+        ranks in one reduce and kept for :meth:`grad`; returns the summed loss."""
+        pb = self.pb
+        wl = self._local(w)
+        if pb.n_local == 0:
+            Xdl, h, sums = np.zeros(self.d), np.zeros(self.d), (0.0, 0.0, 0.0, 0.0, 0.0)
+        elif self.fused:
+            Xdl, h, s4, _, _, _ = gnewton.dense_eval(self.Xd, wl, b, pb.y, pb.loss, self.sw,
+                                                     z=z, dl=self._dl_t, D=self._D_t,
+                                                     n_chunks=self.k)
+            sums = (*(float(v) for v in s4), float(s4[2]))
+        else:
+            if self.Xd is not None:
+                np.dot(self.Xd.T, wl, out=z)
+                z += b
+            else:
+                pb.margins(wl, b, z)
+            L, g_b, h_b, dl, D = gnewton.loss_derivs(z, pb.y, pb.loss, self._dl_t, self._D_t,
+                                                     self.sw)
+            dlw = dl if self.sw is None else dl * self.sw
+            Xdl = self.Xd @ dlw if self.Xd is not None else pb.xdot(dlw)
+            conj = gnewton.conj_sum(-dl, pb.y, pb.loss, self.sw)
+            h, hb = self._diag_of(D)
+            sums = (L, g_b, h_b, conj, hb)
+        Xdl, h, sums = self.red.grad(Xdl, h, sums)
+        self._trial = (z, Xdl, h, sums)
+        return sums[0]
 
     def _loss(self, w, b, z):
         """This rank's loss sum at ``(w, b)`` (its own features), margins into ``z``."""
@@ -171,11 +211,16 @@ class _Smooth:
         the duality-gap certificate ``(P, gap)`` of :class:`GLMProblem`."""
         pb = self.pb
         w, b = self.split(x)
-        Xdl, (L, g_b, h_b, conj) = self._grad_sums(self._local(w), b, z)
-        if self.red is not None:  # one reduce: [X S l' | diag(H)] and the scalars
-            h, hb = self._diag_sums(h_b)
-            Xdl, h, (L, g_b, h_b, conj, hb) = self.red.grad(Xdl, h, (L, g_b, h_b, conj, hb))
+        if self.red is not None:  # the sums reduced with the loss at x (fun)
+            if self._trial is None or self._trial[0] is not z:
+                self._fun_grad(w, b, z)
+            _, Xdl, h, (L, g_b, h_b, conj, hb) = self._trial
+            self._trial = None
             self._hdiag = (h, hb)
+            self.dl, self._dl_t = self._dl_t, self.dl  # the trial's derivatives accepted
+            self.D, self._D_t = self._D_t, self.D
+        else:
+            Xdl, (L, g_b, h_b, conj) = self._grad_sums(self._local(w), b, z)
         g = np.empty_like(x)
         g[: self.dx] = w + self.C * Xdl
         if self.fi:
@@ -205,15 +250,11 @@ class _Smooth:
         conj = gnewton.conj_sum(-dl, pb.y, pb.loss, self.sw)
         return Xdl, (L, g_b, h_b, conj)
 
-    def _diag_sums(self, h_b):
-        """This rank's diagonal of ``X D X^T`` and ``sum D`` (``h_b``: the fused pass's)."""
-        if self.pb.n_local == 0:
-            return np.zeros(self.d), 0.0
-        if self.fused:
-            return self._hd, h_b
+    def _diag_of(self, D):
+        """This rank's diagonal of ``X D X^T`` and ``sum D``."""
         if self.Xd is not None:
-            return np.einsum("ij,ij,j->i", self.Xd, self.Xd, self.D), float(self.D.sum())
-        return gnewton.hess_diag(self.X, self.D, np.empty(self.d))
+            return np.einsum("ij,ij,j->i", self.Xd, self.Xd, D), float(D.sum())
+        return gnewton.hess_diag(self.X, D, np.empty(self.d))
 
     def diag(self):
         """The preconditioner ``M = (1 - a) + a diag(H)``."""
@@ -587,15 +628,12 @@ class _Reducer:
         self.seconds = 0.0
         self.calls = 0
 
-    def _sum(self, v, dense=False):
+    def _sum(self, v):
         t0 = time.perf_counter()
-        out = (self.comm.allreduce(v) if dense or self.plan is None else self.plan.reduce(v))
+        out = self.comm.allreduce(v) if self.plan is None else self.plan.reduce(v)
         self.seconds += time.perf_counter() - t0
         self.calls += 1
         return out
-
-    def scalar(self, v):
-        return float(self._sum(np.array([v], dtype=np.float64), dense=True)[0])
 
     def grad(self, Xdl, h, sums):
         """``X S l'``, ``diag(X D X^T)`` and ``(L, g_b, h_b, conj, hb)`` summed: one reduce
@@ -673,9 +711,11 @@ def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, t
     The objective is :func:`fit_newton`'s over the examples of every rank (``n`` the total
     count; the weights scaled to mean 1 by their global sum, so that weights differing between
     the ranks mean what repeated rows would).  Every pass of the single-process solver runs on
-    the local examples and its sums are added across the ranks: the loss at a trial point
-    (one scalar all-reduce), the gradient with the Hessian's diagonal and the certificate's
-    sums (one reduce), and every Hessian-vector product of the CG steps (one reduce each).
+    the local examples and its sums are added across the ranks: at the start and at each trial
+    point, the loss together with the gradient, the Hessian's diagonal and the certificate's
+    sums (one reduce: the gradient is computed on the trial point before it is known to be
+    accepted, so that an accepted step costs no second collective), and every Hessian-vector
+    product of the CG steps (one reduce each): ``n_hv + n_fun`` collectives in all.
     Sparse data reduce through one Kylix plan (:meth:`Communicator.sparse_plan`) configured
     once over the union of the ranks' features, dense data through the dense
     :meth:`Communicator.allreduce`.  The reduced sums are bit-identical on every rank, so every
@@ -705,7 +745,8 @@ def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, t
     Returns
     -------
     GLMResult
-        The same on every rank (up to the times).  ``info``: ``cg_iter``, ``n_ranks``,
+        The same on every rank (up to the times).  ``info``: ``cg_iter`` (= ``n_hv``, the
+        Hessian-vector products), ``n_fun`` (objective evaluations), ``n_ranks``,
         ``reduce`` (``"sparse"`` or ``"dense"``), ``n_union_features``, ``setup`` (the
         collectives, bytes and seconds of the configuration) and ``per_iter``: one dict per
         accepted iteration with ``cg_steps``, ``wall_s``, ``compute_s`` (wall minus the time
@@ -817,7 +858,8 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
             f, x, trace, max_iter=max_iter, verbose=verbose if comm.rank == 0 else 0,
             callback=None, point=point, eps_cg=eps_cg, gtol=gtol, on_iter=on_iter)
     wf, bf = point(x)
-    info = {"n_active_features": u, "cg_iter": cg_total, "n_hv": cg_total, "stalled": stalled,
+    info = {"n_active_features": u, "cg_iter": cg_total, "n_hv": cg_total, "n_fun": f.n_fun,
+            "stalled": stalled,
             "stopped_by_callback": False, "parallel_hv": f.work is not None,
             "n_ranks": comm.size, "reduce": "dense" if union is None else "sparse",
             "n_union_features": u, "n_examples": n, "setup": setup, "per_iter": per_iter,

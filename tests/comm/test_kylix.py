@@ -14,6 +14,7 @@ from roofline.comm import (
     kylix_degrees,
     run_in_threads,
 )
+from roofline.comm import _kylix
 
 N_FEATURES = 4000
 
@@ -197,6 +198,79 @@ def test_degrees_decrease_and_multiply_to_the_node_count(n):
         assert all(k >= 2 for k in d)
     assert kylix_degrees(64, nnz=100) == (8, 8)  # small packets: layers of about sqrt(n)
     assert kylix_degrees(64, nnz=10**7) == (64,)  # large packets: one all-to-all layer
+
+
+def _two_ranks(monkeypatch, direct, fn):
+    """``fn`` on two ranks, reducing in one exchange (``direct``) or through the butterfly."""
+    monkeypatch.setattr(_kylix, "DIRECT_MAX_DEGREE", 2 if direct else 1)
+
+    def one(comm, r):
+        assert comm.direct == direct
+        before = (comm.stats["messages"], comm.stats["bytes_sent"])
+        out = fn(comm, r)
+        return out, comm.stats["messages"] - before[0], comm.stats["bytes_sent"] - before[1]
+
+    return _run(2, (2,), one)
+
+
+def test_two_ranks_reduce_in_one_exchange_bit_for_bit(monkeypatch):
+    """Two ranks (one layer of two) reduce in one exchange: each sends the other the values of
+    its indices that the other wants, and both add in member order, which is the butterfly
+    owner's order, so every sum has the same bits as the butterfly's (sparse 1-D and 2-D,
+    unsorted indices with duplicates, wanted sets that differ; dense sum and max) in half its
+    messages."""
+    rng = np.random.default_rng(11)
+    idx = [_zipf_indices(rng, 900), rng.permutation(np.arange(0, N_FEATURES, 2))]
+    vals = [rng.normal(size=(i.size, 3)) for i in idx]
+    want = [np.arange(N_FEATURES), rng.integers(0, N_FEATURES + 20, size=300)]
+    xs = [rng.normal(size=(17, 5)) for _ in range(2)]
+
+    def fn(comm, r):
+        plan = comm.sparse_plan(idx[r], want[r])
+        before = comm.stats["messages"]
+        out = (plan.reduce(vals[r]), plan.reduce(vals[r][:, 0].copy()),
+               comm.allreduce(xs[r]), comm.allreduce(xs[r], op="max"))
+        return out, comm.stats["messages"] - before
+
+    direct = _two_ranks(monkeypatch, True, fn)
+    butterfly = _two_ranks(monkeypatch, False, fn)
+    ref = _reference(idx, vals, N_FEATURES + 20)
+    for r in range(2):
+        (got, msgs), _, _ = direct[r]
+        (exp, bmsgs), _, _ = butterfly[r]
+        for a, b in zip(got, exp, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(got[0], ref[want[r]], rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(got[2], direct[0][0][0][2])  # the same on both ranks
+        assert msgs == 4 and bmsgs == 8  # one message per collective instead of two
+
+
+def test_two_ranks_send_no_more_than_the_butterfly(monkeypatch):
+    """The Newton plan's case (every rank wants the whole union): one exchange sends each
+    rank's own values, fewer bytes than the butterfly's half of its own plus half of the
+    union; a dense vector costs the same bytes in one message instead of two."""
+    rng = np.random.default_rng(5)
+    idx = [np.unique(_zipf_indices(rng, 3000, a=1.1)) for _ in range(2)]
+    union = np.union1d(*idx)
+
+    def fn(comm, r):
+        plan = comm.sparse_plan(idx[r], union)
+        before = comm.stats["bytes_sent"]
+        plan.reduce(np.ones(idx[r].size))
+        sparse = comm.stats["bytes_sent"] - before
+        before = comm.stats["bytes_sent"]
+        comm.allreduce(np.ones(1000))
+        return sparse, comm.stats["bytes_sent"] - before
+
+    direct = _two_ranks(monkeypatch, True, fn)
+    butterfly = _two_ranks(monkeypatch, False, fn)
+    for r in range(2):
+        (sparse, dense), _, _ = direct[r]
+        (bsparse, bdense), _, _ = butterfly[r]
+        assert sparse < bsparse
+        assert 8 * idx[r].size <= sparse <= 8 * idx[r].size + 64  # its values and a header
+        assert dense == pytest.approx(bdense, abs=64)
 
 
 def test_colliding_power_law_indices_shrink_down_the_layers():
