@@ -54,7 +54,7 @@ def _rss_mib():
 def _one(args):
     """One cluster size, in this process; prints one JSON line."""
     from roofline import kernels
-    from roofline.comm import DiskNodeCluster, _disk_nodes
+    from roofline.comm import DiskNodeCluster
 
     n = args.nodes[0]
     root = tempfile.mkdtemp(prefix=f"disk-cluster-{n}-", dir=args.root)
@@ -80,13 +80,6 @@ def _one(args):
         out["cpu_disk"] = {k: getattr(cpu_disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
             "checksum_bandwidth")}
-        # the CRC-32 the cluster computes (ISA-L's with the optional isal package, else
-        # zlib's, which is what measure_disk times): the predictions use its rate
-        crc_disk, crc_cpu = _disk_nodes._checksum_roofline(disk), \
-            _disk_nodes._checksum_roofline(cpu_disk)
-        out["crc"] = {"impl": _disk_nodes._crc32_fn().__module__,
-                      "bandwidth": crc_disk.checksum_bandwidth,
-                      "cpu_bandwidth": crc_cpu.checksum_bandwidth}
         d = args.state_kib * 1024 // 8
         total = n * d * 8
         cap = int(total / args.cap_ratio)
@@ -95,6 +88,11 @@ def _one(args):
         rng = np.random.default_rng(0)
         cl = DiskNodeCluster(n, os.path.join(root, "dense"), memory_cap=cap, disk=disk,
                              packet_bytes=packet)
+        # the CRC-32 the cluster computes (ISA-L's with the optional isal package, else
+        # zlib's, which is what measure_disk times): the predictions use its rate
+        out["crc"] = {"impl": cl.crc32,
+                      "bandwidth": cl.prediction_roofline().checksum_bandwidth,
+                      "cpu_bandwidth": cl.prediction_roofline(cpu_disk).checksum_bandwidth}
 
         def init(r):
             g = np.random.default_rng(r)

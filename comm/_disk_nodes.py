@@ -1001,12 +1001,35 @@ class DiskNodeCluster:
         float or None
             Seconds; None when no roofline was given or measured.
         """
-        disk = self._disk if disk is None else disk
+        disk = self.prediction_roofline(disk)
         if disk is None:
             return None
-        return _checksum_roofline(disk).io_time(
-            stats["files_written"], stats["bytes_written"], stats["files_read"],
-            stats["bytes_read"], self.fsync, checksummed=True)
+        return disk.io_time(stats["files_written"], stats["bytes_written"],
+                            stats["files_read"], stats["bytes_read"], self.fsync,
+                            checksummed=True)
+
+    def prediction_roofline(self, disk=None):
+        """The roofline :meth:`predicted_seconds` uses: ``disk`` with the checksum rate of the
+        CRC-32 the cluster computes (:attr:`crc32`; a :class:`~roofline.kernels.DiskRoofline`
+        measures zlib's, so with ISA-L's the rate is measured once, on ``disk``'s clock).
+
+        Parameters
+        ----------
+        disk : DiskRoofline, optional
+            Default the cluster's (None when none was given or measured).
+
+        Returns
+        -------
+        DiskRoofline or None
+        """
+        disk = self._disk if disk is None else disk
+        return None if disk is None else _checksum_roofline(disk)
+
+    @property
+    def crc32(self) -> str:
+        """The module whose CRC-32 checksums the files and messages: ``"isal.isal_zlib"``
+        (the optional ``isal`` package installed) or ``"zlib"``; the same CRC-32 either way."""
+        return _crc32_fn().__module__
 
     # -- the nodes' states ----------------------------------------------------------------
     def init(self, fn):

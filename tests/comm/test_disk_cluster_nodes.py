@@ -426,6 +426,8 @@ def test_a_packet_is_opened_once_per_phase_and_the_model_counts_the_opens(tmp_pa
     assert st["predicted_io_seconds"] == pytest.approx(used.io_time(
         20, st["bytes_written"], 16, st["bytes_read"], checksummed=True))
     assert cl.predicted_seconds(st) == st["predicted_io_seconds"]
+    assert cl.prediction_roofline().checksum_bandwidth == used.checksum_bandwidth
+    assert cl.crc32 == crc32.__module__ in ("zlib", "isal.isal_zlib")
 
 
 def test_packets_beyond_the_open_limit_are_closed_and_reopened(tmp_path, monkeypatch):
