@@ -1448,23 +1448,41 @@ _BOUNDED_SOLVERS = ("auto", "lbfgs")
 
 def _bounded_lbfgs(f, x0, bounds, free, *, tol, max_iter, what):
     """``scipy.optimize.minimize(method="L-BFGS-B")`` of ``f`` (value and gradient) from
-    ``x0`` within ``bounds``; a :class:`~sklearn.exceptions.ConvergenceWarning` naming ``what``
-    when it stops with the projected gradient's max-norm above ``tol`` (a start at the optimum,
-    as a warm start may be, ends in an "abnormal" line search that is no failure).  ``free``:
-    the variables without a lower bound at 0.  Returns ``(x, n_iter)``."""
+    ``x0`` within ``bounds``, restarted from its result while the projected gradient's
+    max-norm is above ``tol`` and a restart still lowers ``f`` (L-BFGS-B can stall on a step
+    that gains nothing in float64, its memory then misleading: a fresh start goes on; measured
+    on a one-vs-rest L1 squared-hinge problem that stopped at a projected gradient of 0.04).
+
+    ``free``: the variables without a lower bound at 0.  A
+    :class:`~sklearn.exceptions.ConvergenceWarning` naming ``what`` when ``max_iter``
+    iterations end above ``tol``, or the fit ends far above it (``1e-6`` of the starting
+    projected gradient: float64 rounding bounds how small it can get).  Returns
+    ``(x, n_iter)``."""
     from scipy.optimize import minimize
 
-    res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                   options={"maxiter": max_iter, "gtol": tol, "ftol": min(1e-15, tol * 1e-3),
-                            "maxcor": 20})
-    g = f(res.x)[1]
-    pg = np.where((res.x <= 0.0) & (g > 0.0) & ~free, 0.0, g)
-    pg_max = float(np.abs(pg).max()) if pg.size else 0.0
-    if not res.success and pg_max > tol:
-        warnings.warn(f"{what}: L-BFGS-B stopped after {res.nit} iterations ({res.message}) "
-                      f"with projected gradient {pg_max:.3g} > tol={tol:g}; raise max_iter or "
-                      f"tol", ConvergenceWarning, stacklevel=5)
-    return res.x, max(int(res.nit), 1)
+    def projected(x):
+        value, g = f(x)
+        pg = np.where((x <= 0.0) & (g > 0.0) & ~free, 0.0, g)
+        return value, (float(np.abs(pg).max()) if pg.size else 0.0)
+
+    f_best, pg0 = projected(x0)
+    x, pg_max, n_iter, message = x0, pg0, 0, "no iteration"
+    while pg_max > tol and n_iter < max_iter:
+        res = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": max_iter - n_iter, "gtol": tol, "ftol": 0.0,
+                                "maxcor": 20})
+        n_iter += max(int(res.nit), 1)
+        value, pg = projected(res.x)
+        if not value < f_best and n_iter > 1:  # no progress: rounding's floor
+            if value <= f_best:
+                x, pg_max = res.x, pg
+            break
+        x, f_best, pg_max, message = res.x, value, pg, res.message
+    if pg_max > tol and (n_iter >= max_iter or pg_max > 1e-6 * pg0):
+        warnings.warn(f"{what}: L-BFGS-B stopped after {n_iter} iterations ({message}) with "
+                      f"projected gradient {pg_max:.3g} > tol={tol:g}; raise max_iter or tol",
+                      ConvergenceWarning, stacklevel=5)
+    return x, max(n_iter, 1)
 
 
 def _l1_squared_hinge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_init=None,

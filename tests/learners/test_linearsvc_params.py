@@ -61,6 +61,22 @@ def test_l1_squared_hinge_matches_liblinear(n_classes, fit_intercept, sparse):
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, rtol=0, atol=ATOL)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_l1_multiclass_class_weight_matches_liblinear(sparse):
+    """L1 with liblinear's one-vs-rest class weights (here L-BFGS-B once stalled at a
+    projected gradient of 0.04 on class 2, dense input: the restarts go on to the optimum)."""
+    X, y = make_classification(300, 10, n_informative=4, n_classes=3, random_state=0)
+    cw = {0: 0.5, 1: 3.0, 2: 1.5}
+    Xin = sp.csr_matrix(X) if sparse else X
+    ours = LinearSVC(C=0.1, penalty="l1", class_weight=cw, intercept_scaling=1.0, tol=1e-10,
+                     max_iter=5000).fit(Xin, y)
+    sk = _fit_sk(X, y, C=0.1, penalty="l1", dual=False, class_weight=cw, tol=1e-8,
+                 max_iter=100_000)
+    np.testing.assert_array_equal(ours.coef_ == 0, sk.coef_ == 0)
+    np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(ours.intercept_, sk.intercept_, rtol=0, atol=ATOL)
+
+
 def test_l1_differs_from_l2_and_unregularised_intercept():
     """The L1 fit is not the L2 one (the test above can fail); without ``intercept_scaling``
     the intercept is free: a lower objective than liblinear's, whose intercept pays L1."""
