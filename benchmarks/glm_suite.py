@@ -582,6 +582,133 @@ def mn_markdown(records):
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# L1 / elastic-net paths (--path): 20 values of C with warm starts, time to 1e-4 at every C
+
+
+PATH_NC = 20
+PATH_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+
+
+def l1_objective(A, y01, w, alpha, l1_ratio=1.0):
+    """Mean logistic loss + ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``."""
+    s = np.where(y01 > 0, 1.0, -1.0)
+    L = np.mean(np.logaddexp(0.0, -s * (A @ w)))
+    return float(L + alpha * (l1_ratio * np.abs(w).sum() + 0.5 * (1 - l1_ratio) * (w @ w)))
+
+
+def path_alphas(A, y01, n_values=PATH_NC, ratio=1e-3, l1_ratio=1.0):
+    """``alpha_max`` (the smallest ``alpha`` whose optimum is 0) down to ``ratio`` of it."""
+    g = np.abs(np.asarray(A.T @ (y01 - 0.5))).ravel().max() / A.shape[0]
+    return g / l1_ratio * np.logspace(0, np.log10(ratio), n_values)
+
+
+def path_roofline(A, X, y01, alphas, tol, penalty="l1", l1_ratio=1.0):
+    from roofline.glm import fit_glm
+
+    w, out = None, []
+    t0 = time.perf_counter()
+    kw = {} if penalty == "l1" else {"l1_ratio": l1_ratio}
+    for a in alphas:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = fit_glm(X, y01, loss="logistic", penalty=penalty, alpha=a, fit_intercept=False,
+                        tol=tol, max_iter=10_000, coef_init=w, random_state=0, **kw)
+        w = np.asarray(r.coef, np.float64).ravel()
+        out.append(w)
+    return time.perf_counter() - t0, out
+
+
+def path_sklearn(A, y01, alphas, tol, solver, l1_ratio=1.0):
+    from sklearn.linear_model import LogisticRegression
+
+    n = A.shape[0]
+    kw = dict(penalty="l1") if l1_ratio == 1.0 else dict(penalty="elasticnet",
+                                                         l1_ratio=l1_ratio)
+    m = LogisticRegression(solver=solver, tol=tol, max_iter=100_000, fit_intercept=False,
+                           warm_start=True, **kw)
+    out = []
+    t0 = time.perf_counter()
+    for a in alphas:
+        m.set_params(C=1.0 / (a * n))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m.fit(A, y01)
+        out.append(m.coef_.ravel().astype(np.float64))
+    return time.perf_counter() - t0, out
+
+
+def path_main(args):
+    """Per problem and solver: the path's total time at each tolerance, the largest relative
+    suboptimality along it; time to 1e-4: the first tolerance whose path is within 1e-4 at
+    every C."""
+    from roofline.glm import fit_glm
+
+    cap = args.time_cap or (60.0 if args.quick else 300.0)
+    rng = np.random.default_rng(args.seed)
+    problems = {"breast_cancer": breast_cancer(rng, 0),
+                "text_n<<d": text_sparse(np.random.default_rng(rng.integers(2**31)),
+                                         1_000 if args.quick else 5_000)}
+    landed = "l1_ratio" in (fit_glm.__doc__ or "")
+    variants = [("l1", 1.0)] + ([("elasticnet", 0.5)] if landed else [])
+    if not landed:
+        print("fit_glm has no elastic net (l1_ratio) in this checkout: L1 paths only")
+    records = []
+    for name, (A, y) in problems.items():
+        A = A.tocsr() if sp.issparse(A) else np.ascontiguousarray(A)
+        X = A.T.tocsc() if sp.issparse(A) else np.ascontiguousarray(A.T)
+        y01 = np.asarray(y, np.float64)
+        for penalty, l1r in variants:
+            alphas = path_alphas(A, y01, l1_ratio=l1r)
+            # warm-up (numba compiles), then the reference: the tightest Roofline path
+            path_roofline(A, X, y01, alphas[:2], 1e-3, penalty, l1r)
+            _, ref_w = path_roofline(A, X, y01, alphas, 1e-10, penalty, l1r)
+            ref = [l1_objective(A, y01, w, a, l1r)
+                   for w, a in zip(ref_w, alphas, strict=True)]
+            runs = {"roofline": ("roofline", None)}
+            for s in ("saga", "liblinear") if l1r == 1.0 else ("saga",):
+                runs[f"sk-{s}"] = ("sklearn", s)
+            res = {}
+            for sname, (kind, s) in runs.items():
+                pts = []
+                for tol in PATH_TOLS:
+                    if kind == "roofline":
+                        t, ws = path_roofline(A, X, y01, alphas, tol, penalty, l1r)
+                    else:
+                        t, ws = path_sklearn(A, y01, alphas, tol, s, l1r)
+                    P = [l1_objective(A, y01, w, a, l1r) for w, a in zip(ws, alphas, strict=True)]
+                    pts.append((tol, t, P))
+                    ref = [min(r, p) for r, p in zip(ref, P, strict=True)]
+                    if t > cap:
+                        break
+                res[sname] = pts
+            times = {}
+            for sname, pts in res.items():
+                times[sname] = None
+                for tol, t, P in pts:
+                    worst = max((p - r) / abs(r) for p, r in zip(P, ref, strict=True))
+                    if worst <= 1e-4:
+                        times[sname] = (t, tol)
+                        break
+            label = f"{name} {penalty}" + ("" if l1r == 1.0 else f" l1_ratio={l1r:g}")
+            records.append(dict(problem=label, n=A.shape[0], d=A.shape[1], times=times))
+            print(label, {k: (None if v is None else f"{v[0]:.3f}s (tol {v[1]:g})")
+                          for k, v in times.items()}, flush=True)
+    print()
+    head = "| path (20 C, warm starts) | n | d | " + " | ".join(records[0]["times"]) + \
+        " | Roofline / fastest peer |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in records:
+        t = r["times"]
+        cells = ["-" if v is None else f"{v[0]:.3f}" for v in t.values()]
+        peers = [v[0] for k, v in t.items() if k != "roofline" and v is not None]
+        ratio = "-" if not peers or t["roofline"] is None else \
+            f"{t['roofline'][0] / min(peers):.2f}"
+        lines.append(f"| {r['problem']} | {r['n']} | {r['d']} | " + " | ".join(cells)
+                     + f" | {ratio} |")
+    print("\n".join(lines))
+
+
 ROOFLINE = ("newton", "cholesky", "scd", "tpa-scd")
 PEERS = ("lbfgs", "liblinear-primal", "liblinear-dual")
 
@@ -596,6 +723,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--multinomial", action="store_true",
                    help="the multinomial table (softmax loss) instead of the binary one")
+    p.add_argument("--path", action="store_true",
+                   help="the L1 (and elastic-net) path table: 20 C values, warm starts")
     p.add_argument("--float32", action="store_true",
                    help="with --multinomial: every problem in float32 too")
     p.add_argument("--markdown", default=None,
@@ -609,6 +738,9 @@ def main(argv=None):
         return
     if args.multinomial:
         mn_main(args)
+        return
+    if args.path:
+        path_main(args)
         return
     from roofline.glm import choose_solver
 

@@ -1,5 +1,5 @@
-"""Multinomial logistic regression (the softmax loss) with L2, by trust-region Newton-CG or
-L-BFGS.
+"""Multinomial logistic regression (the softmax loss) with L2 or unpenalised, by line-search
+Newton-CG (preconditioned) or L-BFGS.
 
 Minimises, in Roofline's scaling (:mod:`roofline.glm`), for ``K`` classes, coefficients ``W``
 (``K x d``) and intercepts ``b`` (``K``, unregularised)::
@@ -8,23 +8,42 @@ Minimises, in Roofline's scaling (:mod:`roofline.glm`), for ``K`` classes, coeff
     eta_j = W x_j + b
 
 which is scikit-learn's multinomial ``LogisticRegression`` objective divided by
-``C sum_j s_j`` (``alpha = 1 / (C sum_j s_j)``).  Like scikit-learn's, the intercepts are
-defined up to a common constant (the loss is invariant to adding ``c 1`` to ``b``); the
-solvers start from ``b = 0`` and their steps keep ``sum_k b_k = 0``.
+``C sum_j s_j`` (``alpha = 1 / (C sum_j s_j)``; ``alpha = 0`` is its ``penalty=None``).
 
-The products over the data are the rooflined primitives of :mod:`roofline.gmat`: ``W X`` is
-``mult_as`` and the gradient ``G X^T`` is ``mult_ast`` over the ``K`` rows at once, for a CSC
-``X`` (one column per example); numpy's BLAS products for a dense ``X``.  A Hessian-vector
-product ``H v`` is one of each::
+The softmax is not identifiable: the loss does not change when a constant is added to every
+intercept, nor (for each feature) when a common value is added to every class's
+coefficient.  The penalty picks the centred representative (``sum_k W[k] = 0``) and leaves the
+intercepts' constant free; ``alpha = 0`` leaves both free.  The solvers work in the subspace
+of centred coefficients and intercepts (the loss's gradient lies in it; the preconditioned
+residuals are projected back into it; warm starts are centred first, the same model): the
+result is the centred optimum, the limit of the penalised ones as ``alpha -> 0`` (scikit-learn
+returns the same model, up to that invisible shift).  Without a penalty, data that one
+hyperplane per class separates have no optimum (the objective decreases to 0): the solvers
+stop at ``max_iter`` with a ``ConvergenceWarning``, as scikit-learn's.
+
+The products over the data are the fused kernels of :mod:`roofline.kernels` (``_softmax``)
+when exported: one pass over a CSC ``X`` (one column per example) computes every example's
+predictors, probabilities, loss and gradient factors ``T_j = c_j (p_j - e_{y_j})``, another
+scatters ``T`` back to the features over ``X``'s CSR copy (parallel by features, float64
+accumulators; float32 sparse data are read as they are).  Otherwise the rooflined primitives
+of :mod:`roofline.gmat` (``W X`` is ``mult_as``, ``G X^T`` is ``mult_ast`` over the ``K`` rows
+at once), numpy's BLAS products for a dense ``X``.  A Hessian-vector product ``H v`` is one
+pass of each kind::
 
     U = V X + v_b,   T_j = s_j / S (p_j * U_j - p_j (p_j . U_j)),   H v = (T X^T + alpha V, T 1)
+
+``solver="newton"``: Newton's steps by conjugate gradients preconditioned with LIBLINEAR's
+mix ``0.01 diag(H) + 0.99 alpha`` (the diagonal is one more scatter of ``c p (1 - p)`` with the
+squared values), to the forcing tolerance ``min(0.5, sqrt(||g|| / ||g_0||)) ||g||``, then an
+Armijo backtracking line search from the full step.  The intercepts start at the log class
+frequencies (their optimum at ``W = 0``).
 
 Distributed (``comm=``): every rank holds its own examples; the objective, its gradient and
 every Hessian-vector product are the sums of the ranks' (one reduce each: a Kylix plan over
 the union of the ranks' features for sparse data, configured once; the dense all-reduce
-otherwise).  The reduced values are the same on every rank, so scipy's deterministic solvers
-take the same steps everywhere: the iterates are the single-process ones up to the order of
-summation, at any number of ranks.
+otherwise), and so is the preconditioner's diagonal.  The reduced values are the same on
+every rank, so the deterministic solvers take the same steps everywhere: the iterates are the
+single-process ones up to the order of summation, at any number of ranks.
 
 Stopping: the relative gradient norm, ``||grad F||_inf <= tol * ||grad F(0)||_inf`` (the same
 criterion for both solvers; :attr:`MultinomialResult.grad_ratio`).  Features with values beyond
@@ -323,6 +342,21 @@ class _Softmax:
             _, HW, Hb = self.red(0.0, HW, Hb)
         return self._pack(HW + self.alpha * V * self.pen, Hb)
 
+    def preconditioner(self, theta):
+        """The conjugate gradient's diagonal preconditioner at ``theta``: LIBLINEAR's mix of
+        the Hessian's diagonal and the identity (Hsia, Chiang and Lin, 2018),
+        ``0.01 diag(H) + 0.99 alpha`` (the penalty's curvature; the diagonal alone for the
+        intercepts and with ``alpha = 0``), robust where the plain diagonal (Jacobi) is
+        not: text-like data with power-law feature frequencies."""
+        diag = self.hess_diag(theta)
+        m = 0.01 * diag
+        Kd = self.K * self.d
+        if self.alpha > 0:
+            m[:Kd] += 0.99 * self.alpha * np.tile(self.pen, self.K)
+        else:
+            m = diag
+        return np.maximum(m, 1e-12 * max(float(m.max()), 1e-300))
+
     def hess_diag(self, theta):
         """The Hessian's diagonal at ``theta`` (the Newton-CG's Jacobi preconditioner)."""
         self._at(theta)
@@ -439,8 +473,7 @@ def _newton_cg(prob, theta, target, max_iter, project):
             break
         it += 1
         gn = float(np.sqrt(g @ g))
-        diag = prob.hess_diag(theta)
-        minv = 1.0 / np.maximum(diag, 1e-12 * max(float(diag.max()), 1e-300))
+        minv = 1.0 / prob.preconditioner(theta)
         eta = min(0.5, np.sqrt(gn / g0)) if g0 > 0 else 0.5
         step, _ = _pcg(prob, theta, g, minv, project, eta * gn, 250)
         slope = float(g @ step)
@@ -531,18 +564,20 @@ def _check_alpha(alpha):
 def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_intercept=True,
                     solver="newton", tol=1e-6, max_iter=100, coef_init=None,
                     intercept_init=None, verbose=0, comm=None):
-    """Fit an L2-regularised multinomial logistic regression (softmax loss).
+    """Fit a multinomial logistic regression (softmax loss), L2-regularised or unpenalised.
 
     Parameters
     ----------
     X : scipy.sparse CSC matrix or ndarray, shape (n_features, n_examples)
         One column per example (a dense array is used as it is).  Other dtypes than float64
-        are solved on a float64 copy.
+        are solved on a float64 copy, except float32 CSC data with the fused kernels, read
+        as they are into float64 accumulators.  The coefficients are float64.
     y : array-like of int, shape (n_examples,)
         Class indices in ``[0, n_classes)``.
     alpha : float
         L2 strength against the weighted mean loss (scikit-learn's ``C``:
-        ``alpha = 1 / (C * sum(sample_weight))``).
+        ``alpha = 1 / (C * sum(sample_weight))``); ``0``: unpenalised (scikit-learn's
+        ``penalty=None``), the centred optimum (module docstring).
     n_classes : int, optional
         The number of classes (``max(y) + 1`` when omitted; a class without examples is
         allowed).
@@ -551,16 +586,17 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     fit_intercept : bool, default=True
         Fit unregularised per-class intercepts.
     solver : {"newton", "lbfgs"}, default="newton"
-        Trust-region Newton-CG (Hessian-vector products, scipy's ``trust-ncg``) or L-BFGS
-        (scipy's ``L-BFGS-B``), both over the same objective and gradient.
+        Line-search Newton-CG (preconditioned conjugate gradients on Hessian-vector products,
+        module docstring) or L-BFGS (scipy's ``L-BFGS-B``), both over the same objective and
+        gradient.
     tol : float, default=1e-6
         Stop when ``||grad F||_inf <= tol * ||grad F(0)||_inf``.
     max_iter : int, default=100
         Outer iterations.
     coef_init : ndarray, shape (n_classes, n_features), optional
-        Warm start.
+        Warm start (centred over the classes first: the same model).
     intercept_init : ndarray, shape (n_classes,), optional
-        Warm start of the intercepts.
+        Warm start of the intercepts (default: the log class frequencies).
     verbose : int, default=0
         Log the result at INFO with ``verbose >= 1``.
     comm : roofline.comm.Communicator, optional
