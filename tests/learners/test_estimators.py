@@ -27,8 +27,19 @@ EXPECTED_FAILED = {
 }
 
 
+#: float32 ``coef_`` (scikit-learn's float32 rule): its rounding alone, 6e-8 relative, is at
+#: the 1e-7 relative agreement these checks demand (measured: 3.1e-7 on 2 of 45 values).
+FLOAT32_EXPECTED_FAILED = {
+    "check_sample_weight_equivalence_on_dense_data": "float32 coef_: rounding at the check's "
+                                                     "rtol",
+    "check_sample_weight_equivalence_on_sparse_data": "float32 coef_: rounding at the check's "
+                                                      "rtol",
+}
+
+
 def expected_failed(est):
-    return EXPECTED_FAILED.get(type(est).__name__, {})
+    extra = FLOAT32_EXPECTED_FAILED if getattr(est, "dtype", None) == "float32" else {}
+    return {**EXPECTED_FAILED.get(type(est).__name__, {}), **extra}
 
 
 @parametrize_with_checks(
