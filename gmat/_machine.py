@@ -79,8 +79,8 @@ class MachineRoofline:
     l1_bandwidth, l2_bandwidth, l3_bandwidth : float
         CPU only: sustained read bandwidth (bytes/s, all ``threads`` together) of a working set
         held by the level: each thread reads its own buffer of half the level's size
-        (:func:`roofline.kernels.stream_read_repeat`), half the shared L3 split among the
-        threads.  0: not measured (the level is then left out of :meth:`levels`).
+        (:func:`roofline.kernels.stream_read_repeat`); for the L3, its L2's size plus its share
+        of half the shared L3.  0: not measured (the level is then left out of :meth:`levels`).
     l1_size, l2_size, l3_size : int
         The levels' sizes in bytes, per core for the private L1 (data) and L2, the whole of the
         last-level cache for L3 (:func:`cache_sizes`).
@@ -319,13 +319,16 @@ def cache_sizes() -> dict:
 def _measure_levels(sizes, threads, repeat, traffic=64 * 2**20):
     """Read bandwidth (bytes/s, all threads) of a working set held by each cache level.
 
-    Each thread re-reads its own float64 buffer: half the private L1 / L2, or its share of
-    half the shared L3; passes are chosen so each call reads about ``traffic`` bytes per
-    thread (at least one pass).
+    Each thread re-reads its own float64 buffer: half the private L1 / L2, or for L3 its L2's
+    size plus its share of half the shared L3 (so the buffer spills out of the L2 even where
+    the L3's share per core is smaller than the L2, as on Xeons with a non-inclusive L3);
+    passes are chosen so each call reads about ``traffic`` bytes per thread (at least one
+    pass).
     """
     out = {}
     for level in ("L1", "L2", "L3"):
-        per_thread = sizes[level] // 2 if level != "L3" else sizes[level] // (2 * threads)
+        per_thread = (sizes[level] // 2 if level != "L3"
+                      else sizes["L2"] + sizes[level] // (2 * threads))
         n = max(64, per_thread // 8)
         buf = np.ones((threads, n))
         n_pass = max(1, traffic // (8 * n))
