@@ -4,16 +4,18 @@
 The rule (:func:`choose_solver`)
 --------------------------------
 1. ``penalty="l1"``: ``scd`` (primal coordinate descent, the only L1 solver).
-2. ``loss="hinge"`` (not differentiable): ``scd`` (the dual, SDCA; with an intercept its
-   primal).
+2. ``loss="hinge"`` (not differentiable): ``scd`` (the dual, SDCA, with an unregularised
+   intercept where one is fitted).
 3. ``loss="squared"`` with the L2 penalty and at most :data:`CHOLESKY_AUTO_FEATURES`
    features: ``cholesky`` (the normal equations, exact; one pass and a ``d x d``
    factorisation).
 4. A smooth loss (``squared``, ``logistic``, ``squared_hinge``) with the L2 penalty:
    ``newton`` (trust-region Newton-CG), except on large sparse data that is strongly
    regularised, or whose examples share few features, where the dual coordinate descent
-   ``scd`` is used (see :data:`DUAL_MIN_EXAMPLES`, :data:`DUAL_MAX_NNZ_PER_EXAMPLE`,
-   :data:`DUAL_MAX_DENSITY`, :data:`DUAL_MAX_C`, :data:`DUAL_MAX_HOT_MASS`).
+   ``scd`` is used, with or without an intercept (the dual keeps it unregularised, at about
+   the cost of a fit without: ``benchmarks/intercept.py``; see :data:`DUAL_MIN_EXAMPLES`,
+   :data:`DUAL_MAX_NNZ_PER_EXAMPLE`, :data:`DUAL_MAX_DENSITY`, :data:`DUAL_MAX_C`,
+   :data:`DUAL_MAX_HOT_MASS`).
 
 What the rule rests on: ``python benchmarks/glm_suite.py --criteo-1m --time-cap 20``,
 2-core VM, 2026-11-25, seconds to a relative suboptimality of 1e-4; re-run on 2026-11-26
@@ -151,8 +153,8 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
     alpha : float
         The regularisation strength of the mean-loss objective.
     fit_intercept : bool
-        An unregularised intercept (the dual cannot keep one: with it, ``scd`` runs its primal,
-        which the rule avoids for smooth losses).
+        An unregularised intercept (read by no rule now: ``scd``'s dual keeps it
+        unregularised, as its primal and ``newton`` do).
     n_jobs : int
         Threads available (not used by the current rule: the threaded solvers were never the
         fastest in the measurements).
@@ -239,7 +241,9 @@ def _rule(X, loss, penalty, alpha, fit_intercept, comm):
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
     per_example = nnz / max(n, 1)
     C = 1.0 / (float(alpha) * max(n, 1))
-    if (not fit_intercept and n >= DUAL_MIN_EXAMPLES and per_example <= DUAL_MAX_NNZ_PER_EXAMPLE
+    # with an intercept too: the one-thread dual keeps it unregularised (glm/_scd.py
+    # FreeIntercept; benchmarks/intercept.py)
+    if (n >= DUAL_MIN_EXAMPLES and per_example <= DUAL_MAX_NNZ_PER_EXAMPLE
             and per_example <= DUAL_MAX_DENSITY * d and loss != "squared_hinge"):
         if C <= DUAL_MAX_C:
             return "scd", (f"{n} sparse examples ({per_example:.0f} values each) with strong "

@@ -574,7 +574,7 @@ def _dual_checks(A, y, a, v, coords, colsq, icpt):
 
 
 def dual_epoch(A, y, a, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
-                  damp=1.0, d=None, steps=None, unit=None, parallel=True):
+                  damp=1.0, d=None, steps=None, unit=None, parallel=True, offset=0.0):
     """One sequential SDCA pass over the examples ``coords``, in that order.
 
     Each step maximises the dual in ``a[i]`` exactly (squared, hinge: closed form;
@@ -615,6 +615,9 @@ def dual_epoch(A, y, a, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
         (the launch costs ~0.1 ms; shorter passes run the plain kernel).  ``False`` makes no
         parallel launch: callers that are threads themselves (CoCoA workers, a prefetching
         pipeline) must pass it, as for :func:`matvec`.
+    offset : float
+        An unregularised intercept ``b``, held fixed during the pass: every margin is
+        ``x_i^T w + b`` (the dual of the problem at that ``b``; 0: none).
 
     Notes
     -----
@@ -631,11 +634,11 @@ def dual_epoch(A, y, a, v, coords, *, loss, lam_n, colsq, icpt=0.0, sigma=1.0,
     kernel = kernels.cd_dual_epoch_parfor if parallel and long_pass else kernels.cd_dual_epoch
     kernel(A.indptr, A.indices, A.data, y, a, v, d, coords, _loss(loss), float(lam_n),
            float(sigma), float(damp), colsq, float(icpt), track, steps, record,
-           _unit(unit, A.shape[1]))
+           _unit(unit, A.shape[1]), float(offset))
 
 
 def dual_sweeps(A, y, a, v, order, shrink, *, loss, lam_n, colsq, icpt=0.0, unit=None,
-                max_sweeps, budget, seed, eps=0.1, shrinking=True):
+                max_sweeps, budget, seed, eps=0.1, shrinking=True, offset=0.0):
     """Sequential SDCA sweeps in one call (the sweeps of small problems, where a call per sweep
     would cost more than the sweep), each over a fresh random order of the active examples,
     with liblinear's shrinking for the hinge loss.
@@ -666,6 +669,8 @@ def dual_sweeps(A, y, a, v, order, shrink, *, loss, lam_n, colsq, icpt=0.0, unit
         its default is 0.1).
     shrinking : bool
         ``False`` keeps every example in the sweeps (the hinge's ``eps`` test still applies).
+    offset : float
+        As in :func:`dual_epoch`.
 
     Returns
     -------
@@ -688,7 +693,7 @@ def dual_sweeps(A, y, a, v, order, shrink, *, loss, lam_n, colsq, icpt=0.0, unit
     sweeps, status = kernels.cd_dual_sweeps(
         A.indptr, A.indices, A.data, y, a, v, _loss(loss), float(lam_n), colsq, float(icpt),
         _unit(unit, n), order, shrink, int(max_sweeps), int(budget), int(seed), float(eps),
-        bool(shrinking))
+        bool(shrinking), float(offset))
     return int(sweeps), bool(status)
 
 

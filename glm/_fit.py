@@ -88,8 +88,9 @@ class GLMSolverOptions(Options):
                         low=0.0, low_open=True)
     max_iter: int = option(1000, "maximum epochs (scd, tpa-scd, pure-block) or global rounds "
                                  "(cocoa, hcocoa)", low=1)
-    dual: bool | None = option(None, "solve the dual (SDCA) or the primal; None: the primal "
-                                     "with an intercept, the dual without", kind=bool)
+    dual: bool | None = option(None, "solve the dual (SDCA) or the primal; None: the dual "
+                                     "(scd: with an unregularised intercept too), the primal "
+                                     "for L1 and for tpa-scd with an intercept", kind=bool)
     n_jobs: int = option(1, "tpa-scd threads; default n_workers of cocoa / hcocoa / "
                             "pure-block", low=1)
     check_every: int | str = option("auto", "duality gap every this many iterations, or "
@@ -117,9 +118,12 @@ class GLMSolverOptions(Options):
     inner_rounds: int = option(4, "hcocoa: node rounds per global round", low=1)
     local_epochs: float = option(1.0, "cocoa / hcocoa: local passes over a worker's data per "
                                       "round", low=0.0, low_open=True)
-    intercept_scaling: float = option(1.0, "dual: value of the constant feature that carries "
-                                           "the (regularised) intercept", low=0.0,
-                                      low_open=True)
+    intercept_scaling: float | None = option(None, "dual: value of the constant feature that "
+                                                  "carries a regularised intercept (liblinear); "
+                                                  "None: the intercept is unregularised (scd), "
+                                                  "1.0 where a solver regularises it (tpa-scd, "
+                                                  "cocoa, hcocoa, the GPU)", kind=float, low=0.0,
+                                             low_open=True)
     shrinking: bool = option(True, "scd / tpa-scd: partial sweeps skip the coordinates whose "
                                    "last step was zero (held at a bound)")
     batch_sweeps: bool = option(True, "scd dual on one thread: run the sweeps of small "
@@ -159,7 +163,7 @@ class GLMSolverOptions(Options):
 _OPTION_NAMES = frozenset(GLMSolverOptions.__dataclass_fields__)
 
 
-def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
+def _resolve_dual(dual, loss_code, l1, fit_intercept, solver, intercept_scaling=None):
     """Whether ``solver`` solves the dual (the problem already passed
     :func:`~roofline.glm._registry.check_solver`)."""
     formulations = get_solver(solver).formulations
@@ -170,10 +174,24 @@ def _resolve_dual(dual, loss_code, l1, fit_intercept, solver):
     if l1:
         return False
     if dual is None:
-        # the primal keeps the intercept unregularised, so it is the default with an intercept;
-        # without one the dual (SDCA, Snap ML's default) usually converges in fewer epochs
-        return not fit_intercept
+        # the dual (SDCA, Snap ML's default) usually converges in fewer epochs; with an
+        # intercept only where it stays unregularised (the one-thread dual's FreeIntercept):
+        # elsewhere the primal keeps it so
+        return not fit_intercept or _free_dual_intercept(solver, fit_intercept,
+                                                         intercept_scaling)
     return bool(dual)
+
+
+def _free_dual_intercept(solver, fit_intercept, intercept_scaling):
+    """Whether ``solver``'s dual keeps an unregularised intercept (``scd`` on one thread, the
+    CPU, without ``intercept_scaling``) rather than liblinear's regularised constant feature."""
+    return bool(fit_intercept) and solver == "scd" and intercept_scaling is None
+
+
+def _scaling(opts):
+    """The constant feature's value for the solvers that regularise the intercept in the dual
+    (``intercept_scaling``, 1 when unset)."""
+    return 1.0 if opts.intercept_scaling is None else opts.intercept_scaling
 
 
 def fit_glm(
@@ -193,6 +211,7 @@ def fit_glm(
     callback=None,
     comm=None,
     sample_weight=None,
+    intercept_init=None,
     **solver_options,
 ):
     """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
@@ -250,11 +269,21 @@ def fit_glm(
         :class:`sklearn.exceptions.ConvergenceWarning` (not when ``callback`` stopped it).
     dual : bool or None
         Solve the dual (SDCA, coordinates = examples) or the primal (coordinates = features).
-        ``None``: the dual without an intercept, the primal with one (it keeps the intercept
-        unregularised); the hinge loss is dual only, the l1 penalty primal only.
+        ``None``: the dual, with or without an intercept (``scd``'s dual keeps the intercept
+        unregularised, as the primal does); the primal for ``tpa-scd`` with an intercept; the
+        hinge loss is dual only, the l1 penalty primal only.
     fit_intercept : bool
-    intercept_scaling : float
-        The constant feature's value in the dual (its weight is regularised there).
+        Fit an unregularised intercept (every solver but the dual of ``tpa-scd``, ``cocoa``,
+        ``hcocoa`` and the GPU, which regularise it as a constant feature: see
+        ``intercept_scaling``).  ``scd``'s dual holds the intercept fixed through each sweep and
+        moves it between them (:class:`roofline.glm._scd.FreeIntercept`); its certificate is
+        the duality gap of the problem with the intercept at a dual point whose variables sum
+        to zero (:meth:`roofline.glm._problem.GLMProblem.dual_certificate`).
+    intercept_scaling : float or None
+        liblinear's intercept in the dual: a constant feature of this value whose weight is
+        regularised as the others (another problem: the intercept is shrunk towards 0).
+        ``None`` (the default): ``scd``'s dual keeps the intercept unregularised; the other
+        dual solvers use 1.
     random_state : None, int or numpy Generator
         Seeds the per-epoch coordinate permutations.
     check_every : int or "auto"
@@ -345,8 +374,8 @@ def fit_glm(
         suboptimality of 1e-4 without, 0.0055 s with.
     stall_switch : bool
         ``scd``/``tpa-scd`` on a smooth loss with the L2 penalty (and no regularised
-        intercept): when the duality gap's recent rate predicts more than ~40 further checks
-        to ``tol`` (:class:`~roofline.glm._problem.StallMonitor`), the run stops and
+        intercept in the dual): when the duality gap's recent rate predicts more than ~40
+        further checks to ``tol`` (:class:`~roofline.glm._problem.StallMonitor`), the run stops and
         its primal point warm-starts the trust-region Newton solver, which finishes the fit.
         The result then has ``info["stall_switch"]`` (the iteration and the predicted checks),
         ``solver`` the CD solver, the trace of both runs, ``dual_coef=None`` and
@@ -392,6 +421,12 @@ def fit_glm(
         adaptive rule relaxes while the dual objective keeps rising; fewer blocks take bolder
         steps on the frequent features, more blocks keep the device busier.
         ``result.info``: ``"concurrency"``, ``"tau"`` (the norms' final count).
+    intercept_init : float, optional
+        Warm start of the intercept (with ``fit_intercept``): the primal ``scd`` / ``tpa-scd``
+        and ``newton`` start from it, ``scd``'s dual holds it through its first sweeps
+        (default: the intercept of the model without features, ``mean(y)`` or the log-odds);
+        the other solvers (the exact ``cholesky``, the duals with a constant feature) ignore
+        it.
     **solver_options
         The :class:`GLMSolverOptions` fields listed above (``tol``, ``max_iter``,
         ``n_workers``, ...), given as keywords; they override ``options``.
@@ -453,6 +488,14 @@ def fit_glm(
                              f"{X.shape[0]} features (rows)")
         if not np.isfinite(coef_init).all():
             raise ValueError("coef_init has non-finite entries")
+    start = {}
+    if intercept_init is not None:
+        numeric = (isinstance(intercept_init, (int, float, np.integer, np.floating))
+                   and not isinstance(intercept_init, bool))
+        if not numeric or not np.isfinite(intercept_init):
+            raise ValueError(f"intercept_init must be a finite number, got {intercept_init!r}")
+        if fit_intercept:
+            start["intercept_init"] = float(intercept_init)
     reason = None
     if opts.device == "gpu":
         opts, reason = _gpu_options(opts, loss=loss, penalty=penalty, comm=comm,
@@ -469,7 +512,7 @@ def fit_glm(
         X, y, loss=loss, alpha=alpha, penalty=penalty, fit_intercept=bool(fit_intercept),
         options=opts, sample_weight=sample_weight, coef_init=coef_init, callback=callback,
         comm=comm, verbose=verbose, random_state=random_state, blocks=blocks,
-        comm_stats=comm_stats)
+        comm_stats=comm_stats, **start)
     if reason is not None:
         res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
@@ -559,8 +602,11 @@ def _check_options(settings):
     if settings["active_fraction"] > 1:
         raise ValueError(f"active_fraction must be in (0, 1], got "
                          f"{settings['active_fraction']!r}")
-    for name in ("damping", "local_epochs", "intercept_scaling"):
+    for name in ("damping", "local_epochs"):
         settings[name] = positive(settings[name], name)
+    if settings["intercept_scaling"] is not None:
+        settings["intercept_scaling"] = positive(settings["intercept_scaling"],
+                                                 "intercept_scaling")
     if settings["gtol"] is not None:
         settings["gtol"] = positive(settings["gtol"], "gtol")
     return GLMSolverOptions(**settings)  # the remaining checks (types, dual)
@@ -568,7 +614,7 @@ def _check_options(settings):
 
 def run_newton(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
                coef_init=None, callback=None, comm=None, verbose=0, random_state=None,
-               blocks=None, comm_stats=None):
+               blocks=None, comm_stats=None, intercept_init=0.0):
     """The registry's ``newton`` row: :func:`roofline.glm._newton.fit_newton` (the front
     door's signature; see :mod:`roofline.glm._registry`).
 
@@ -581,13 +627,13 @@ def run_newton(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_wei
         kw["comm"] = comm
     return fit_newton(X, y, loss=loss, alpha=alpha, fit_intercept=fit_intercept,
                       tol=options.tol, max_iter=options.max_iter, coef_init=coef_init,
-                      verbose=verbose, callback=callback, n_jobs=options.n_jobs,
-                      **kw)  # fit_newton warns itself
+                      intercept_init=intercept_init, verbose=verbose, callback=callback,
+                      n_jobs=options.n_jobs, **kw)  # fit_newton warns itself
 
 
 def run_cholesky(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
                  coef_init=None, callback=None, comm=None, verbose=0, random_state=None,
-                 blocks=None, comm_stats=None):
+                 blocks=None, comm_stats=None, intercept_init=None):
     """The registry's ``cholesky`` row: :func:`roofline.glm._direct.solve_ridge` (the front
     door's signature).
 
@@ -613,7 +659,7 @@ def _weights(sample_weight, options):
 
 def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
            coef_init=None, callback=None, comm=None, verbose=0, random_state=None, blocks=None,
-           comm_stats=None):
+           comm_stats=None, intercept_init=None):
     """The registry's coordinate-descent rows (``scd``, ``tpa-scd``, ``cocoa``, ``hcocoa``,
     ``pure-block``; the front door's signature): the chosen formulation, the stall switch to
     Newton, the :class:`ConvergenceWarning`.
@@ -632,7 +678,9 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
             and comm is None and not l1
             and loss in NEWTON_LOSSES
             and not (fit_intercept and _resolve_dual(opts.dual, loss_code, l1, fit_intercept,
-                                                     opts.solver))):
+                                                     opts.solver, opts.intercept_scaling)
+                     and not _free_dual_intercept(opts.solver, fit_intercept,
+                                                  opts.intercept_scaling))):
         monitor = StallMonitor(opts.tol)
     if comm is not None:
         _check_scale_on_comm(comm, X, opts.solver, opts.solver == "pure-block" or _resolve_dual(
@@ -641,7 +689,8 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
         res = _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts,
                    random_state=random_state, verbose=verbose, blocks=blocks,
                    comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm,
-                   monitor=monitor, sample_weight=sample_weight if comm is not None else None)
+                   monitor=monitor, sample_weight=sample_weight if comm is not None else None,
+                   intercept_init=intercept_init)
     if monitor is not None and monitor.fired_at is not None:
         res = _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts,
                                 verbose, callback)
@@ -717,11 +766,13 @@ def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verb
 
 
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
-         blocks, comm_stats, coef_init, callback, comm=None, monitor=None, sample_weight=None):
+         blocks, comm_stats, coef_init, callback, comm=None, monitor=None, sample_weight=None,
+         intercept_init=None):
     """Run the solver of ``opts`` on validated inputs; :class:`GLMResult` without ``time``.
     ``sample_weight``: over ``comm`` only, scaled to mean one over every rank."""
     solver = opts.solver
-    use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver)
+    use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver,
+                             opts.intercept_scaling)
     if comm is not None and random_state is None:
         random_state = _agreed_seed(comm, X, y)
     rng = np.random.default_rng(random_state)
@@ -739,14 +790,14 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
     elif solver in ("cocoa", "hcocoa", "pure-block"):
         K = opts.n_jobs if opts.n_workers is None else opts.n_workers
         w, b, a, it, conv, info = fit_distributed(
-            X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling, use_dual, solver,
+            X, y, loss_code, l1, alpha, fit_intercept, _scaling(opts), use_dual, solver,
             K=K, n_nodes=opts.n_nodes, inner_rounds=opts.inner_rounds,
             local_epochs=opts.local_epochs, blocks=blocks, max_iter=opts.max_iter,
             check_every=1 if opts.check_every == "auto" else opts.check_every, rng=rng,
             trace=trace, comm_stats=comm_stats,
         )
     elif opts.device == "gpu":
-        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling,
+        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept, _scaling(opts),
                         primal=False)
         w, b, a, it, conv, info = scd_dual_gpu(
             pb, max_iter=opts.max_iter,
@@ -772,8 +823,11 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
 
                 def callback(it, w, b):
                     return user_callback(it, unorder(w, order), b)
-        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling,
-                        primal=not use_dual)
+        # the dual's intercept: unregularised on one thread (FreeIntercept), else the
+        # regularised constant feature of intercept_scaling (TPA-SCD's threads)
+        free = use_dual and _free_dual_intercept(solver, fit_intercept, opts.intercept_scaling)
+        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept,
+                        None if free else _scaling(opts), primal=not use_dual)
         if use_dual and opts.tpa_mode == "hogwild" and n_threads > TPA_DUAL_MAX_THREADS:
             logger.warning(
                 "tpa-scd's dual runs at most %d threads (n_jobs=%d): with more, its threads' "
@@ -793,7 +847,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             # 0.35 / 0.38 s with it)
             warm = bool(opts.warmup) and hot
             w, b, a, it, conv, info = scd_dual(pb, np.zeros(pb.n), n_hot=n_hot, warmup=warm,
-                                               batch_sweeps=bool(opts.batch_sweeps), **kw)
+                                               batch_sweeps=bool(opts.batch_sweeps),
+                                               b0=intercept_init, **kw)
             if order is not None:
                 w = unorder(w, order)
             info["n_threads"] = n_threads
@@ -803,7 +858,8 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
             w0 = np.zeros(pb.d)
             if coef_init is not None:
                 w0[:] = coef_init
-            w, b, a, it, conv, info = scd_primal(pb, w0, 0.0, **kw)
+            b0 = 0.0 if intercept_init is None or not fit_intercept else intercept_init
+            w, b, a, it, conv, info = scd_primal(pb, w0, b0, **kw)
     return GLMResult(
         coef=np.asarray(w, dtype=np.float64),
         intercept=float(b),
@@ -854,7 +910,7 @@ def _fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, use_dual, solv
         raise ValueError(f"n_nodes={opts.n_nodes} differs from comm.size={P}: over a "
                          "communicator the nodes are its ranks")
     seed = int(comm.broadcast(int(rng.integers(2**62))))
-    out = fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, opts.intercept_scaling,
+    out = fit_on_comm(comm, X, y, loss_code, l1, alpha, fit_intercept, _scaling(opts),
                       use_dual, solver, threads=K // P, inner_rounds=opts.inner_rounds,
                       local_epochs=opts.local_epochs, blocks=blocks, max_iter=opts.max_iter,
                       check_every=1 if opts.check_every == "auto" else opts.check_every,

@@ -14,10 +14,12 @@ With ``X`` of shape ``(n_features, n_examples)`` (one column = one example, the 
     loss="logistic"  loss(z, y) = log(1 + exp(-y z)),   y in {-1, +1}   ({0, 1} accepted)
     loss="hinge"     loss(z, y) = max(0, 1 - y z),       y in {-1, +1}   ({0, 1} accepted)
 
-The intercept ``b`` is *not* regularised in the primal solvers (it is its own coordinate, as in
-scikit-learn's Ridge, Lasso and LogisticRegression).  The dual solvers (SDCA) cannot keep an
-unregularised intercept; there, as in liblinear and snapml, ``fit_intercept`` appends a constant
-feature of value ``intercept_scaling`` whose weight *is* regularised.
+The intercept ``b`` is *not* regularised (it is its own coordinate, as in scikit-learn's
+Ridge, Lasso and LogisticRegression): the primal solvers step it between coordinates, the
+one-process dual (SDCA) holds it fixed through each sweep (the dual at a fixed ``b``) and moves it
+between sweeps (``_scd.FreeIntercept``).  The other dual solvers (TPA-SCD's threads, CoCoA+, the
+streamed and GPU duals), or any dual given ``intercept_scaling``, append instead, as liblinear and
+snapml do, a constant feature of value ``intercept_scaling`` whose weight *is* regularised.
 
 Conversions to peers' conventions live in one place, :func:`alpha_from_peer` /
 :func:`alpha_to_peer`:
@@ -491,7 +493,11 @@ class GLMProblem:
         self.n = self.n_local if n_total is None else int(n_total)
         self.lam_n = self.alpha * self.n
         self.fit_intercept = bool(fit_intercept)
-        self.icpt = float(intercept_scaling) if fit_intercept else 0.0
+        #: the dual keeps an unregularised intercept ``b`` of its own (``intercept_scaling=None``,
+        #: :func:`roofline.glm._scd.scd_dual`), not liblinear's regularised constant feature
+        self.free_intercept = self.fit_intercept and intercept_scaling is None
+        self.icpt = (float(intercept_scaling) if fit_intercept and intercept_scaling is not None
+                     else 0.0)
         self.Xt = None
         #: :func:`cd.unit_columns` of ``X`` once a solver has them (the dual's record):
         #: the maps then skip the values of all-ones examples
@@ -589,24 +595,42 @@ class GLMProblem:
     def dual_colsq(self):
         return cd.col_sqnorms(self.X, parallel=self._parallel)
 
-    def dual_primal(self, v):
-        """The primal point ``(w, b)`` of the dual vector ``v``."""
+    def dual_primal(self, v, b=0.0):
+        """The primal point ``(w, b)`` of the dual vector ``v`` (``b``: the unregularised
+        intercept of a :attr:`free_intercept` dual, returned as it is)."""
         wf = v / self.lam_n
         w = wf[: self.d]
-        b = self.icpt * wf[self.d] if self.icpt else 0.0
-        return w, b
+        if self.icpt:
+            b = self.icpt * wf[self.d]
+        return w, float(b)
 
-    def dual_parts(self, a, v):
+    def dual_parts(self, a, v, b=None):
         """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples.
 
         With sample weights (:meth:`weight_levels`), ``a`` holds the per-unit-weight dual
-        variables ``b = a / s`` and the sums are ``[sum s loss(z), sum s (-loss*(-b))]``."""
+        variables ``b = a / s`` and the sums are ``[sum s loss(z), sum s (-loss*(-b))]``.
+
+        ``b``: the unregularised intercept of a :attr:`free_intercept` dual (unweighted, one
+        process); the margins are then shifted by ``b`` and the sums are
+        ``[sum loss(z), sum -loss*(-a), sum a, sum -loss*(-a'), ||X a'||^2, ||v||^2]`` with
+        ``a'`` the feasible point of :meth:`balanced_dual` (:meth:`dual_certificate`)."""
         # z = X^T (v / lam_n) + b without the d-vector w (a fresh array of 2^22 features costs
         # more in page faults than the product itself)
         z = self.margins(v[: self.d], 0.0)
         z *= 1.0 / self.lam_n
         if self.icpt:
             z += self.icpt * v[self.d] / self.lam_n
+        if b is not None:
+            if self.levels is not None:
+                raise ValueError("a dual with an unregularised intercept takes no sample "
+                                 "weights")
+            z += b
+            S = float(a.sum())
+            a2, u = self.balanced_dual(a, v, S)
+            return np.array([cd.loss_sum(z, self.y, self.loss),
+                             cd.conj_sum(a, self.y, self.loss), S,
+                             cd.conj_sum(a2, self.y, self.loss), float(np.dot(u, u)),
+                             float(np.dot(v, v))])
         if self.levels is not None:
             L = C = 0.0
             for c, idx, y in self.levels:
@@ -616,13 +640,59 @@ class GLMProblem:
         return np.array([cd.loss_sum(z, self.y, self.loss),
                          cd.conj_sum(a, self.y, self.loss)])
 
-    def dual_certificate(self, parts, v):
-        """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`; the
-        intercept weight is regularised."""
-        L, C = parts
-        q = 0.5 * float(v @ v) / self.lam_n  # = lam_n ||w||^2 / 2
+    def balanced_dual(self, a, v, S=None):
+        """A feasible point ``a'`` of the dual with an unregularised intercept (whose
+        constraint is ``sum a' = 0``) near ``a``, and ``X a'``.
+
+        The dual variables of the sign of ``S = sum a`` are scaled by ``1 - theta``,
+        ``theta = |S| / sum_{sign a_i = sign S} |a_i|`` (at most 1): each stays in its loss's
+        dual domain (an interval holding 0 and ``a_i``) and the sum becomes 0.  ``X a' = v -
+        theta X a_s`` costs a scatter over those examples only."""
+        S = float(a.sum()) if S is None else S
+        if S == 0.0:
+            return a, v[: self.d]
+        side = np.where(a * S > 0.0, a, 0.0)
+        theta = S / float(side.sum())
+        u = self.xdot(side)
+        u *= -theta
+        u += v[: self.d]
+        return a - theta * side, u
+
+    def dual_certificate(self, parts, v, b=0.0, curv=None):
+        """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`.
+
+        With the two sums of a regularised (or no) intercept, the plain duality gap.  With the
+        five of a :attr:`free_intercept` dual at the intercept ``b``: ``P(w, b) - D(a')``, the
+        duality gap of the problem with the unregularised intercept at the feasible point
+        ``a'`` of :meth:`balanced_dual` (``D(a') <= P*``: a certificate with no estimate in
+        it, but loose where frequent features move with ``b``: the correction ``a - a'`` moves
+        them).  With ``curv`` (the solver's estimate of the curvature ``c`` of
+        ``min_w P(w, b)`` in ``b``), the smaller of that and the primal solvers' kind of
+        certificate: :meth:`fixed_intercept_gap` plus ``(sum a)^2 / (2 c n)``, the
+        second-order estimate of what moving ``b`` still gains (``-sum a`` is the derivative
+        in ``b`` at the dual optimum for ``b``).
+        """
+        if len(parts) == 2:
+            q = 0.5 * float(v @ v) / self.lam_n  # = lam_n ||w||^2 / 2
+            L, C = parts
+            P = (L + q) / self.n
+            return P, max(P - (C - q) / self.n, 0.0)
+        L, _, S, C2, uu, vv = parts
+        q = 0.5 * vv / self.lam_n
         P = (L + q) / self.n
-        return P, max(P - (C - q) / self.n, 0.0)
+        gap = P - (C2 - 0.5 * uu / self.lam_n) / self.n
+        if curv is not None and curv > 0.0:
+            gap = min(gap, self.fixed_intercept_gap(parts, v, b) + S * S / (2.0 * curv * self.n))
+        return P, max(gap, 0.0)
+
+    def fixed_intercept_gap(self, parts, v, b):
+        """The duality gap of the problem at the fixed intercept ``b`` (of a
+        :attr:`free_intercept` dual's five :meth:`dual_parts`): ``P(w, b) - D_b(a)``,
+        ``D_b(a) = (sum -loss*(-a) - b sum a - lam_n ||w||^2 / 2) / n``, a lower bound of
+        ``min_w P(w, b)`` only."""
+        L, C, S = parts[:3]
+        q = 0.5 * parts[5] / self.lam_n
+        return max((L + q) / self.n - (C - b * S - q) / self.n, 0.0)
 
     def dual_gap(self, a, v):
         """``(P, gap)`` for a dual iterate holding all the examples."""

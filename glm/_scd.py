@@ -16,12 +16,13 @@ import time
 import numpy as np
 
 from roofline import gmat
-from roofline.kernels import HINGE
+from roofline.kernels import HINGE, LOGISTIC, SQUARED
 
 from . import cd
 from ._problem import CheckSchedule, GLMProblem, progress_bar
 
 __all__ = [
+    "FreeIntercept",
     "TPA_DUAL_MAX_THREADS",
     "n_hot_features",
     "scd_dual",
@@ -226,7 +227,7 @@ def sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking=Fals
 def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n_threads=1,
               tpa_mode="hogwild", adaptive_damping=True, damping=1.0, sub_epochs=1,
               callback=None, n_hot=0, active_fraction=1.0, full_every=1, warmup=False,
-              shrinking=False, batch_sweeps=False):
+              shrinking=False, batch_sweeps=False, b0=None):
     """Sequential (``n_threads == 1``) or TPA-SCD dual coordinate ascent (SDCA).
 
     Each iteration is one sweep over :func:`sweep_coords` (all examples, or the active
@@ -236,7 +237,15 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     first ``n_hot`` are the ones whose entries of ``v`` the TPA threads keep in sync
     (:func:`cd.dual_tpa_split`).  ``warmup``: the first sweep, from ``a = 0``, runs
     at :func:`warmup_factor` times the regularisation.
+
+    With ``pb.free_intercept`` (one thread only) the intercept ``b`` is unregularised, as in
+    the primal: each sweep runs the dual of the problem at a fixed ``b`` (every margin
+    shifted by ``b``), and :class:`FreeIntercept` moves ``b`` between sweeps, from ``b0``
+    (``None``: :func:`null_intercept`).
     """
+    if pb.free_intercept and n_threads > 1:
+        raise ValueError("the dual's unregularised intercept runs on one thread; TPA-SCD "
+                         "takes intercept_scaling (a regularised constant feature)")
     X = pb.X
     # the per-example state lives in one cache-line record per example (a, y, squared
     # norm, last step, unit-values flag): a coordinate step touches one line of it instead of
@@ -264,6 +273,11 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     lam_n_it = pb.lam_n
     # X 0 = 0: no pass over the data for the usual start
     v = pb.dual_point(a) if a.any() else np.zeros(pb.d + (1 if pb.icpt else 0))
+    # the unregularised intercept (pb.free_intercept): held fixed through a sweep, moved
+    # between sweeps (FreeIntercept); None without one
+    if pb.free_intercept and b0 is None:
+        b0 = null_intercept(pb)
+    icb = FreeIntercept(pb, colsq, b0) if pb.free_intercept else None
     conv = False
     it = 0
     status = None
@@ -312,7 +326,7 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
     if batch_sweeps and n_threads == 1 and check_every == "auto" and _batched(pb):
         return _scd_dual_batched(pb, a, v, kw, lam_first, max_iter=max_iter, rng=rng,
                                  trace=trace, verbose=verbose, callback=callback,
-                                 shrinking=shrinking)
+                                 shrinking=shrinking, icb=icb)
     bar = progress_bar(max_iter, verbose, "sdca")
     checks = CheckSchedule(check_every, max_iter, pb.n)
     since_exact = 0  # checks since v was last recomputed exactly
@@ -321,7 +335,11 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
         perm = sweep_coords(it, rng, last_step, active_fraction, full_every, shrinking)
         lam_n_it = lam_first if it == 1 else pb.lam_n
         if n_threads == 1:
-            cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
+            if icb is None:
+                cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it, **kw)
+            else:
+                cd.dual_epoch(X, y, a, v, perm, steps=last_step, lam_n=lam_n_it,
+                              offset=icb.b, **kw)
         else:
             v, _, negD_cur, damp, rejected = tpa_epoch(perm, a, v, None, negD_cur, damp,
                                                         **tpa)
@@ -331,22 +349,26 @@ def scd_dual(pb: GLMProblem, a, *, max_iter, check_every, rng, trace, verbose, n
         if checks.due(it, perm.size):
             t0 = time.perf_counter()
             v, since_exact, parts, P, gap = _dual_check(pb, a, v, it == max_iter, since_exact,
-                                                        trace)
+                                                        trace, icb)
             if n_threads > 1:
                 state["conj"] = float(parts[1])  # the exact conjugate sum again
                 with np.errstate(over="ignore", invalid="ignore"):
                     negD_cur = -pb.dual_obj(a, v, conj=state["conj"])
             status = trace.end_check(it, P, gap, t0, callback,
-                                     lambda v=v: pb.dual_primal(v))
+                                     lambda v=v: pb.dual_primal(v, _b(icb)))
             if status is not None:
                 conv = status == "converged"
                 break
+            if icb is not None and it < max_iter:
+                icb.at_check(a, v, parts, lam_n_it == pb.lam_n)
     bar.close()
     # v is exact unless a callback stopped the loop between exact checks; the point returned is
     # then the one the callback saw (v within ~1e-12 of X a)
-    w, b = pb.dual_primal(v)
-    return w.copy(), b, a.copy(), it, conv, {"damping": damp, "n_rejected": n_rejected,
-                                             "stopped_by_callback": status == "stopped"}
+    w, b = pb.dual_primal(v, _b(icb))
+    info = {"damping": damp, "n_rejected": n_rejected, "stopped_by_callback": status == "stopped"}
+    if icb is not None:
+        info["intercept"] = "unregularised"
+    return w.copy(), b, a.copy(), it, conv, info
 
 
 def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
@@ -449,22 +471,165 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
         dev.close()
 
 
-def _dual_check(pb, a, v, last, since_exact, trace):
+class FreeIntercept:
+    """The unregularised intercept ``b`` of the dual (``GLMProblem.free_intercept``).
+
+    For a fixed ``b`` the dual sweeps solve the dual of ``f(b) = min_w P(w, b)``: the same
+    coordinate steps with every margin shifted by ``b`` (the conjugates shifted by
+    ``-a_i b``).  ``f`` is convex and, at the dual optimum for ``b``, ``f'(b) = -sum_i a_i``:
+    ``b`` is the multiplier of the constraint ``sum_i a_i = 0`` of the dual with an intercept.
+
+    ``b`` moves only at a check, and only when the part of the certificate that the constraint
+    accounts for (:meth:`GLMProblem.dual_certificate` minus
+    :meth:`GLMProblem.fixed_intercept_gap`) exceeds the gap at the fixed ``b``: every move
+    shifts every margin, which the sweeps must then fit again, and ``f`` is flat in ``b`` where
+    frequent features move with it (Criteo-like data, whose one-hot fields each sum to a
+    constant: ``f''`` ~ ``h / 1000``), so that from :func:`null_intercept` a fit to a relative
+    1e-4 barely needs to move it.  A move is a secant step on ``-S`` (``S = sum_i a_i``),
+    ``b += S / c``, ``c`` the geometric mean of the last ``_FREE_SLOPES`` positive slopes of
+    ``S`` between moves; Newton's curvature ``h = sum_i l''(z_i)`` (``beta (1 - beta)`` for the
+    logistic with ``beta = y_i a_i``, 1 for the squared loss; for the hinge ``lam_n /
+    ||x_i||^2`` over the examples inside their box), an upper bound of ``f''``, before the
+    first slope.  A step is at most the trust radius, which doubles while ``S`` keeps its sign
+    and is half the last step when it changes.
+
+    Parameters
+    ----------
+    pb : GLMProblem
+    colsq : ndarray
+        The examples' squared norms.
+    b0 : float
+        The starting intercept.
+    """
+
+    def __init__(self, pb, colsq, b0=0.0):
+        self.pb, self.colsq = pb, colsq
+        self.b = float(b0)
+        self.prev = None  # (b, S) at the last move, for the secant
+        self.slopes = []  # the last positive secant slopes of S
+        self.radius = _FREE_RADIUS * (1.0 + abs(self.b))
+        self.last_step = 0.0
+        self.moves = 0
+        self.lo = self.hi = None  # [b, S] with S > 0 (b below the root), S < 0 (above)
+        self.last_side = None
+
+    def _upper(self, a):
+        pb = self.pb
+        if pb.loss == SQUARED:
+            return float(pb.n_local)
+        beta = a * pb.y
+        if pb.loss == LOGISTIC:
+            return float(np.dot(beta, 1.0 - beta))
+        inside = (beta > 0.0) & (beta < 1.0) & (self.colsq > 0.0)
+        if not inside.any():
+            inside = self.colsq > 0.0
+        return float(pb.lam_n * np.sum(1.0 / self.colsq[inside])) if inside.any() else 0.0
+
+    def curvature(self):
+        """The secant estimate of ``f''`` (None before the first slope)."""
+        if not self.slopes:
+            return None
+        return float(np.exp(np.mean(np.log(self.slopes))))
+
+    def at_check(self, a, v, parts, secant=True):
+        """After a check (``parts``: its :meth:`GLMProblem.dual_parts` at ``b``), move ``b``
+        where the constraint's part of the certificate is the larger; ``secant=False``: the
+        sweeps ran at another regularisation (the warm-up), no slope from them.  Returns
+        whether ``b`` moved."""
+        pb = self.pb
+        S = float(parts[2])
+        fixed = pb.fixed_intercept_gap(parts, v, self.b)
+        whole = pb.dual_certificate(parts, v, self.b, self.curvature())[1]
+        if S == 0.0 or not whole - fixed > fixed:
+            return False
+        if self.prev is not None and secant:
+            db = self.b - self.prev[0]
+            slope = (self.prev[1] - S) / db if db != 0.0 else 0.0
+            if slope > 0.0:
+                self.slopes = (self.slopes + [slope])[-_FREE_SLOPES:]
+            if (S > 0.0) == (self.prev[1] > 0.0):
+                self.radius *= _FREE_GROW
+            else:
+                self.radius = max(0.5 * abs(self.last_step), 1e-12 * (1.0 + abs(self.b)))
+        # the bracket: S > 0 below the root (f' = -S < 0), S < 0 above it; an end that this
+        # point contradicts (the sweeps had not settled there) is dropped
+        if S > 0.0:
+            if self.hi is not None and self.b >= self.hi[0]:
+                self.hi = None
+            self.lo, side = [self.b, S], 0
+        else:
+            if self.lo is not None and self.b <= self.lo[0]:
+                self.lo = None
+            self.hi, side = [self.b, S], 1
+        self.prev = (self.b, S) if secant else None
+        if self.lo is not None and self.hi is not None:
+            # regula falsi in the bracket, Illinois' rule: the end not replaced twice in a
+            # row has its S halved (else one end stays and the steps stall)
+            if side == self.last_side:
+                other = self.hi if side == 0 else self.lo
+                other[1] *= 0.5
+            self.last_side = side
+            (b0, s0), (b1, s1) = self.lo, self.hi
+            new = b0 + s0 * (b1 - b0) / (s0 - s1)
+        else:
+            self.last_side = side
+            h = self._upper(a)
+            c = self.curvature() or h
+            if h > 0.0:
+                c = min(c, h)
+            if not c > 0.0:
+                return False
+            new = self.b + float(np.clip(S / c, -self.radius, self.radius))
+        if new == self.b:
+            return False
+        self.last_step = new - self.b
+        self.b = new
+        self.moves += 1
+        logger.debug("dual intercept: b -> %.6g (sum a = %.3g)", self.b, S)
+        return True
+
+
+def null_intercept(pb):
+    """The intercept of the model without features (the dual's start): ``mean(y)`` for the
+    squared loss, the log-odds of the positives for the logistic (within +-10), 0 for the
+    hinge."""
+    y = pb.y
+    if pb.loss == SQUARED:
+        return float(np.mean(y))
+    if pb.loss == LOGISTIC:
+        p = float(np.mean(y > 0))
+        return float(np.clip(np.log(max(p, 1e-300)) - np.log(max(1.0 - p, 1e-300)), -10, 10))
+    return 0.0
+
+
+def _b(icb):
+    """The intercept of a dual with an unregularised one (``icb``), else 0."""
+    return 0.0 if icb is None else icb.b
+
+
+def _dual_check(pb, a, v, last, since_exact, trace, icb=None):
     """A dual check's certificate: ``(v, since_exact, parts, P, gap)``.
 
     The exact ``v = X a`` (a full scatter over the data, as costly as the margins) is
     recomputed every ``_EXACT_EVERY`` checks, at the ``last`` iteration, and before convergence
     is declared; in between the sweeps' float64 increments stand (no sweep loses an update:
     TPA's threads' changes are all summed into ``v``; drift measured below 1e-12 of max |v|
-    after 20 sequential sweeps and after 2 + 6 two-thread sweeps at 1M examples)."""
+    after 20 sequential sweeps and after 2 + 6 two-thread sweeps at 1M examples).
+
+    ``icb``: the :class:`FreeIntercept` of a dual with an unregularised intercept (the
+    certificate at its ``b``, :meth:`GLMProblem.dual_certificate`)."""
     exact = last or since_exact + 1 >= _EXACT_EVERY
     while True:
         if exact:
             v = pb.dual_point(a)
         since_exact = 0 if exact else since_exact + 1
         with np.errstate(over="ignore", invalid="ignore"):  # divergence: see record
-            parts = pb.dual_parts(a, v)
-            P, gap = pb.dual_certificate(parts, v)
+            if icb is None:
+                parts = pb.dual_parts(a, v)
+                P, gap = pb.dual_certificate(parts, v)
+            else:
+                parts = pb.dual_parts(a, v, icb.b)
+                P, gap = pb.dual_certificate(parts, v, icb.b, icb.curvature())
         if exact or not trace.converged(P, gap):
             return v, since_exact, parts, P, gap
         exact = True  # looks converged: confirm on the exact v
@@ -478,7 +643,7 @@ def _batched(pb):
 
 
 def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose, callback,
-                      shrinking):
+                      shrinking, icb=None):
     """The sequential dual of :func:`scd_dual` with its sweeps run in batches by
     :func:`cd.dual_sweeps`: one call sweeps until it has read ``_BATCH_VALUES`` stored
     values (at least one sweep over all examples' worth), then the duality gap is checked.
@@ -486,7 +651,8 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
     projected gradient says they stay there, leave the sweeps until the remaining ones meet
     the projected-gradient tolerance ``eps``; then all come back.  A call whose sweeps meet
     ``eps`` over all examples ends early; if the gap check then fails, ``eps`` shrinks
-    tenfold.  Iterations count sweeps (of the active examples)."""
+    tenfold.  Iterations count sweeps (of the active examples).  ``icb``: the
+    :class:`FreeIntercept` of an unregularised intercept, which may move after each check."""
     X = pb.X
     n = pb.n
     order = np.arange(n, dtype=np.int64)
@@ -497,7 +663,7 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
     if lam_first != pb.lam_n:  # the warm-up sweep (see warmup_factor), a sweep of its own
         trace.start()
         cd.dual_epoch(X, pb.y, a, v, rng.permutation(n).astype(np.int64),
-                           lam_n=lam_first, **kw)
+                      lam_n=lam_first, offset=_b(icb), **kw)
         trace.stop()
         it = 1
     conv = False
@@ -510,24 +676,37 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
         sweeps, met = cd.dual_sweeps(
             X, pb.y, a, v, order, shrink, lam_n=pb.lam_n, max_sweeps=max_iter - it,
             budget=budget, seed=int(rng.integers(1 << 63)), eps=eps, shrinking=shrinking,
-            **kw)
+            offset=_b(icb), **kw)
         trace.stop()
         it += sweeps
         bar.update(sweeps)
         t0 = time.perf_counter()
-        v, since_exact, _, P, gap = _dual_check(pb, a, v, it >= max_iter, since_exact, trace)
+        v, since_exact, parts, P, gap = _dual_check(pb, a, v, it >= max_iter, since_exact,
+                                                    trace, icb)
         if met and not trace.converged(P, gap):
             eps *= 0.1
-        status = trace.end_check(it, P, gap, t0, callback, lambda v=v: pb.dual_primal(v))
+        status = trace.end_check(it, P, gap, t0, callback,
+                                 lambda v=v: pb.dual_primal(v, _b(icb)))
         if status is not None:
             conv = status == "converged"
             break
+        if icb is not None and it < max_iter:
+            icb.at_check(a, v, parts, True)
     bar.close()
-    w, b = pb.dual_primal(v)
-    return w.copy(), b, a.copy(), it, conv, {"damping": 1.0, "n_rejected": 0,
-                                             "stopped_by_callback": status == "stopped",
-                                             "batched": True}
+    w, b = pb.dual_primal(v, _b(icb))
+    info = {"damping": 1.0, "n_rejected": 0, "stopped_by_callback": status == "stopped",
+            "batched": True}
+    if icb is not None:
+        info["intercept"] = "unregularised"
+    return w.copy(), b, a.copy(), it, conv, info
 
+
+# FreeIntercept's curvature is the geometric mean of this many last secant slopes ...
+_FREE_SLOPES = 3
+# ... its first trust radius this times 1 + |b0|, grown by _FREE_GROW while the sign of
+# sum a persists.
+_FREE_RADIUS = 0.1
+_FREE_GROW = 1.5
 
 # The sequential dual runs its sweeps in batches (_scd_dual_batched) on problems of at most
 # this many stored values (plus examples), and always for the hinge.

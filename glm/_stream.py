@@ -377,7 +377,10 @@ class _StreamRun:
         self.source, self.world = source, world
         self.loss, self.code, self.alpha = loss, loss_code, alpha
         self.fit_intercept = fit_intercept
-        self.icpt = float(intercept_scaling) if fit_intercept else 0.0
+        # None (GLMSolverOptions' default since issue 34): the constant feature of value 1,
+        # the streamed dual's regularised intercept as before
+        scaling = 1.0 if intercept_scaling is None else intercept_scaling
+        self.icpt = float(scaling) if fit_intercept else 0.0
         self.tol, self.max_iter, self.check_every = tol, max_iter, check_every
         self.depth, self.shuffle, self.cache = depth, shuffle, cache
         self.dual_on_disk, self.verbose, self.on_chunk = dual_on_disk, verbose, on_chunk

@@ -625,12 +625,14 @@ def _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf):
 
 @njit(inline="always")
 def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp, colsq,
-                icpt, track, unit):
+                icpt, track, unit, off):
+    """One dual coordinate step on example ``i``; ``off = b * lam_n`` shifts its margin by
+    an unregularised intercept ``b`` held fixed (0: none)."""
     lo = indptr[i]
     hi = indptr[i + 1]
     nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
     unit_i = _is_unit(unit, i)
-    acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf)
+    acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf) + off
     delta = _dual_delta(acc, i, y, alpha, loss, lam_n, sigma, damp, colsq, icpt)
     if delta == 0.0:
         return delta
@@ -643,19 +645,19 @@ def _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, da
 
 @njit(inline="always")
 def _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp, colsq,
-                icpt, track, steps, record, unit):
+                icpt, track, steps, record, unit, off):
     for t in range(coords.shape[0]):
         _prefetch_coords(coords, t, indptr, indices, data, v, alpha, y, colsq, unit)
         i = coords[t]
         delta = _dual_coord(i, indptr, indices, data, y, alpha, v, d, loss, lam_n, sigma, damp,
-                            colsq, icpt, track, unit)
+                            colsq, icpt, track, unit, off)
         if record:
             steps[i] = abs(delta)
 
 
 @njit(**_FLAGS)
 def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
-                  colsq, icpt, track, steps, record, unit):
+                  colsq, icpt, track, steps, record, unit, offset=0.0):
     """One sequential SDCA pass over the examples ``coords`` (the shared-vector entries of the
     coming steps prefetched: :func:`_prefetch_coords`).
 
@@ -664,22 +666,25 @@ def cd_dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, si
     dual in ``alpha[i]`` exactly (squared, hinge: closed form; logistic: safeguarded Newton to
     convergence in the log-odds).  When ``record`` is set, ``steps[i] = |change of alpha[i]|``.
     ``unit`` is :func:`cd_unit_columns` of the structure, or ``None`` (no example flagged).
+    ``offset``: an unregularised intercept ``b`` held fixed, added to every margin (the dual
+    at fixed ``b``, whose steps are the plain ones with the margin ``x_i^T w + b``).
     """
     _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp, colsq,
-                icpt, track, steps, record, unit)
+                icpt, track, steps, record, unit, offset * lam_n)
 
 
 @parallel_njit(**_FLAGS)
 def cd_dual_epoch_parfor(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
-                         colsq, icpt, track, steps, record, unit):
+                         colsq, icpt, track, steps, record, unit, offset=0.0):
     """:func:`cd_dual_epoch` compiled as the body of a one-iteration parallel loop, on one
     thread: the same iterates bit for bit, in ~0.8x the time (1M Criteo-like examples, full
     sweep 0.33-0.35 s vs 0.41-0.45 s in interleaved runs: numba generates better code for a
     parfor body).  A parallel launch, so call it only where no other thread may launch one at
     the same time (numba's workqueue layer aborts on concurrent launches)."""
+    off = offset * lam_n
     for _ in prange(1):
         _dual_epoch(indptr, indices, data, y, alpha, v, d, coords, loss, lam_n, sigma, damp,
-                    colsq, icpt, track, steps, record, unit)
+                    colsq, icpt, track, steps, record, unit, off)
 
 
 @njit(inline="always")
@@ -695,7 +700,7 @@ def _splitmix64(s):
 
 @njit(**_FLAGS)
 def cd_dual_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt, unit, order,
-                   shrink, max_sweeps, budget, seed, eps, shrinking):
+                   shrink, max_sweeps, budget, seed, eps, shrinking, offset=0.0):
     """Sequential SDCA sweeps in one call, each over a fresh random order of the active
     examples, until ``max_sweeps`` sweeps or ``budget`` stored values visited (at least one
     sweep), with liblinear's shrinking for the hinge loss.
@@ -708,7 +713,7 @@ def cd_dual_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
     extreme ``PGmax_old`` / ``PGmin_old`` (it would not move); a sweep with
     ``max PG - min PG <= eps`` over a shrunk set brings every example back, and over the full
     set ends the call with status 1.  Other losses, and ``shrinking=False``, keep every example
-    active.
+    active.  ``offset``: as in :func:`cd_dual_epoch`.
 
     Returns
     -------
@@ -717,9 +722,9 @@ def cd_dual_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
     """
     if loss == HINGE:
         return _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, order,
-                             shrink, max_sweeps, budget, seed, eps, shrinking)
+                             shrink, max_sweeps, budget, seed, eps, shrinking, offset * lam_n)
     return _smooth_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt, unit,
-                          order, max_sweeps, budget, seed)
+                          order, max_sweeps, budget, seed, offset * lam_n)
 
 
 @njit(inline="always")
@@ -737,7 +742,7 @@ def _shuffle_head(order, n, s):
 
 @njit(**_FLAGS)
 def _smooth_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt, unit, order,
-                   max_sweeps, budget, seed):
+                   max_sweeps, budget, seed, off):
     """:func:`cd_dual_sweeps` for the losses other than the hinge (every example active)."""
     n = order.shape[0]
     nf = v.shape[0] - 1 if icpt != 0.0 else v.shape[0]
@@ -751,7 +756,7 @@ def _smooth_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
             lo = indptr[i]
             hi = indptr[i + 1]
             unit_i = _is_unit(unit, i)
-            acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf)
+            acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf) + off
             work += hi - lo + 1
             delta = _dual_delta(acc, i, y, alpha, loss, lam_n, 1.0, 1.0, colsq, icpt)
             if delta != 0.0:
@@ -764,7 +769,7 @@ def _smooth_sweeps(indptr, indices, data, y, alpha, v, loss, lam_n, colsq, icpt,
 
 @njit(**_FLAGS)
 def _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, order, shrink,
-                  max_sweeps, budget, seed, eps, shrinking):
+                  max_sweeps, budget, seed, eps, shrinking, off):
     """:func:`cd_dual_sweeps` for the hinge: liblinear's ``solve_l2r_l1l2_svc`` step (one
     division, ``beta - G / Q_ii`` clipped to ``[0, 1]``) with its shrinking.  A kernel of its
     own: inside the one kernel of all losses, the logistic's inlined solve spilled the hinge
@@ -790,7 +795,7 @@ def _hinge_sweeps(indptr, indices, data, y, alpha, v, lam_n, colsq, icpt, unit, 
             lo = indptr[i]
             hi = indptr[i + 1]
             unit_i = _is_unit(unit, i)
-            acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf)
+            acc = _dual_dot(lo, hi, indices, data, v, unit_i, icpt, nf) + off
             work += hi - lo + 1
             yi = y[i]
             g = yi * acc * inv_lam - 1.0
@@ -871,7 +876,7 @@ def cd_dual_tpa(indptr, indices, data, y, alpha, V, coords, bounds, loss, lam_n,
             i = mine[k]
             a_old = alpha[i]
             _dual_coord(i, indptr, indices, data, y, alpha, v, dummy, loss, lam_n, 1.0,
-                        damp, colsq, icpt, False, unit)
+                        damp, colsq, icpt, False, unit, 0.0)
             dc += _tpa_note(i, a_old, alpha[i], y, loss, steps, prev, dconj)
         if dconj.shape[0] != 0:
             dconj[t] += dc
@@ -945,7 +950,7 @@ def cd_dual_tpa_split(indptr, indices, data, y, alpha, v, n_hot, work, coords, b
             i = mine[k]
             a_old = alpha[i]
             _dual_coord(i, indptr, indices, data, y, alpha, rep, rep, loss, lam_n, 1.0, damp,
-                        colsq, icpt, False, unit)
+                        colsq, icpt, False, unit, 0.0)
             dc += _tpa_note(i, a_old, alpha[i], y, loss, steps, prev, dconj)
             if (k + 1) % publish_every == 0:
                 _hot_publish(v, work, t, nv, n_hot, nf, icpt, True)

@@ -69,7 +69,8 @@ def test_large_sparse_strongly_regularised_gets_the_dual():
     assert hot_mass(Z) > DUAL_MAX_HOT_MASS
     assert choose_solver(Z, loss="logistic", alpha=strong, fit_intercept=False)[0] == "scd"
     assert choose_solver(Z, loss="logistic", alpha=weak, fit_intercept=False)[0] == "newton"
-    assert choose_solver(X, loss="logistic", alpha=strong, fit_intercept=True)[0] == "newton"
+    # with an intercept too (issue 34: the dual keeps it unregularised)
+    assert choose_solver(X, loss="logistic", alpha=strong, fit_intercept=True)[0] == "scd"
     assert choose_solver(X[:, : n // 2], loss="logistic", alpha=strong,
                          fit_intercept=False)[0] == "newton"
     dense_rows = _hashed(n // 100, 1 << 12, DUAL_MAX_NNZ_PER_EXAMPLE + 50, rng)

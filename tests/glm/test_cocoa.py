@@ -17,7 +17,10 @@ def logistic_problem():
     X, A, y = make_data(task="classification", seed=11, n=240, d=30)
     al = alpha_from_peer("C", 1.0, A.shape[0])
     refs = {
-        dual: fit_glm(X, y, loss="logistic", alpha=al, dual=dual, tol=1e-13, random_state=0)
+        # the dual's reference with CoCoA's regularised constant feature (intercept_scaling=1;
+        # the one-process dual's own intercept is unregularised)
+        dual: fit_glm(X, y, loss="logistic", alpha=al, dual=dual, tol=1e-13, random_state=0,
+                      intercept_scaling=1.0)
         for dual in (False, True)
     }
     return X, y, al, refs

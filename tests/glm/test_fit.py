@@ -84,8 +84,11 @@ def test_logistic_matches_sklearn(dtype, dual):
 def test_hinge_svm_matches_liblinear(fit_intercept):
     X, A, y = make_data(task="classification", seed=3, n=200)
     n = A.shape[0]
+    # intercept_scaling=1: liblinear's regularised intercept (a constant feature); without it
+    # the dual's intercept is unregularised (tests/glm/test_dual_intercept.py)
     res = fit_glm(X, y, loss="hinge", alpha=alpha_from_peer("C", 0.1, n), tol=1e-10,
-                     fit_intercept=fit_intercept, random_state=0, max_iter=20_000)
+                     fit_intercept=fit_intercept, random_state=0, max_iter=20_000,
+                     intercept_scaling=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sk = LinearSVC(C=0.1, loss="hinge", dual=True, tol=1e-12, max_iter=1_000_000,

@@ -66,7 +66,8 @@ def test_no_switch_for_the_hinge_l1_or_a_regularised_intercept():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for kw in (dict(loss="hinge", fit_intercept=False),
                    dict(loss="logistic", penalty="l1", fit_intercept=False),
-                   dict(loss="logistic", dual=True, fit_intercept=True)):
+                   dict(loss="logistic", dual=True, fit_intercept=True,
+                        intercept_scaling=1.0)):
             res = fit_glm(X, y, alpha=1.0 / y.size, solver="scd", max_iter=40, **kw)
             assert "stall_switch" not in res.info
 

@@ -27,8 +27,10 @@ def _criteo(n=3000):
 
 def _passes_in_memory(X, y, loss, alpha, tol, seed):
     """Full sweeps of the in-memory dual SCD to a relative duality gap of ``tol``."""
+    # intercept_scaling=1: the streamed dual's regularised intercept (a constant feature)
     res = fit_glm(X, y, loss=loss, alpha=alpha, dual=True, solver="scd", tol=tol,
-                     max_iter=200, random_state=seed, check_every=1, active_fraction=1.0)
+                     max_iter=200, random_state=seed, check_every=1, active_fraction=1.0,
+                     intercept_scaling=1.0)
     assert res.converged
     return res.n_iter
 

@@ -81,7 +81,10 @@ def test_logistic_regression_on_the_gpu(backend):
 def test_linear_svc_hinge_on_the_gpu(backend):
     X, yc, _ = _data(seed=1)
     gpu = LinearSVC(C=0.1, loss="hinge", device="gpu", tol=1e-8, max_iter=600).fit(X, yc)
-    cpu = LinearSVC(C=0.1, loss="hinge", solver=CPU_DUAL, tol=1e-12, max_iter=20000).fit(X, yc)
+    # the GPU dual regularises the intercept as a constant feature of value 1 (the CPU dual's
+    # is unregularised unless intercept_scaling is set: issue 34)
+    cpu = LinearSVC(C=0.1, loss="hinge", solver=CPU_DUAL, tol=1e-12, max_iter=20000,
+                    intercept_scaling=1.0).fit(X, yc)
     np.testing.assert_allclose(gpu.coef_, cpu.coef_, atol=ATOL)
     np.testing.assert_allclose(gpu.intercept_, cpu.intercept_, atol=ATOL)
 

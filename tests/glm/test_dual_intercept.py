@@ -1,0 +1,205 @@
+"""The dual (SDCA) with an unregularised intercept (issue 34): the same optimum as the primal
+solvers' and scikit-learn's, a certified ``tol``, and ``auto`` choosing it."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from roofline import glm
+from roofline.glm._problem import GLMProblem
+from roofline.kernels import LOSS_CODES
+
+
+def _sparse_hot(n=1500, d=200, seed=0):
+    """CTR-shaped: a few hot features in most examples (they move with the intercept)."""
+    rng = np.random.default_rng(seed)
+    hot = (rng.random((6, n)) < 0.7).astype(np.float64)
+    cold = sp.random(d - 6, n, density=0.02, format="csc", random_state=rng)
+    X = sp.vstack([sp.csc_matrix(hot), cold]).tocsc()
+    w = rng.standard_normal(d)
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(X.T @ w - 1.0))), 1.0, -1.0)
+    return X, y
+
+
+def _dense(n=600, d=8, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((d, n)) * np.exp(rng.uniform(-1, 1, (d, 1))) + 0.5
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(rng.standard_normal(d) @ X + 0.7))), 1.0,
+                 -1.0)
+    return np.ascontiguousarray(X), y
+
+
+DATA = {"sparse-hot": _sparse_hot(), "dense": _dense()}
+
+
+def _targets(name, loss):
+    X, y = DATA[name]
+    if loss == "squared":
+        rng = np.random.default_rng(3)
+        y = y * 2.0 + 3.0 + 0.3 * rng.standard_normal(y.size)
+    return X, y
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_dual_with_intercept_reaches_newtons_optimum(name, loss):
+    X, y = _targets(name, loss)
+    alpha = 1e-2
+    ref = glm.fit_glm(X, y, loss=loss, alpha=alpha, solver="newton", tol=1e-13, max_iter=500)
+    res = glm.fit_glm(X, y, loss=loss, alpha=alpha, solver="scd", tol=1e-11, max_iter=5000,
+                      random_state=0)
+    assert res.converged and res.dual and res.info["intercept"] == "unregularised"
+    assert res.objective[-1] - ref.objective[-1] <= 1e-9 * abs(ref.objective[-1])
+    np.testing.assert_allclose(res.coef, ref.coef, atol=2e-4)
+    assert res.intercept == pytest.approx(ref.intercept, abs=2e-4)
+    # the intercept is not regularised: it differs from the constant feature's optimum
+    reg = glm.fit_glm(X, y, loss=loss, alpha=alpha, solver="scd", dual=True, tol=1e-11,
+                      max_iter=5000, intercept_scaling=1.0, random_state=0)
+    assert "intercept" not in reg.info
+    assert abs(reg.intercept - ref.intercept) > 1e-3
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+def test_dual_with_intercept_matches_scikit_learn(name):
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = DATA[name]
+    n, C = X.shape[1], 0.5
+    res = glm.fit_glm(X, y, loss="logistic", alpha=1 / (C * n), solver="scd", tol=1e-11,
+                      max_iter=5000, random_state=0)
+    Xs = X.T.tocsr() if sp.issparse(X) else X.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk = LogisticRegression(C=C, tol=1e-12, max_iter=100_000).fit(Xs, y)
+    assert res.dual
+    np.testing.assert_allclose(res.coef, sk.coef_[0], atol=5e-4)
+    assert res.intercept == pytest.approx(sk.intercept_[0], abs=5e-4)
+
+
+def _hinge_reference(X, y, lam_n):
+    """The exact optimum of the hinge with an unregularised intercept, from its dual QP
+    (``max sum beta - ||X (y beta)||^2 / (2 lam_n)``, ``0 <= beta <= 1``, ``sum y beta = 0``)
+    solved by SLSQP; returns ``(w, P* * n)`` (the dual optimum)."""
+    Xd = X.toarray() if sp.issparse(X) else X
+    G = (Xd * y).T @ (Xd * y) / lam_n
+    n = y.size
+    res = minimize(lambda b: 0.5 * b @ G @ b - b.sum(), np.full(n, 0.5),
+                   jac=lambda b: G @ b - 1.0, bounds=[(0.0, 1.0)] * n,
+                   constraints=[{"type": "eq", "fun": lambda b: b @ y, "jac": lambda b: y}],
+                   method="SLSQP", options={"maxiter": 2000, "ftol": 1e-14})
+    beta = res.x
+    return Xd @ (y * beta) / lam_n, float(beta.sum() - 0.5 * beta @ G @ beta)
+
+
+def test_hinge_with_intercept_reaches_the_exact_optimum():
+    X, y = _sparse_hot(n=100, d=30, seed=4)
+    n, alpha = X.shape[1], 2e-2
+    w_ref, nD = _hinge_reference(X, y, alpha * n)
+    res = glm.fit_glm(X, y, loss="hinge", alpha=alpha, tol=1e-9, max_iter=20_000,
+                      random_state=0)
+    assert res.converged and res.dual and res.info["intercept"] == "unregularised"
+    z = X.T @ res.coef + res.intercept
+    P = np.maximum(0.0, 1.0 - y * z).mean() + 0.5 * alpha * res.coef @ res.coef
+    assert P == pytest.approx(res.objective[-1], rel=1e-10)
+    assert P - nD / n <= 1e-7 * P  # the QP's optimum, within the tolerances of both
+    np.testing.assert_allclose(res.coef, w_ref, atol=1e-3)
+    # feasible duals: y_i a_i in [0, 1], and they sum to ~0 (the intercept's condition)
+    beta = y * res.dual_coef
+    assert beta.min() >= -1e-12 and beta.max() <= 1 + 1e-12
+    assert abs(res.dual_coef.sum()) <= 1e-3 * n
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("tol", [1e-3, 1e-6])
+def test_tol_is_a_certified_suboptimality_with_the_intercept(name, tol):
+    X, y = DATA[name]
+    alpha = 1e-3
+    ref = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton", tol=1e-13,
+                      max_iter=500)
+    P_star = float(ref.objective[-1])
+    res = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="scd", tol=tol,
+                      max_iter=5000, random_state=0, stall_switch=False, check_every=1)
+    assert res.converged and res.dual
+    # every recorded gap bounds the suboptimality of its point, and the last meets tol
+    assert np.all(res.objective - P_star <= res.gap_history + 1e-12 * P_star)
+    assert (res.objective[-1] - P_star) / P_star <= tol
+
+
+def test_balanced_dual_is_feasible_and_a_lower_bound():
+    """The certificate's dual point sums to zero and stays in each loss's domain, so its dual
+    objective is below the optimum."""
+    X, y = DATA["sparse-hot"]
+    X = X.tocsc()
+    alpha = 1e-2
+    ref = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton", tol=1e-13)
+    rng = np.random.default_rng(0)
+    pb = GLMProblem(X, y, LOSS_CODES["logistic"], False, alpha, True, None, primal=False)
+    assert pb.free_intercept and pb.icpt == 0.0
+    for _ in range(5):
+        a = y * rng.uniform(0, 1, y.size)  # feasible for the logistic, sum != 0
+        v = pb.dual_point(a)
+        a2, u = pb.balanced_dual(a, v)
+        assert abs(a2.sum()) <= 1e-9 * np.abs(a).sum()
+        beta = y * a2
+        assert beta.min() >= 0.0 and beta.max() <= 1.0
+        np.testing.assert_allclose(u, pb.xdot(a2), rtol=1e-10, atol=1e-10)
+        D = (glm.cd.conj_sum(a2, y, 1) - 0.5 * u @ u / pb.lam_n) / pb.n
+        assert D <= ref.objective[-1] + 1e-12
+
+
+def test_auto_runs_the_dual_with_an_intercept_on_sparse_data():
+    from roofline.datasources import make_criteo_like_matrix
+
+    X, y = make_criteo_like_matrix(6000, seed=2, n_bits=14)
+    y = np.where(y > 0, 1.0, -1.0)
+    alpha = 1 / (0.3 * y.size)
+    assert glm.choose_solver(X, loss="logistic", alpha=alpha, fit_intercept=True)[0] == "scd"
+    res = glm.fit_glm(X, y, loss="logistic", alpha=alpha, tol=1e-6, random_state=0)
+    assert res.solver == "scd" and res.dual and res.converged
+    assert res.info["intercept"] == "unregularised"
+    ref = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton", tol=1e-12)
+    assert (res.objective[-1] - ref.objective[-1]) / ref.objective[-1] <= 1e-6
+    assert res.intercept == pytest.approx(ref.intercept, abs=0.05)
+
+
+def test_tpa_and_the_distributed_duals_keep_the_regularised_constant_feature():
+    """Where the intercept cannot be free (TPA-SCD's threads, CoCoA), ``intercept_scaling``
+    defaults to 1 (liblinear's constant feature), as before; the primal is ``dual=None``'s
+    choice for ``tpa-scd`` with an intercept."""
+    X, y = DATA["dense"]
+    res = glm.fit_glm(X, y, loss="logistic", alpha=1e-2, solver="tpa-scd", n_jobs=2,
+                      tol=1e-8, max_iter=2000, random_state=0)
+    assert not res.dual
+    reg = glm.fit_glm(X, y, loss="logistic", alpha=1e-2, solver="tpa-scd", n_jobs=2, dual=True,
+                      tol=1e-8, max_iter=2000, random_state=0)
+    one = glm.fit_glm(X, y, loss="logistic", alpha=1e-2, solver="scd", dual=True,
+                      intercept_scaling=1.0, tol=1e-10, max_iter=5000, random_state=0)
+    assert reg.dual and "intercept" not in reg.info
+    assert reg.objective[-1] == pytest.approx(one.objective[-1], rel=1e-6)
+    with pytest.raises(ValueError, match="intercept_scaling must be a positive"):
+        glm.fit_glm(X, y, loss="logistic", alpha=1e-2, intercept_scaling=0.0)
+
+
+def test_intercept_init_warm_starts_the_intercept():
+    X, y = DATA["dense"]
+    alpha = 1e-2
+    ref = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton", tol=1e-12)
+    cold = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="scd", dual=False, tol=1e-8,
+                       coef_init=ref.coef, random_state=0, max_iter=500)
+    warm = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="scd", dual=False, tol=1e-8,
+                       coef_init=ref.coef, intercept_init=ref.intercept, random_state=0,
+                       max_iter=500)
+    assert warm.converged and warm.n_iter <= 2 < cold.n_iter
+    newton = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton", tol=1e-8,
+                         coef_init=ref.coef, intercept_init=ref.intercept)
+    assert newton.n_iter <= 1
+    # the dual starts its intercept there (and gets to the same optimum)
+    dual = glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="scd", tol=1e-10,
+                       intercept_init=ref.intercept + 0.5, random_state=0, max_iter=5000)
+    assert dual.dual and dual.intercept == pytest.approx(ref.intercept, abs=1e-4)
+    for bad in (float("nan"), "1", True):
+        with pytest.raises(ValueError, match="intercept_init must be a finite number"):
+            glm.fit_glm(X, y, loss="logistic", alpha=alpha, intercept_init=bad)
