@@ -29,8 +29,10 @@ number, the lengths and a CRC-32 over a JSON description and the arrays' bytes, 
 64-byte aligned; a file that fails its checks is a :class:`StateError` naming the node and the
 file, never read as valid.  Messages are slices of packet files, each with its own header
 (magic, sender, receiver, phase, length, CRC-32), checked when read
-(:class:`~roofline.comm.MessageError` naming the packet).  Every file is written to a
-temporary name and renamed into place (``fsync`` first when ``fsync=True``).
+(:class:`~roofline.comm.MessageError` naming the packet); a packet is opened once per phase,
+its receivers sharing the descriptor.  Every file is written to a temporary name and renamed
+into place (``fsync`` first when ``fsync=True``).  The CRC-32 is ISA-L's when the optional
+``isal`` package is installed, else zlib's: the same checksum, so the same files.
 
 Time
 ----
@@ -243,7 +245,7 @@ class _IO:
         return buf
 
     def open(self, path):
-        """A file descriptor of ``path`` for :meth:`pread` (counted as one file read)."""
+        """A file descriptor of ``path`` to read slices of (counted as one file read)."""
         t0, c0 = time.perf_counter(), time.thread_time()
         fd = os.open(path, os.O_RDONLY)
         with self._lock:
@@ -251,15 +253,6 @@ class _IO:
             self.seconds += time.perf_counter() - t0
             self.cpu_seconds += time.thread_time() - c0
         return fd
-
-    def pread(self, fd, offset, length):
-        """``length`` bytes of the open file ``fd`` from ``offset`` in a new aligned buffer
-        (fewer at its end)."""
-        t0, c0 = time.perf_counter(), time.thread_time()
-        buf = _pread(fd, offset, length)
-        self._count(False, buf.size, time.perf_counter() - t0, files=0,
-                    cpu=time.thread_time() - c0)
-        return buf
 
 
 def _pread(fd, offset, length):
@@ -720,20 +713,6 @@ class _Spool:
         return [_decode_array(self._check(buf[at:at + k], src, dst, path, off, n))
                 for (src, path, off, n, at), k in zip(where, got, strict=True)]
 
-    def recv(self, src, dst):
-        """The payload of the message from ``src`` to ``dst`` (checked)."""
-        try:
-            path, off, n = self.index[(src, dst)]
-        except KeyError:
-            raise MessageError(f"node {dst}: no message from node {src} in phase "
-                               f"{self.phase}") from None
-        entry = self._open(path, src, dst)
-        try:
-            buf = self.io.pread(entry[0], off, n)
-        finally:
-            self._done(entry)
-        return self._check(buf, src, dst, path, off, n)
-
     def _check(self, buf, src, dst, path, off, n):
         """The payload of the message read (``buf``), its header and CRC-32 checked."""
         if buf.size != n:
@@ -749,10 +728,6 @@ class _Spool:
             raise MessageError(f"{path}: the message from node {src} to node {dst} fails its "
                                "CRC-32 (corrupted on disk)")
         return body
-
-    def recv_array(self, src, dst):
-        """The array of the message from ``src`` to ``dst`` (checked)."""
-        return _decode_array(self.recv(src, dst))
 
     def close(self):
         """Close the packets opened for reading."""
