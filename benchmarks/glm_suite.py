@@ -655,8 +655,13 @@ def path_main(args):
         print("fit_glm has no elastic net (l1_ratio) in this checkout: L1 paths only")
     records = []
     for name, (A, y) in problems.items():
+        if args.only and name not in args.only.split(","):
+            continue
         A = A.tocsr() if sp.issparse(A) else np.ascontiguousarray(A)
         X = A.T.tocsc() if sp.issparse(A) else np.ascontiguousarray(A.T)
+        if sp.issparse(X):
+            X.sum_duplicates()
+            X.sort_indices()
         y01 = np.asarray(y, np.float64)
         for penalty, l1r in variants:
             alphas = path_alphas(A, y01, l1_ratio=l1r)

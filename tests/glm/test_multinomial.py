@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from roofline import glm
-from roofline.glm._multinomial import _Softmax
+from roofline.glm._multinomial import _Softmax, fused_kernels
 
 
 def _objective(W, b, X_rows, y, s, alpha):
@@ -171,3 +171,44 @@ def test_a_feature_scaled_by_1e30(sparse):
     got = res.coef.copy()
     got[:, 2] *= 1e30
     np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)
+
+
+def test_block_preconditioner_on_raw_pixels(monkeypatch):
+    """Dense data with few features: the per-class block preconditioner (features' scales and
+    correlations) reaches the diagonal one's optimum with fewer Hessian products."""
+    from sklearn.datasets import load_digits
+
+    from roofline.glm import _multinomial
+
+    A, y = load_digits(return_X_y=True)
+    A, y = A[:600], y[:600]
+    X = np.ascontiguousarray(A.T)
+    alpha = 1.0 / (10.0 * len(y))
+    block = glm.fit_multinomial(X, y, alpha=alpha, tol=1e-8, max_iter=200)
+    monkeypatch.setattr(_multinomial, "BLOCK_PRECOND_MAX_FEATURES", 0)
+    diag = glm.fit_multinomial(X, y, alpha=alpha, tol=1e-8, max_iter=200)
+    assert block.converged and diag.converged
+    assert block.objective == pytest.approx(diag.objective, rel=1e-10)
+    np.testing.assert_allclose(block.coef, diag.coef, atol=1e-4)
+    assert block.info["hessp"] < 0.7 * diag.info["hessp"]
+
+
+@pytest.mark.skipif(not fused_kernels(),
+                    reason="roofline.kernels does not export the softmax kernels")
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fused_kernels_match_the_gmat_products(sparse):
+    rng = np.random.default_rng(3)
+    Xr, y = _sparse_problem(rng, n=300, d=40, K=5)
+    X = Xr.T.tocsc() if sparse else np.ascontiguousarray(Xr.T.toarray())
+    s = rng.random(len(y)) + 0.1
+    a = _Softmax(X, y, 5, s, 0.01, True, fused=True)
+    b = _Softmax(X, y, 5, s, 0.01, True, fused=False)
+    theta = rng.standard_normal(5 * 40 + 5)
+    v = rng.standard_normal(theta.size)
+    fa, ga = a.fun_grad(theta)
+    fb, gb = b.fun_grad(theta)
+    assert fa == pytest.approx(fb, rel=1e-13)
+    np.testing.assert_allclose(ga, gb, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(a.hessp(theta, v), b.hessp(theta, v), rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(a.hess_diag(theta), b.hess_diag(theta), rtol=1e-11,
+                               atol=1e-14)
