@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 import scipy.optimize
 import scipy.sparse as sp
 
@@ -220,6 +221,7 @@ class _Softmax:
         self.n_hessp = 0
         self.fused = fused_kernels() if fused is None else fused
         self._sq = None  # X's squared values (the Hessian's diagonal), made on first use
+        self.pen_rep = None  # alpha * pen per coefficient (feature-major), made on first use
         if self.fused:
             self.c = np.ascontiguousarray(self.c, dtype=np.float64)
             self.T = np.empty((self.n, K))
@@ -233,7 +235,8 @@ class _Softmax:
 
     def split(self, theta):
         Kd = self.K * self.d
-        W = theta[:Kd].reshape(self.K, self.d)
+        # stored feature-major (``W^T``, ``d x K``): the kernels' layout, without transposes
+        W = theta[:Kd].reshape(self.d, self.K).T
         b = theta[Kd:] if self.fit_intercept else None
         return W, b
 
@@ -274,11 +277,14 @@ class _Softmax:
         return (self.X @ T).T
 
     def _pack(self, GW, Gb):
+        Kd = self.K * self.d
+        out = np.empty(Kd + (self.K if self.fit_intercept else 0))
+        out[:Kd].reshape(self.d, self.K)[...] = GW.T
         if self.fit_intercept:
-            return np.concatenate([GW.ravel(), Gb])
-        return GW.ravel()
+            out[Kd:] = Gb
+        return out
 
-    def _loss_parts(self, W, b):
+    def _loss_parts(self, W, b, direct=False):
         """``(L, GW, Gb, P)``: the weighted mean loss, its gradients and the probabilities
         (``P`` example-major ``(n, K)`` on the fused path, ``(K, n)`` otherwise)."""
         bb = np.zeros(self.K) if b is None else np.ascontiguousarray(b, dtype=np.float64)
@@ -293,6 +299,8 @@ class _Softmax:
                 Z += bb
                 kernels.softmax_dense_eval(np.ascontiguousarray(Z), self.y, self.c, P, T, loss,
                                            self.bc)
+            if direct:  # the gradient's factors: :meth:`_direct` scatters them
+                return float(self.c @ loss), T, P
             return float(self.c @ loss), self._scatter(T), T.sum(axis=0), P
         loss, P = softmax_loss(self._times_X(W, b), self.y)
         T = P.copy()
@@ -307,6 +315,12 @@ class _Softmax:
             f, g = self.last
             return f, g.copy()
         W, b = self.split(theta)
+        if self.fused and self.red is None:
+            L, T, P = self._loss_parts(W, b, direct=True)
+            f = L + 0.5 * self.alpha * float(((W * W) @ self.pen).sum())
+            g = self._direct(T, theta)
+            self.at, self.P, self.last = theta.copy(), P, (f, g)
+            return f, g.copy()
         L, GW, Gb, P = self._loss_parts(W, b)
         if self.red is not None:
             L, GW, Gb = self.red(L, GW, Gb)
@@ -321,9 +335,32 @@ class _Softmax:
 
     def hessp(self, theta, v):
         self._at(theta)
+        return self.hessp_here(v)
+
+    def _direct(self, T, v):
+        """The packed ``(X T + alpha pen * V, T 1)`` written in place (fused, one process)."""
+        Kd = self.K * self.d
+        out = np.empty(v.size)
+        G = out[:Kd].reshape(self.d, self.K)
+        if self.sparse:
+            kernels.softmax_rows_times(self.Xr.indptr, self.Xr.indices, self.Xr.data, T, G,
+                                       self.br)
+        else:
+            np.matmul(self.X, T, out=G)
+        if self.alpha > 0:
+            if self.pen_rep is None:
+                self.pen_rep = self.alpha * np.repeat(self.pen, self.K)
+            out[:Kd] += self.pen_rep * v[:Kd]
+        if self.fit_intercept:
+            T.sum(axis=0, out=out[Kd:])
+        return out
+
+    def hessp_here(self, v):
+        """``H v`` at the last point evaluated (:meth:`hessp` without the point's check)."""
         self.n_hessp += 1
         V, vb = self.split(v)
         P = self.P
+        direct = self.fused and self.red is None
         if self.fused:
             T = self.T
             if self.sparse:
@@ -336,6 +373,8 @@ class _Softmax:
                 if vb is not None:
                     U += vb
                 kernels.softmax_dense_hess(np.ascontiguousarray(U), P, self.c, T, self.bc)
+            if direct:
+                return self._direct(T, v)
             HW, Hb = self._scatter(T), T.sum(axis=0)
         else:
             U = self._times_X(V, vb)
@@ -366,7 +405,7 @@ class _Softmax:
         m = 0.01 * diag
         Kd = self.K * self.d
         if self.alpha > 0:
-            m[:Kd] += 0.99 * self.alpha * np.tile(self.pen, self.K)
+            m[:Kd] += 0.99 * self.alpha * np.repeat(self.pen, self.K)
         else:
             m = diag
         minv = 1.0 / np.maximum(m, 1e-12 * max(float(m.max()), 1e-300))
@@ -401,14 +440,14 @@ class _Softmax:
 
         def solve(r):
             R = np.empty((m, K))
-            R[:d] = r[:K * d].reshape(K, d).T
+            R[:d] = r[:K * d].reshape(d, K)
             if fi:
                 R[d] = r[K * d:]
             Z = np.empty_like(R)
             for k in range(K):
                 Z[:, k] = scipy.linalg.cho_solve(facs[k], R[:, k], check_finite=False)
             out = np.empty_like(r)
-            out[:K * d] = Z[:d].T.ravel()
+            out[:K * d] = Z[:d].ravel()
             if fi:
                 out[K * d:] = Z[d]
             return out
@@ -479,8 +518,8 @@ def _projector(K, d, fit_intercept):
 
     def project(v):
         if d:
-            W = v[:Kd].reshape(K, d)
-            W -= W.mean(axis=0)
+            Wt = v[:Kd].reshape(d, K)  # feature-major (_Softmax.split)
+            Wt -= Wt.mean(axis=1, keepdims=True)
         if fit_intercept:
             v[Kd:] -= v[Kd:].mean()
         return v
@@ -488,9 +527,15 @@ def _projector(K, d, fit_intercept):
     return project
 
 
+def _axpy(x, y, a):
+    """``y += a x`` in place (BLAS, no temporary)."""
+    return scipy.linalg.blas.daxpy(x, y, a=a)
+
+
 def _pcg(prob, theta, g, precond, project, tol, max_cg):
     """Preconditioned conjugate gradient on ``H s = -g`` until ``||r||_2 <= tol``
     (``precond(r)``: the preconditioner's solve); returns ``(s, iterations)``."""
+    prob._at(theta)
     x = np.zeros_like(g)
     r = -g
     z = project(precond(r))
@@ -498,15 +543,15 @@ def _pcg(prob, theta, g, precond, project, tol, max_cg):
     rz = float(r @ z)
     i = 0
     for i in range(1, max_cg + 1):  # noqa: B007 (i: the iterations run)
-        Hp = prob.hessp(theta, p)
+        Hp = prob.hessp_here(p)
         pHp = float(p @ Hp)
         if not pHp > 0.0:  # no curvature along p (numerically): keep what we have
             if i == 1:
                 x = p
             break
         a = rz / pHp
-        x += a * p
-        r -= a * Hp
+        x = _axpy(p, x, a=a)
+        r = _axpy(Hp, r, a=-a)
         if float(np.sqrt(r @ r)) <= tol:
             break
         z = project(precond(r))
@@ -736,7 +781,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         coef_init = np.asarray(coef_init, dtype=np.float64)
         if coef_init.shape != (K, d):
             raise ValueError(f"coef_init has shape {coef_init.shape}, expected {(K, d)}")
-        theta0[:K * d] = (coef_init if scale is None else coef_init / scale).ravel()
+        theta0[:K * d] = (coef_init if scale is None else coef_init / scale).T.ravel()
     if intercept_init is not None and fit_intercept:
         intercept_init = np.asarray(intercept_init, dtype=np.float64).ravel()
         if intercept_init.shape != (K,):
@@ -772,7 +817,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     converged = ratio <= tol * (1 + 1e-9)
     W, b = prob.split(theta)
     result = MultinomialResult(
-        coef=np.array(W) if scale is None else W * scale,
+        coef=np.ascontiguousarray(W if scale is None else W * scale),
         intercept=np.zeros(K) if b is None else np.array(b),
         n_iter=max(int(nit), 1), objective=f, grad_ratio=ratio, converged=converged,
         time=time.perf_counter() - t0, solver=solver, alpha=alpha,
