@@ -173,6 +173,10 @@ def softmax_loss(Z, y):
 _KERNELS = ("softmax_csc_eval", "softmax_csc_hess", "softmax_dense_eval", "softmax_dense_hess",
             "softmax_rows_times")
 
+#: The Newton-CG's forcing term: the conjugate gradient stops at a residual of
+#: ``min(0.5, (||g|| / ||g_0||)^FORCING_POWER) ||g||`` (superlinear convergence).
+FORCING_POWER = 0.75
+
 #: Dense data with at most this many features get the per-class block preconditioner
 #: (:meth:`_Softmax.preconditioner`).
 BLOCK_PRECOND_MAX_FEATURES = 512
@@ -577,7 +581,7 @@ def _newton_cg(prob, theta, target, max_iter, project):
         it += 1
         gn = float(np.sqrt(g @ g))
         precond = prob.preconditioner(theta)
-        eta = min(0.5, np.sqrt(gn / g0)) if g0 > 0 else 0.5
+        eta = min(0.5, (gn / g0) ** FORCING_POWER) if g0 > 0 else 0.5
         step, _ = _pcg(prob, theta, g, precond, project, eta * gn, 250)
         slope = float(g @ step)
         if not slope < 0.0:  # not a descent direction (rounding): the steepest one
