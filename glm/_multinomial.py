@@ -592,6 +592,11 @@ def _newton_cg(prob, theta, target, max_iter, project):
             f_new, g_new = prob.fun_grad(trial)
             if f_new <= f + 1e-4 * t * slope:
                 break
+            # at the optimum's rounding level F no longer tells (its changes are below
+            # its precision): a step that keeps F there and shrinks the gradient is taken
+            if (f_new <= f + 1e-14 * abs(f)
+                    and float(np.abs(g_new).max()) < float(np.abs(g).max())):
+                break
             t *= 0.5
         else:
             message = "the line search failed (no decrease: at the precision's limit)"
