@@ -13,9 +13,10 @@ sample weights, the intercept not regularised).  scikit-learn's objectives conve
 
 * ``LogisticRegression(C)`` and ``LinearSVC(C)``: ``C sum_i s_i l_i + ||w||^2 / 2``, hence
   ``lambda = 1 / (C sum_i s_i)``.  (scikit-learn's LinearSVC, through liblinear, also
-  regularises the intercept; the lbfgs/adagrad/sgd solvers do not.  The dual coordinate-descent
-  fits (``solver`` "scd"/"tpa-scd"/"cocoa"/"hcocoa" with ``dual=True``, and any hinge-loss CD
-  fit) do regularise it, through a constant feature, as liblinear and snapml do.)
+  regularises the intercept; the lbfgs/adagrad/sgd/newton solvers and the primal CD do not, nor
+  does the one-process dual of ``scd`` (it moves a free intercept between sweeps).  The other
+  duals (``tpa-scd``, ``cocoa``, ``hcocoa``, the GPU) regularise it, through a constant feature,
+  as liblinear and snapml do.)
 * ``Ridge(alpha)``: ``sum_i s_i (y_i - eta_i)^2 + alpha ||w||^2``, i.e. with our squared loss
   ``l = r^2 / 2`` the same minimiser as ``lambda = alpha / sum_i s_i``.
 * ``LinearRegression``: ``lambda = 0``.
@@ -462,8 +463,9 @@ class _GLMEstimator(BaseEstimator):
         """A row that :func:`roofline.glm.fit_glm` runs, per output, over ``comm`` when given
         (each rank holds examples: the dual where the row has one); ``tol`` is also the
         gradient test of ``newton`` / ``cholesky`` (``gtol``).  ``warm`` starts the primal
-        solvers from its coefficients (``coef_init``; ``fit_glm`` takes no intercept start,
-        the dual solvers no start)."""
+        solvers from its coefficients and intercept (``coef_init``, ``intercept_init``: the
+        primal CD and ``newton`` start from both, ``scd``'s dual holds the intercept through
+        its first sweeps, the other duals start from zero)."""
         dual = True if self.comm is not None and "dual" in spec.formulations else None
         return self._per_output(spec, Y, sw, lam, lambda r, y: glm.fit_glm(
             Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, penalty=self._penalty(),
@@ -471,6 +473,8 @@ class _GLMEstimator(BaseEstimator):
             max_iter=self.max_iter, fit_intercept=fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
             comm=self.comm, dual=dual, coef_init=None if warm is None else warm["coef"][r],
+            intercept_init=None if warm is None or not fit_intercept
+            else float(warm["intercept"][r]),
             sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol,
             device=self.device))
 
@@ -521,8 +525,8 @@ def _solver_set(runner, **conditions):
 def _common_doc(extra=""):
     return f"""
     fit_intercept : bool, default=True
-        Learn an intercept (unregularised, except in dual coordinate-descent fits; see the
-        module docstring).
+        Learn an intercept (unregularised, except in the duals of ``tpa-scd``, ``cocoa``,
+        ``hcocoa`` and the GPU; see the module docstring).
     solver : {{{_solver_set(RUNNERS)}}}
         The rows of the solver registry (:func:`roofline.glm.solvers`), see the module
         docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
@@ -564,9 +568,10 @@ def _common_doc(extra=""):
     warm_start : bool, default=False
         Start ``fit`` from the previous fit's ``coef_`` and ``intercept_`` (scikit-learn's
         meaning; their shape must be this fit's).  The L-BFGS and multinomial fits start from
-        both; the primal CD and Newton fits of :func:`roofline.glm.fit_glm` from ``coef_``
-        (``coef_init``: it takes no intercept start); the dual CD fits, ``cholesky`` and
-        ``vw-hybrid`` start from zero whatever this says.  ``partial_fit`` always continues.
+        both; the primal CD and Newton fits of :func:`roofline.glm.fit_glm` from both
+        (``coef_init``, ``intercept_init``), ``scd``'s dual from the intercept; the other dual
+        CD fits, ``cholesky`` and ``vw-hybrid`` start from zero whatever this says.
+        ``partial_fit`` always continues.
     device : {{"cpu", "gpu"}}, default="cpu"
         ``"gpu"``: fit by TPA-SCD of the dual on the GPU (:func:`roofline.glm.fit_glm`'s
         ``device="gpu"``; ``solver`` ``"auto"`` or a registry row with ``"gpu"`` in its
@@ -609,11 +614,11 @@ _CLASSIFIER_DOC = """
         scikit-learn.  ``partial_fit`` takes a dict only.{ovr}
     intercept_scaling : float or None, default=None
         ``None``: the intercept is a parameter of its own, not regularised (scikit-learn's
-        lbfgs / newton-cg meaning; the dual CD solvers regularise it, see the module
-        docstring).  A positive float: liblinear's meaning, as scikit-learn's {liblinear}:
-        every example gains a constant feature of this value, whose weight ``w_c`` is
-        regularised with the others, and ``intercept_ = intercept_scaling * w_c`` (``fit``
-        only; a copy of ``X`` with one more feature)."""
+        lbfgs / newton-cg meaning; the duals of ``tpa-scd``, ``cocoa``, ``hcocoa`` and the GPU
+        regularise it, see the module docstring).  A positive float: liblinear's meaning, as
+        scikit-learn's {liblinear}: every example gains a constant feature of this value,
+        whose weight ``w_c`` is regularised with the others, and ``intercept_ =
+        intercept_scaling * w_c`` (``fit`` only; a copy of ``X`` with one more feature)."""
 
 
 class _Classifier(ClassifierMixin, _GLMEstimator):
@@ -1000,7 +1005,8 @@ class LinearSVC(_Classifier):
 
     Minimises ``C sum_i s_i l(y_i, eta_i) + ||w||^2 / 2`` (or ``+ ||w||_1`` for
     ``penalty="l1"``); unlike scikit-learn's liblinear-based LinearSVC, the intercept is not
-    regularised unless ``intercept_scaling`` is set (the dual CD solvers do regularise it).
+    regularised unless ``intercept_scaling`` is set (the duals with a constant feature, see the
+    module docstring, do regularise it).
 
     Parameters
     ----------

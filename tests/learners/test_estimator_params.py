@@ -184,6 +184,18 @@ def test_warm_start_takes_fewer_iterations_to_the_same_optimum(name):
     np.testing.assert_allclose(warm.intercept_, cold.intercept_, atol=1e-6)
 
 
+def test_warm_start_passes_the_intercept_to_fit_glm():
+    """fit_glm's rows start from the previous intercept too (``intercept_init``): a refit from
+    the optimum is done at once (from the coefficients alone Newton took 5 iterations)."""
+    X, y = _imbalanced()
+    est = LogisticRegression(C=1.0, tol=1e-9, solver="newton", warm_start=True).fit(X, y)
+    first = (est.coef_.copy(), est.intercept_.copy())
+    est.fit(X, y)
+    assert est.n_iter_[0] <= 1
+    np.testing.assert_allclose(est.coef_, first[0], atol=1e-9)
+    np.testing.assert_allclose(est.intercept_, first[1], atol=1e-9)
+
+
 def test_warm_start_multinomial_and_ridge():
     X, y = make_classification(400, 8, n_informative=5, n_classes=3, random_state=5)
     make = lambda **kw: LogisticRegression(tol=1e-8, **kw)  # noqa: E731
