@@ -29,6 +29,12 @@ reduce-down
 reduce-up
     the owners send back, layer by layer in reverse, only the values each node asked for.
 
+Two nodes (one layer of two, :attr:`KylixCommunicator.direct`) skip the round trip: each sends
+the other the values of its indices that the other wants and both add them in member order,
+which is the owner's order above, so the sums have the butterfly's bits in one exchange (half
+the messages and waits; for a sparse reduce, the sender's wanted indices instead of half of its
+own plus half of the peer's).
+
 The per-node work is vectorised numpy (``np.unique``, ``searchsorted``, fancy-index adds with
 precomputed maps); ``plan.reduce`` does only gathers, scatter-adds and the messages.
 

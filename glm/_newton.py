@@ -748,10 +748,10 @@ def fit_newton_comm(comm, X, y, *, loss="logistic", alpha, fit_intercept=True, t
         The same on every rank (up to the times).  ``info``: ``cg_iter`` (= ``n_hv``, the
         Hessian-vector products), ``n_fun`` (objective evaluations), ``n_ranks``,
         ``reduce`` (``"sparse"`` or ``"dense"``), ``n_union_features``, ``setup`` (the
-        collectives, bytes and seconds of the configuration) and ``per_iter``: one dict per
-        accepted iteration with ``cg_steps``, ``wall_s``, ``compute_s`` (wall minus the time
-        inside collectives), ``comm_s``, ``collectives`` and ``bytes_sent`` (this rank's,
-        from ``comm.stats``), for a cluster cost model.
+        collectives, messages, bytes and seconds of the configuration) and ``per_iter``: one
+        dict per accepted iteration with ``cg_steps``, ``wall_s``, ``compute_s`` (wall minus
+        the time inside collectives), ``comm_s``, ``collectives`` and ``bytes_sent`` (this
+        rank's, from ``comm.stats``), for a cluster cost model.
     """
     if not isinstance(comm, Communicator):
         raise TypeError(f"comm must be a roofline.comm.Communicator, got {type(comm).__name__}")
@@ -826,7 +826,8 @@ def _fit_newton_comm(comm, X, y, *, loss, alpha, fit_intercept, tol, max_iter, c
     u = f.dx
     setup = {"seconds": time.perf_counter() - t0,
              "bytes_sent": _stat(comm, "bytes_sent") - stats0.get("bytes_sent", 0),
-             "calls": _stat(comm, "calls") - stats0.get("calls", 0)}
+             "calls": _stat(comm, "calls") - stats0.get("calls", 0),
+             "messages": _stat(comm, "messages") - stats0.get("messages", 0)}
 
     def point(x):
         wx, bx = f.split(x)

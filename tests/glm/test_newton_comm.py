@@ -158,6 +158,22 @@ def test_per_iteration_counters():
     assert info["n_fun"] >= len(rows) + 1
 
 
+@pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "dense"])
+def test_two_ranks_send_one_message_per_collective(sparse):
+    """Two ranks: each of the fit's collectives (the Hessian-vector products and the trial
+    points' loss-and-gradient reduces) is one message each way, no round trip."""
+    def fit(comm):
+        X, y = _data("logistic", sparse)
+        mine = _shards(X.shape[1], comm.size)[comm.rank]
+        before = comm.stats["messages"]
+        info = fit_newton_comm(comm, X[:, mine], y[mine], **KW).info
+        return info, comm.stats["messages"] - before
+
+    for info, msgs in run(fit, 2, backend="threads", timeout=60):
+        assert info["collectives"] == info["n_hv"] + info["n_fun"]
+        assert msgs == info["collectives"] + info["setup"]["messages"]
+
+
 def _mismatch(comm):
     X, y = _data("logistic", True)
     mine = _shards(X.shape[1], comm.size)[comm.rank]
