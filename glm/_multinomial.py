@@ -609,6 +609,23 @@ def _newton_cg(prob, theta, target, max_iter, project):
     return theta, it, message
 
 
+def _touched(X):
+    """``(X, keep)``: a sparse ``X`` without its features that hold no stored value, and the
+    indices of the features kept (``None``: all are, or ``X`` is dense, or fewer than 10%
+    would go).  Such a feature's gradient is 0 everywhere and its coefficients' optimum is 0
+    (the centred one without a penalty): the solve skips them (hashed data leave most of a
+    large feature space empty), the result puts them back as zeros."""
+    if not sp.issparse(X) or X.shape[0] == 0:
+        return X, None
+    occ = np.bincount(X.indices, minlength=X.shape[0]) > 0
+    if occ.sum() > 0.9 * X.shape[0]:
+        return X, None
+    keep = np.flatnonzero(occ)
+    Xk = sp.csc_matrix(X[keep])
+    Xk.sort_indices()
+    return Xk, keep
+
+
 def _feature_max(X):
     """Each feature's largest ``|value|`` (0 for a rank without examples)."""
     if X.shape[1] == 0:
@@ -772,7 +789,9 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
 
     if comm is None:
         X, y, K, s = local()
-        d, n = X.shape
+        d_all, n = X.shape
+        X, keep = _touched(X)
+        d = X.shape[0]
         X, scale = _rescaled(X)
         prob = _Softmax(X, y, K, s, alpha, bool(fit_intercept),
                         None if scale is None else scale * scale)
@@ -780,6 +799,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
         X, y, K, s, scale, prob = _distributed(comm, local, alpha, tol, max_iter, solver,
                                                fit_intercept, n_classes)
         d, n = X.shape
+        d_all, keep = d, None
         coef_init, intercept_init = comm.broadcast((coef_init, intercept_init))
 
     theta0 = np.zeros(K * d + (K if fit_intercept else 0))
@@ -788,8 +808,10 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     project = _projector(K, d, bool(fit_intercept))
     if coef_init is not None:
         coef_init = np.asarray(coef_init, dtype=np.float64)
-        if coef_init.shape != (K, d):
-            raise ValueError(f"coef_init has shape {coef_init.shape}, expected {(K, d)}")
+        if coef_init.shape != (K, d_all):
+            raise ValueError(f"coef_init has shape {coef_init.shape}, expected {(K, d_all)}")
+        if keep is not None:
+            coef_init = coef_init[:, keep]
         theta0[:K * d] = (coef_init if scale is None else coef_init / scale).T.ravel()
     if intercept_init is not None and fit_intercept:
         intercept_init = np.asarray(intercept_init, dtype=np.float64).ravel()
@@ -825,8 +847,13 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
     ratio = float(np.abs(g).max()) / g0_norm if g0_norm else 0.0
     converged = ratio <= tol * (1 + 1e-9)
     W, b = prob.split(theta)
+    W = W if scale is None else W * scale
+    if keep is not None:  # the features without a stored value: 0 (their optimum)
+        full = np.zeros((K, d_all))
+        full[:, keep] = W
+        W = full
     result = MultinomialResult(
-        coef=np.ascontiguousarray(W if scale is None else W * scale),
+        coef=np.ascontiguousarray(W),
         intercept=np.zeros(K) if b is None else np.array(b),
         n_iter=max(int(nit), 1), objective=f, grad_ratio=ratio, converged=converged,
         time=time.perf_counter() - t0, solver=solver, alpha=alpha,

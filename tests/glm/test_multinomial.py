@@ -212,3 +212,22 @@ def test_fused_kernels_match_the_gmat_products(sparse):
     np.testing.assert_allclose(a.hessp(theta, v), b.hessp(theta, v), rtol=1e-11, atol=1e-14)
     np.testing.assert_allclose(a.hess_diag(theta), b.hess_diag(theta), rtol=1e-11,
                                atol=1e-14)
+
+
+@pytest.mark.parametrize("alpha", [1e-2, 0.0])
+def test_features_without_values_are_skipped(alpha):
+    """A sparse X whose features mostly hold no value (hashed data): the solve runs over the
+    features present and the others come back as zeros; the fit equals the one over the
+    features present alone, a warm start over every feature is accepted."""
+    rng = np.random.default_rng(6)
+    Xr, y = _sparse_problem(rng, n=400, d=30, K=3, density=0.2)
+    big = sp.hstack([sp.csr_matrix((400, 50)), Xr, sp.csr_matrix((400, 200))]).tocsr()
+    res = glm.fit_multinomial(big.T.tocsc(), y, alpha=alpha, tol=1e-8)
+    ref = glm.fit_multinomial(Xr.T.tocsc(), y, alpha=alpha, tol=1e-8)
+    assert res.coef.shape == (3, 280) and res.converged
+    assert np.all(res.coef[:, :50] == 0) and np.all(res.coef[:, 80:] == 0)
+    np.testing.assert_allclose(res.coef[:, 50:80], ref.coef, atol=1e-7)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-12)
+    warm = glm.fit_multinomial(big.T.tocsc(), y, alpha=alpha, tol=1e-8, coef_init=res.coef,
+                               intercept_init=res.intercept)
+    assert warm.n_iter <= 2
