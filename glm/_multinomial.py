@@ -32,11 +32,12 @@ pass of each kind::
 
     U = V X + v_b,   T_j = s_j / S (p_j * U_j - p_j (p_j . U_j)),   H v = (T X^T + alpha V, T 1)
 
-``solver="newton"``: Newton's steps by conjugate gradients preconditioned with LIBLINEAR's
-mix ``0.01 diag(H) + 0.99 alpha`` (the diagonal is one more scatter of ``c p (1 - p)`` with the
-squared values), to the forcing tolerance ``min(0.5, sqrt(||g|| / ||g_0||)) ||g||``, then an
-Armijo backtracking line search from the full step.  The intercepts start at the log class
-frequencies (their optimum at ``W = 0``).
+``solver="newton"``: Newton's steps by preconditioned conjugate gradients (per-class blocks
+over the features for dense data with few features, LIBLINEAR's mix ``0.01 diag(H) + 0.99
+alpha`` otherwise) to the forcing tolerance
+``min(0.5, (||g|| / ||g_0||)^0.75) ||g||``, then an Armijo backtracking line search from the
+full step.  Sparse features without a stored value are left out of the solve (their optimum
+is 0).  The intercepts start at the log class frequencies (their optimum at ``W = 0``).
 
 Distributed (``comm=``): every rank holds its own examples; the objective, its gradient and
 every Hessian-vector product are the sums of the ranks' (one reduce each: a Kylix plan over
@@ -393,7 +394,7 @@ class _Softmax:
     def preconditioner(self, theta):
         """The conjugate gradient's preconditioner at ``theta``, as a solve ``r -> M^-1 r``.
 
-        Dense data with at most :data:`BLOCK_PRECOND_MAX_FEATURES` features (one process):
+        Dense data with at most ``BLOCK_PRECOND_MAX_FEATURES`` features (one process):
         per class ``k``, ``M_k = s_k X diag(c w) X^T + alpha diag(pen)`` over the features and
         the intercept, ``w_j`` the example's mean ``p_jk (1 - p_jk)`` over the classes and
         ``s_k`` the class's share of it (one Gram product and ``K`` Cholesky factorisations
