@@ -53,6 +53,7 @@ import zlib
 
 import numpy as np
 
+from . import _netmodel
 from ._base import (
     CommError,
     Communicator,
@@ -71,11 +72,6 @@ logger = logging.getLogger(__name__)
 
 #: Smallest message worth sending on its own (bytes); BIDMat's rule keeps packets above it.
 MIN_PACKET = 64 * 1024
-#: A network of one layer of at most this many nodes reduces in one exchange
-#: (:attr:`KylixCommunicator.direct`): with two nodes it sends no more than the butterfly's
-#: two exchanges (the same bytes for a dense vector; for a sparse one, the sender's indices the
-#: peer wants instead of half of its own and half of the peer's) and waits on the network once.
-DIRECT_MAX_DEGREE = 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,10 +551,11 @@ class KylixCommunicator(Communicator):
     @property
     def direct(self) -> bool:
         """Whether the collectives take one exchange instead of the butterfly's two (down and
-        back up): a network of one layer of at most :data:`DIRECT_MAX_DEGREE` nodes, where
-        every node sends its values to every other and each sums them itself, in the same
-        member order as the butterfly's owners, so the results are bit-identical to it."""
-        return len(self.degrees) == 1 and self.degrees[0] <= DIRECT_MAX_DEGREE
+        back up): a network of one layer of at most ``DIRECT_MAX_DEGREE`` nodes (two; in
+        :mod:`._netmodel`, whose ``kylix_steps`` models it), where every node sends its values
+        to every other and each sums them itself, in the same member order as the butterfly's
+        owners, so the results are bit-identical to it."""
+        return len(self.degrees) == 1 and self.degrees[0] <= _netmodel.DIRECT_MAX_DEGREE
 
     def _configure(self, plan: KylixPlan):
         self.stats["calls"] += 1
@@ -606,6 +603,11 @@ class KylixCommunicator(Communicator):
         contributed and wanted index lists to every other, and keeps, for each member, the
         positions of its own indices that member wants (what it sends) and the map of what
         that member sends into its own wanted list (where it adds it)."""
+        # the butterfly's first collective, kept: where a transport checks its ranks agree on
+        # each collective through its dense all-reduce (MPI), a rank still in another
+        # collective is named here rather than found by a timeout
+        top = max(int(cur[-1]) + 1 if cur.size else 0, int(wcur[-1]) + 1 if wcur.size else 0)
+        self._allreduce(np.array([top], dtype=np.int64), "max")
         k = self.degrees[0]
         lay = _Layer(k, _members(self.rank, 1, k))
         msg = np.concatenate(([cur.size], cur, wcur)).astype(np.int64)

@@ -134,6 +134,14 @@ class Step(NamedTuple):
     bytes_in: float
 
 
+#: A Kylix network of one layer of at most this many nodes reduces in one exchange
+#: (:attr:`~roofline.comm.KylixCommunicator.direct`): with two nodes it sends no more than the
+#: butterfly's two exchanges (the same bytes for a dense vector; for a sparse one, the sender's
+#: indices the peer wants instead of its own in the peer's range plus the peer's wanted ones in
+#: its own) and waits on the network once.
+DIRECT_MAX_DEGREE = 2
+
+
 def _union_fn(union):
     if callable(union):
         return union
@@ -164,8 +172,6 @@ def kylix_steps(degrees, union, *, columns: int = 1, itemsize: int = 8) -> list[
         Kylix reduces in one exchange (:attr:`KylixCommunicator.direct`: one layer of two
         nodes), each node sending the other its own ``U(1)`` values.
     """
-    from ._kylix import DIRECT_MAX_DEGREE
-
     U = _union_fn(union)
     degrees = [int(k) for k in degrees]
     K = math.prod(degrees)

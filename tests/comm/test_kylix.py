@@ -11,10 +11,10 @@ from roofline.comm import (
     KylixCommunicator,
     PeerError,
     QueueGroup,
+    _netmodel,
     kylix_degrees,
     run_in_threads,
 )
-from roofline.comm import _kylix
 
 N_FEATURES = 4000
 
@@ -202,7 +202,7 @@ def test_degrees_decrease_and_multiply_to_the_node_count(n):
 
 def _two_ranks(monkeypatch, direct, fn):
     """``fn`` on two ranks, reducing in one exchange (``direct``) or through the butterfly."""
-    monkeypatch.setattr(_kylix, "DIRECT_MAX_DEGREE", 2 if direct else 1)
+    monkeypatch.setattr(_netmodel, "DIRECT_MAX_DEGREE", 2 if direct else 1)
 
     def one(comm, r):
         assert comm.direct == direct
