@@ -182,6 +182,11 @@ FORCING_POWER = 0.75
 #: (:meth:`_Softmax.preconditioner`).
 BLOCK_PRECOND_MAX_FEATURES = 512
 
+#: The block preconditioner's blocks up to this many features: each class's own (exact block
+#: Jacobi, ``K`` weighted Gram products: ``d / 4`` Hessian products' cost); beyond, one shared
+#: Gram matrix scaled per class (raw digits, 64 features: 4x fewer Hessian products).
+PER_CLASS_BLOCKS_MAX_FEATURES = 128
+
 #: Stored values per chunk of the parallel kernels (fewer: one chunk, the calling thread).
 _CHUNK_WORK = 1 << 15
 
@@ -395,12 +400,14 @@ class _Softmax:
         """The conjugate gradient's preconditioner at ``theta``, as a solve ``r -> M^-1 r``.
 
         Dense data with at most ``BLOCK_PRECOND_MAX_FEATURES`` features (one process):
-        per class ``k``, ``M_k = s_k X diag(c w) X^T + alpha diag(pen)`` over the features and
-        the intercept, ``w_j`` the example's mean ``p_jk (1 - p_jk)`` over the classes and
-        ``s_k`` the class's share of it (one Gram product and ``K`` Cholesky factorisations
-        per Newton step, the cost of ``d / 4K`` Hessian products): it captures the features'
-        scales and correlations, what makes raw pixels ill-conditioned.  Otherwise LIBLINEAR's
-        diagonal mix (Hsia, Chiang and Lin, 2018), ``0.01 diag(H) + 0.99 alpha`` (the
+        per class ``k``, the Hessian's diagonal block ``M_k = X diag(c p_k (1 - p_k)) X^T +
+        alpha diag(pen)`` over the features and the intercept (block Jacobi; up to
+        ``PER_CLASS_BLOCKS_MAX_FEATURES`` features), or beyond, ``s_k X diag(c w) X^T + alpha
+        diag(pen)``, ``w_j`` the example's mean ``p_jk (1 - p_jk)`` over the classes and
+        ``s_k`` the class's share of it (one Gram product, the cost of ``d / 4K`` Hessian
+        products), and ``K`` Cholesky factorisations per Newton step: it captures the
+        features' scales and correlations, what makes raw pixels ill-conditioned.  Otherwise
+        LIBLINEAR's diagonal mix (Hsia, Chiang and Lin, 2018), ``0.01 diag(H) + 0.99 alpha`` (the
         penalty's curvature; the diagonal alone for the intercepts and with ``alpha = 0``),
         robust where the plain diagonal (Jacobi) is not: text-like data with power-law feature
         frequencies."""
@@ -437,8 +444,17 @@ class _Softmax:
         pen[:self.d] = self.alpha * self.pen
         jitter = 1e-10 * max(float(np.abs(np.diag(B)).max()), 1e-300)
         facs = []
+        exact = self.d <= PER_CLASS_BLOCKS_MAX_FEATURES
         for k in range(self.K):
-            Mk = share[k] * B
+            if exact:  # the Hessian's own diagonal block of class k
+                Xq = X * Q[:, k]
+                Mk = np.empty((m, m))
+                Mk[:self.d, :self.d] = Xq @ X.T
+                if fi:
+                    Mk[:self.d, -1] = Mk[-1, :self.d] = Xq.sum(axis=1)
+                    Mk[-1, -1] = Q[:, k].sum()
+            else:
+                Mk = share[k] * B
             Mk[np.diag_indices(m)] += pen + jitter
             facs.append(scipy.linalg.cho_factor(Mk, check_finite=False))
         K, d = self.K, self.d

@@ -173,9 +173,11 @@ def test_a_feature_scaled_by_1e30(sparse):
     np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)
 
 
-def test_block_preconditioner_on_raw_pixels(monkeypatch):
+@pytest.mark.parametrize("per_class", [128, 0])
+def test_block_preconditioner_on_raw_pixels(monkeypatch, per_class):
     """Dense data with few features: the per-class block preconditioner (features' scales and
-    correlations) reaches the diagonal one's optimum with fewer Hessian products."""
+    correlations; each class's own block, or one shared Gram matrix) reaches the diagonal
+    one's optimum with fewer Hessian products."""
     from sklearn.datasets import load_digits
 
     from roofline.glm import _multinomial
@@ -184,6 +186,7 @@ def test_block_preconditioner_on_raw_pixels(monkeypatch):
     A, y = A[:600], y[:600]
     X = np.ascontiguousarray(A.T)
     alpha = 1.0 / (10.0 * len(y))
+    monkeypatch.setattr(_multinomial, "PER_CLASS_BLOCKS_MAX_FEATURES", per_class)
     block = glm.fit_multinomial(X, y, alpha=alpha, tol=1e-8, max_iter=200)
     monkeypatch.setattr(_multinomial, "BLOCK_PRECOND_MAX_FEATURES", 0)
     diag = glm.fit_multinomial(X, y, alpha=alpha, tol=1e-8, max_iter=200)
