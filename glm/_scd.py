@@ -485,13 +485,16 @@ class FreeIntercept:
     shifts every margin, which the sweeps must then fit again, and ``f`` is flat in ``b`` where
     frequent features move with it (Criteo-like data, whose one-hot fields each sum to a
     constant: ``f''`` ~ ``h / 1000``), so that from :func:`null_intercept` a fit to a relative
-    1e-4 barely needs to move it.  A move is a secant step on ``-S`` (``S = sum_i a_i``),
-    ``b += S / c``, ``c`` the geometric mean of the last ``_FREE_SLOPES`` positive slopes of
-    ``S`` between moves; Newton's curvature ``h = sum_i l''(z_i)`` (``beta (1 - beta)`` for the
-    logistic with ``beta = y_i a_i``, 1 for the squared loss; for the hinge ``lam_n /
-    ||x_i||^2`` over the examples inside their box), an upper bound of ``f''``, before the
-    first slope.  A step is at most the trust radius, which doubles while ``S`` keeps its sign
-    and is half the last step when it changes.
+    1e-4 barely needs to move it.  Until ``S = sum_i a_i`` has taken both signs, a move is a
+    secant step on ``-S``, ``b += S / c``, ``c`` the geometric mean of the last
+    ``_FREE_SLOPES`` positive slopes of ``S`` between moves (Newton's curvature
+    ``h = sum_i l''(z_i)`` before the first: ``beta (1 - beta)`` for the logistic with
+    ``beta = y_i a_i``, 1 for the squared loss, for the hinge ``lam_n / ||x_i||^2`` over the
+    examples inside their box; an upper bound of ``f''``), at most the trust radius, which
+    grows by ``_FREE_GROW`` while ``S`` keeps its sign and is half the last step when it
+    changes.  Once the root is bracketed, regula falsi with Illinois' rule inside the bracket
+    (the hinge's ``S`` is piecewise constant in ``b``: secant steps alone cycled around the
+    root).
 
     Parameters
     ----------
@@ -526,7 +529,8 @@ class FreeIntercept:
         return float(pb.lam_n * np.sum(1.0 / self.colsq[inside])) if inside.any() else 0.0
 
     def curvature(self):
-        """The secant estimate of ``f''`` (None before the first slope)."""
+        """The secant estimate of ``f''``, the geometric mean of the last slopes (None before
+        the first)."""
         if not self.slopes:
             return None
         return float(np.exp(np.mean(np.log(self.slopes))))
@@ -539,7 +543,7 @@ class FreeIntercept:
         pb = self.pb
         S = float(parts[2])
         fixed = pb.fixed_intercept_gap(parts, v, self.b)
-        whole = pb.dual_certificate(parts, v, self.b, self.curvature())[1]
+        whole = pb.dual_certificate(parts, v, self.b)[1]
         if S == 0.0 or not whole - fixed > fixed:
             return False
         if self.prev is not None and secant:
@@ -629,7 +633,7 @@ def _dual_check(pb, a, v, last, since_exact, trace, icb=None):
                 P, gap = pb.dual_certificate(parts, v)
             else:
                 parts = pb.dual_parts(a, v, icb.b)
-                P, gap = pb.dual_certificate(parts, v, icb.b, icb.curvature())
+                P, gap = pb.dual_certificate(parts, v, icb.b)
         if exact or not trace.converged(P, gap):
             return v, since_exact, parts, P, gap
         exact = True  # looks converged: confirm on the exact v
