@@ -14,6 +14,8 @@ tests) use, one private module per job:
 ``_reduce``     the node-local loops of Kylix's sparse all-reduce (roofline.comm)
 ``_glm``        the fused ADAGrad GLM step on the CPU; the GLM-form loss over arrays
 ``_lda``        LDA's variational E-step, fused per document (roofline.learners' LDA)
+``_softmax``    the multinomial (softmax) loss, gradient and Hessian products over CSC or dense
+                data in one pass (roofline.glm's fit_multinomial)
 ``_cuda_glm``   the fused ADAGrad GLM step on the GPU (imports cupy lazily)
 ``_cuda_losses`` the GLM-form loss over device arrays (numba-cuda, imported lazily)
 ``_cuda_cd``    TPA-SCD of the dual on the GPU and its device-side problem (DeviceDual)
@@ -157,6 +159,13 @@ from ._newton import (
 )
 from ._reduce import reduce_gather, reduce_scatter_add
 from ._simd import lanes, vaxpy
+from ._softmax import (
+    softmax_csc_eval,
+    softmax_csc_hess,
+    softmax_dense_eval,
+    softmax_dense_hess,
+    softmax_rows_times,
+)
 from ._spmm import (
     GATHER_DISTANCE,
     GATHER_VECTORS,
@@ -302,6 +311,11 @@ __all__ = [
     "row_slabs",
     "row_slabs_into",
     "segment_plan",
+    "softmax_csc_eval",
+    "softmax_csc_hess",
+    "softmax_dense_eval",
+    "softmax_dense_hess",
+    "softmax_rows_times",
     "stream_read",
     "stream_read_repeat",
     "stream_triad",
