@@ -599,11 +599,6 @@ def _dtype_doc(outputs, svc=False):
             + textwrap.fill(text, 92, initial_indent=" " * 8, subsequent_indent=" " * 8))
 
 
-#: ``fit_multinomial`` needs a positive L2 strength: the unpenalised multinomial fit
-#: (``penalty=None``) runs with this one (mean-loss scale; it moves the gradient by
-#: ``1e-12 * ||W||``, far below any ``tol``).
-_UNPENALISED_ALPHA = 1e-12
-
 #: The classifiers' parameters ``class_weight`` and ``intercept_scaling`` (for _common_doc).
 _CLASSIFIER_DOC = """
     class_weight : dict, "balanced" or None, default=None
@@ -953,7 +948,7 @@ class LogisticRegression(_Classifier):
         self.solver_ = solver
         with glm.verbose_logging(self.verbose):
             res = glm.fit_multinomial(
-                Xc, y_idx, alpha=lam if lam > 0 else _UNPENALISED_ALPHA,
+                Xc, y_idx, alpha=lam,  # 0: unpenalised (the centred optimum)
                 n_classes=len(self.classes_),
                 sample_weight=_nonuniform(sw, self.comm), comm=self.comm,
                 fit_intercept=fit_intercept, solver=solver, tol=self.tol,
