@@ -3,7 +3,8 @@
 
 The rule (:func:`choose_solver`)
 --------------------------------
-1. ``penalty="l1"``: ``scd`` (primal coordinate descent, the only L1 solver).
+1. ``penalty="l1"`` or ``"elasticnet"``: ``scd`` (primal coordinate descent, the only L1 and
+   elastic-net solver).
 2. ``loss="hinge"`` (not differentiable): ``scd`` (the dual, SDCA, with an unregularised
    intercept where one is fitted).
 3. ``loss="squared"`` with the L2 penalty and at most :data:`CHOLESKY_AUTO_FEATURES`
@@ -149,7 +150,7 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
     y : array, optional
         Unused (the rule does not depend on the labels); accepted for a uniform signature.
     loss : {"squared", "logistic", "hinge", "squared_hinge"}
-    penalty : {"l2", "l1"}
+    penalty : {"l2", "l1", "elasticnet"}
     alpha : float
         The regularisation strength of the mean-loss objective.
     fit_intercept : bool
@@ -217,10 +218,16 @@ def max_abs(X):
 
 def _rule(X, loss, penalty, alpha, fit_intercept, comm):
     """The measured rule of the module docstring (the solvers of :func:`fit_glm`)."""
-    if penalty not in ("l2", "l1"):
-        raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
+    if penalty not in ("l2", "l1", "elasticnet"):
+        raise ValueError(f"penalty must be 'l2', 'l1' or 'elasticnet', got {penalty!r}")
     if loss not in _losses.LOSSES:
         raise ValueError(f"loss must be one of {_losses.LOSSES}, got {loss!r}")
+    if penalty == "elasticnet":
+        if comm is not None:
+            raise ValueError("penalty='elasticnet' is solved in one process (solver 'scd' or "
+                             "'tpa-scd'): comm= is not supported with it")
+        return "scd", ("penalty='elasticnet': primal coordinate descent (the prox of the "
+                       "elastic net in each coordinate step)")
     if comm is not None:
         if penalty == "l2" and loss in _SMOOTH:
             # TRON's iterates do not depend on the number of ranks (every sum all-reduced),

@@ -29,6 +29,8 @@ per epoch or per block.  Index values (of ``A``, ``coords``, ``feats``) are trus
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -454,8 +456,19 @@ def grad(z, y, loss, out=None):
 # primal coordinate steps (coordinates = features)
 
 
+def _lam2(lam2, l1):
+    """The elastic net's L2 strength checked: a finite number ``>= 0``, only with ``l1``."""
+    lam2 = float(lam2)
+    if not (math.isfinite(lam2) and lam2 >= 0.0):
+        raise ValueError(f"lam2 must be a finite number >= 0, got {lam2!r}")
+    if lam2 and not l1:
+        raise ValueError("lam2 (the elastic net's L2 part) needs l1=True (with l1=False, lam_n "
+                         "is the L2 strength)")
+    return lam2
+
+
 def primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=1.0,
-                    d=None):
+                    d=None, lam2=0.0):
     """One sequential pass of primal coordinate descent over ``coords``, in that order.
 
     Each step minimises the objective in ``w[j]`` with the others fixed (squared loss: exactly;
@@ -481,6 +494,9 @@ def primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=
     sigma, damp : float
     d : ndarray of float64, shape (n_examples,), optional
         Accumulates the raw margin changes.
+    lam2 : float, default 0
+        With ``l1``: the elastic net's ``lam2 * ||w||^2 / 2`` added to ``lam_n * ||w||_1`` (the
+        step is the closed-form prox ``soft(h w - g, lam_n) / (h + lam2)``).
     """
     _coords(A)
     n, m = A.shape
@@ -491,17 +507,18 @@ def primal_epoch(A, y, w, z, coords, *, loss, l1, lam_n, colsq, sigma=1.0, damp=
     _vector(colsq, m, "colsq")
     d, track = _track(d, n)
     kernels.cd_primal_epoch(A.indptr, A.indices, A.data, y, w, z, d, coords, _loss(loss),
-                            bool(l1), float(lam_n), float(sigma), float(damp), colsq, track)
+                            bool(l1), float(lam_n), float(sigma), float(damp), colsq, track,
+                            _lam2(lam2, l1))
 
 
-def primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0):
+def primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0, lam2=0.0):
     """A TPA-SCD sub-epoch of the primal on CPU threads, without synchronisation.
 
     Thread ``t`` updates the features ``coords[bounds[t]:bounds[t + 1]]`` (disjoint sets).
 
     Parameters
     ----------
-    A, y, w, coords, loss, l1, lam_n, colsq, damp
+    A, y, w, coords, loss, l1, lam_n, colsq, damp, lam2
         As in :func:`primal_epoch` (``sigma = 1``).
     Z : ndarray of float64, shape (1, n_examples) or (n_threads, n_examples)
         One row: Hogwild, every thread adds into the one shared margin vector (updates may be
@@ -517,7 +534,8 @@ def primal_tpa(A, y, w, Z, coords, bounds, *, loss, l1, lam_n, colsq, damp=1.0):
     _threads(Z, n, coords, bounds, "Z")
     _vector(colsq, m, "colsq")
     kernels.cd_primal_tpa(A.indptr, A.indices, A.data, y, w, Z, coords, bounds, _loss(loss),
-                          bool(l1), float(lam_n), float(damp), colsq, _NO_TRACK)
+                          bool(l1), float(lam_n), float(damp), colsq, _NO_TRACK,
+                          _lam2(lam2, l1))
 
 
 def intercept_step(y, z, b, *, loss, sigma=1.0, damp=1.0, d=None):
@@ -824,7 +842,7 @@ def block_stats(A, y, z, feats, g, h, *, loss):
     kernels.cd_block_stats(A.indptr, A.indices, A.data, y, z, feats, _loss(loss), g, h)
 
 
-def block_steps(w, feats, g, h, delta, *, l1, lam_n):
+def block_steps(w, feats, g, h, delta, *, l1, lam_n, lam2=0.0):
     """Newton steps (l1: proximal Newton steps) for the features of a pure block, from their
     summed statistics (:func:`block_stats`).
 
@@ -838,13 +856,15 @@ def block_steps(w, feats, g, h, delta, *, l1, lam_n):
         Receives the step of feature ``feats[k]``.
     l1 : bool
     lam_n : float
+    lam2 : float, default 0
+        As in :func:`primal_epoch`.
     """
     _vector(w, None, "w")
     m = _indices(feats, "feats").shape[0]
     _vector(g, m, "g")
     _vector(h, m, "h")
     _vector(delta, m, "delta")
-    kernels.cd_block_steps(w, feats, g, h, bool(l1), float(lam_n), delta)
+    kernels.cd_block_steps(w, feats, g, h, bool(l1), float(lam_n), delta, _lam2(lam2, l1))
 
 
 def block_apply(A, z, feats, delta):

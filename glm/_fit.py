@@ -76,7 +76,8 @@ logger = logging.getLogger(__name__)
 class GLMSolverOptions(Options):
     """The settings of :func:`fit_glm`'s solvers (``[solver]`` in a training config).
 
-    The problem itself (``loss``, ``alpha``, ``penalty``, ``fit_intercept``) and run-time
+    The problem itself (``loss``, ``alpha``, ``penalty``, ``l1_ratio``, ``fit_intercept``) and
+    run-time
     objects (``random_state``, ``callback``, ``coef_init``, ``blocks``, ``comm_stats``,
     ``verbose``) are arguments of :func:`fit_glm`, not options.  Every field is documented
     at length under the keyword argument of the same name of :func:`fit_glm`.
@@ -212,6 +213,7 @@ def fit_glm(
     comm=None,
     sample_weight=None,
     intercept_init=None,
+    l1_ratio=None,
     **solver_options,
 ):
     """Fit a GLM by coordinate descent; see the module docstring for the exact objective.
@@ -227,7 +229,13 @@ def fit_glm(
     alpha : float
         Regularisation strength in *our* scaling (mean loss + ``alpha * R(w)``); convert
         scikit-learn's / snapml's parameters with :func:`roofline.glm.alpha_from_peer`.
-    penalty : {"l2", "l1"}
+    penalty : {"l2", "l1", "elasticnet"}
+        ``"elasticnet"``: ``R(w) = l1_ratio * ||w||_1 + (1 - l1_ratio) * ||w||^2 / 2``
+        (scikit-learn's parametrisation), solved by the primal coordinate descent of ``scd``
+        and ``tpa-scd`` (``auto`` runs ``scd``; the other solvers raise), whose coordinate
+        step is the closed-form prox ``soft(h w - g, lam1) / (h + lam2)``; its duality gap is
+        exact (the penalty's conjugate ``sum_j soft(u_j, lam1)^2 / (2 lam2)`` is finite), so
+        ``tol`` means the same relative suboptimality as for l1 and l2.
     options : GLMSolverOptions, optional
         The solver's settings: the arguments below that are fields of :class:`GLMSolverOptions`
         (all but ``fit_intercept``, ``random_state``, ``verbose``, ``blocks``, ``comm_stats``,
@@ -284,6 +292,10 @@ def fit_glm(
         regularised as the others (another problem: the intercept is shrunk towards 0).
         ``None`` (the default): ``scd``'s dual keeps the intercept unregularised; the other
         dual solvers use 1.
+    l1_ratio : float, optional
+        ``penalty="elasticnet"``'s mixing parameter in ``[0, 1]`` (required there, refused
+        with the other penalties): 1 is the l1 problem, 0 the l2 one (both then still run
+        the primal coordinate descent).
     random_state : None, int or numpy Generator
         Seeds the per-epoch coordinate permutations.
     check_every : int or "auto"
@@ -449,8 +461,9 @@ def fit_glm(
         raise TypeError(f"options must be a GLMSolverOptions, got {type(options).__name__}")
     settings = {**(options or GLMSolverOptions()).to_dict(), **solver_options}
     loss = _losses.resolve_loss(loss, allowed=_losses.CD_LOSSES + _fit_glm_losses())
-    if penalty not in ("l2", "l1"):
-        raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
+    if penalty not in ("l2", "l1", "elasticnet"):
+        raise ValueError(f"penalty must be 'l2', 'l1' or 'elasticnet', got {penalty!r}")
+    l1_ratio = _check_l1_ratio(l1_ratio, penalty)
     if settings["tpa_mode"] not in ("hogwild", "replica"):
         raise ValueError(f"tpa_mode must be 'hogwild' or 'replica', got "
                          f"{settings['tpa_mode']!r}")
@@ -496,6 +509,8 @@ def fit_glm(
             raise ValueError(f"intercept_init must be a finite number, got {intercept_init!r}")
         if fit_intercept:
             start["intercept_init"] = float(intercept_init)
+    if l1_ratio is not None:
+        start["l1_ratio"] = l1_ratio  # only scd / tpa-scd take it (check_solver)
     reason = None
     if opts.device == "gpu":
         opts, reason = _gpu_options(opts, loss=loss, penalty=penalty, comm=comm,
@@ -517,6 +532,23 @@ def fit_glm(
         res.info["auto_reason"] = reason
     res.time = time.perf_counter() - t_start
     return res
+
+
+def _check_l1_ratio(l1_ratio, penalty):
+    """``l1_ratio`` checked against ``penalty``: a float in ``[0, 1]`` with
+    ``"elasticnet"`` (required there), None otherwise (ValueError naming the argument)."""
+    if penalty != "elasticnet":
+        if l1_ratio is not None:
+            raise ValueError(f"l1_ratio is only used with penalty='elasticnet', got "
+                             f"l1_ratio={l1_ratio!r} with penalty={penalty!r}")
+        return None
+    if l1_ratio is None:
+        raise ValueError("penalty='elasticnet' needs l1_ratio (a number in [0, 1])")
+    numeric = (isinstance(l1_ratio, (int, float, np.integer, np.floating))
+               and not isinstance(l1_ratio, bool))
+    if not numeric or not 0.0 <= float(l1_ratio) <= 1.0:  # NaN fails the comparison
+        raise ValueError(f"l1_ratio must be a number in [0, 1], got {l1_ratio!r}")
+    return float(l1_ratio)
 
 
 def _gpu_solver_names(*, loss=None, penalty=None):
@@ -659,10 +691,11 @@ def _weights(sample_weight, options):
 
 def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=None,
            coef_init=None, callback=None, comm=None, verbose=0, random_state=None, blocks=None,
-           comm_stats=None, intercept_init=None):
+           comm_stats=None, intercept_init=None, l1_ratio=None):
     """The registry's coordinate-descent rows (``scd``, ``tpa-scd``, ``cocoa``, ``hcocoa``,
     ``pure-block``; the front door's signature): the chosen formulation, the stall switch to
-    Newton, the :class:`ConvergenceWarning`.
+    Newton, the :class:`ConvergenceWarning`.  ``l1_ratio``: ``penalty="elasticnet"``'s
+    (``scd`` / ``tpa-scd``'s primal; checked by :func:`fit_glm`).
 
     Returns
     -------
@@ -670,7 +703,15 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
     """
     opts = options
     loss_code = _losses.LOSS_CODES[loss]
-    l1 = penalty == "l1"
+    elastic = penalty == "elasticnet"
+    if elastic and (opts.solver not in ("scd", "tpa-scd") or comm is not None):
+        raise ValueError(f"penalty='elasticnet' is solved by the primal of solver 'scd' or "
+                         f"'tpa-scd' in one process, not solver={opts.solver!r}"
+                         + (" over comm=" if comm is not None else ""))
+    if elastic and l1_ratio is None:
+        raise ValueError("penalty='elasticnet' needs l1_ratio (a number in [0, 1])")
+    # l1: the primal only (the l1 penalty and the elastic net, whose l1_ratio = 1 is l1)
+    l1 = penalty == "l1" or elastic
     if not sp.issparse(X):
         X = cd.csc_from_dense(X)
     monitor = None
@@ -690,7 +731,7 @@ def run_cd(X, y, *, loss, alpha, penalty, fit_intercept, options, sample_weight=
                    random_state=random_state, verbose=verbose, blocks=blocks,
                    comm_stats=comm_stats, coef_init=coef_init, callback=callback, comm=comm,
                    monitor=monitor, sample_weight=sample_weight if comm is not None else None,
-                   intercept_init=intercept_init)
+                   intercept_init=intercept_init, l1_ratio=l1_ratio if elastic else None)
     if monitor is not None and monitor.fired_at is not None:
         res = _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts,
                                 verbose, callback)
@@ -767,9 +808,11 @@ def _switch_to_newton(res, monitor, X, y, loss, alpha, fit_intercept, opts, verb
 
 def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_state, verbose,
          blocks, comm_stats, coef_init, callback, comm=None, monitor=None, sample_weight=None,
-         intercept_init=None):
+         intercept_init=None, l1_ratio=None):
     """Run the solver of ``opts`` on validated inputs; :class:`GLMResult` without ``time``.
-    ``sample_weight``: over ``comm`` only, scaled to mean one over every rank."""
+    ``sample_weight``: over ``comm`` only, scaled to mean one over every rank.  ``l1_ratio``
+    (the elastic net, with ``l1=True``: the primal): the problem's ``l1`` is then
+    ``l1_ratio == 1`` (``GLMProblem`` takes ``0 < l1_ratio < 1`` as the elastic net)."""
     solver = opts.solver
     use_dual = _resolve_dual(opts.dual, loss_code, l1, fit_intercept, solver,
                              opts.intercept_scaling)
@@ -826,8 +869,10 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         # the dual's intercept: unregularised on one thread (FreeIntercept), else the
         # regularised constant feature of intercept_scaling (TPA-SCD's threads)
         free = use_dual and _free_dual_intercept(solver, fit_intercept, opts.intercept_scaling)
-        pb = GLMProblem(X, y, loss_code, l1, alpha, fit_intercept,
-                        None if free else _scaling(opts), primal=not use_dual)
+        pb_l1 = l1 if l1_ratio is None else l1_ratio == 1.0
+        pb = GLMProblem(X, y, loss_code, pb_l1, alpha, fit_intercept,
+                        None if free else _scaling(opts), primal=not use_dual,
+                        l1_ratio=l1_ratio)
         if use_dual and opts.tpa_mode == "hogwild" and n_threads > TPA_DUAL_MAX_THREADS:
             logger.warning(
                 "tpa-scd's dual runs at most %d threads (n_jobs=%d): with more, its threads' "
@@ -878,6 +923,7 @@ def _fit(X, y, loss_code, l1, alpha, penalty, fit_intercept, opts, *, random_sta
         alpha=alpha,
         dual=use_dual,
         info=info,
+        l1_ratio=l1_ratio,
     )
 
 

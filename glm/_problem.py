@@ -9,6 +9,9 @@ With ``X`` of shape ``(n_features, n_examples)`` (one column = one example, the 
 
     R(w) = ||w||^2 / 2      (penalty="l2")
     R(w) = ||w||_1          (penalty="l1")
+    R(w) = r ||w||_1 + (1 - r) ||w||^2 / 2
+                            (penalty="elasticnet", r = l1_ratio in [0, 1]: scikit-learn's
+                             parametrisation; r = 1 is the l1 problem, r = 0 the l2 one)
 
     loss="squared"   loss(z, y) = (z - y)^2 / 2
     loss="logistic"  loss(z, y) = log(1 + exp(-y z)),   y in {-1, +1}   ({0, 1} accepted)
@@ -33,9 +36,10 @@ Conversions to peers' conventions live in one place, :func:`alpha_from_peer` /
 
 Stopping certificate: the duality gap ``G = P(w, b) - D(a) >= P(w, b) - P*``.  A primal solver
 maps its iterate to the dual point ``a_i = -loss'(z_i)`` (rescaled into the dual's feasible set
-for the l1 penalty); with an intercept, ``G`` is the gap of the problem with ``b`` held fixed,
-plus the second-order estimate ``g_b^2 / (2 h_b)`` of what moving ``b`` would still gain.  A
-solver stops when ``G <= tol * |P|``.
+for the l1 penalty; the elastic net's conjugate is finite everywhere, no rescaling: see
+:meth:`GLMProblem.certificate`); with an intercept, ``G`` is the gap of the problem with ``b``
+held fixed, plus the second-order estimate ``g_b^2 / (2 h_b)`` of what moving ``b`` would
+still gain.  A solver stops when ``G <= tol * |P|``.
 
 This module is the leaf of the coordinate-descent chain (each module imports only those above
 it; nothing imports lazily)::
@@ -129,7 +133,7 @@ class GLMResult:
         The solver that ran (``"scd"``, ``"cocoa"``, ``"newton"``, ...).
     loss : str
         The canonical loss name (``"squared"``, ``"logistic"``, ``"hinge"``).
-    penalty : {"l2", "l1"}
+    penalty : {"l2", "l1", "elasticnet"}
         The regulariser.
     alpha : float
         Its strength, against the mean loss.
@@ -137,6 +141,8 @@ class GLMResult:
         Whether the dual problem was solved.
     info : dict
         Solver-specific details (threads used, communication counters, stop reasons, ...).
+    l1_ratio : float or None
+        The elastic net's mixing parameter (``penalty="elasticnet"``; None otherwise).
     """
 
     coef: np.ndarray
@@ -156,6 +162,7 @@ class GLMResult:
     alpha: float = 0.0
     dual: bool = False
     info: dict = field(default_factory=dict)
+    l1_ratio: float | None = None
 
     @property
     def relative_gap(self) -> float:
@@ -408,15 +415,17 @@ positive = check_positive  # the solvers' short name
 # the certificate (module docstring: "Stopping certificate")
 
 
-def _certificate(parts, reg, u_sq, b, *, n, lam_n, l1, fit_intercept):
+def _certificate(parts, reg, u_sq, b, *, n, lam_n, l1, fit_intercept, lam_conj=None):
     """``(P, gap)`` of a primal point from its sums ``parts = [L, C, A, g_b, h_b]`` (loss
     sum, conjugate sum of the dual candidate, the candidate's sum times the l1 scale, the
-    intercept's gradient and curvature sums), ``reg = R(w)`` and ``u_sq = ||X a||^2``."""
+    intercept's gradient and curvature sums), ``reg = R(w)`` and ``u_sq = ||X a||^2``
+    (the elastic net: ``sum_j soft(u_j, lam1)^2`` with ``lam_conj = lam2``, the conjugate
+    ``sum_j soft(u_j, lam1)^2 / (2 lam2)`` of ``lam1 |w| + lam2 w^2 / 2``)."""
     L, C, A, g_b, h_b = parts
     P = (L + lam_n * reg) / n
     D = (C - b * A) / n
     if not l1:
-        D -= 0.5 * u_sq / (lam_n * n)
+        D -= 0.5 * u_sq / ((lam_n if lam_conj is None else lam_conj) * n)
     gap = P - D
     if fit_intercept and h_b > 0:
         gap += g_b * g_b / (2.0 * h_b * n)
@@ -476,7 +485,7 @@ class GLMProblem:
     """
 
     def __init__(self, X, y, loss_code, l1, alpha, fit_intercept, intercept_scaling=1.0,
-                 primal=True, n_total=None, serial=False, sample_weight=None):
+                 primal=True, n_total=None, serial=False, sample_weight=None, l1_ratio=None):
         self.X = X
         #: the dual's example weights (mean one over every example), or None: see
         #: :meth:`weight_levels`
@@ -492,6 +501,14 @@ class GLMProblem:
         # a worker holding a shard of the examples still uses the global scaling
         self.n = self.n_local if n_total is None else int(n_total)
         self.lam_n = self.alpha * self.n
+        #: the elastic net's ``r`` strictly inside (0, 1), else None (``r = 1`` is the l1
+        #: problem, ``l1=True``; ``r = 0`` the l2 one): ``R = r |w|_1 + (1 - r) |w|^2 / 2``,
+        #: i.e. ``lam1 = r lam_n`` and ``lam2 = (1 - r) lam_n`` in the sum objective
+        self.l1_ratio = None
+        if l1_ratio is not None and 0.0 < float(l1_ratio) < 1.0:
+            if self.l1:
+                raise ValueError("GLMProblem: l1_ratio in (0, 1) is the elastic net, not l1")
+            self.l1_ratio = float(l1_ratio)
         self.fit_intercept = bool(fit_intercept)
         #: the dual keeps an unregularised intercept ``b`` of its own (``intercept_scaling=None``,
         #: :func:`roofline.glm._scd.scd_dual`), not liblinear's regularised constant feature
@@ -541,7 +558,32 @@ class GLMProblem:
         return cd.matvec_t(self.X, a, out, unit=self.unit)
 
     def reg(self, w):
+        if self.l1_ratio is not None:
+            r = self.l1_ratio
+            return r * float(np.abs(w).sum()) + 0.5 * (1.0 - r) * float(w @ w)
         return float(np.abs(w).sum()) if self.l1 else 0.5 * float(w @ w)
+
+    @property
+    def lam1(self):
+        """The L1 strength of the sum objective (``lam_n`` for l1, ``r lam_n`` for the elastic
+        net, 0 for l2)."""
+        if self.l1_ratio is not None:
+            return self.l1_ratio * self.lam_n
+        return self.lam_n if self.l1 else 0.0
+
+    @property
+    def lam2(self):
+        """The L2 strength of the sum objective (``(1 - r) lam_n`` for the elastic net)."""
+        if self.l1_ratio is not None:
+            return (1.0 - self.l1_ratio) * self.lam_n
+        return 0.0 if self.l1 else self.lam_n
+
+    def primal_step_kw(self):
+        """The penalty's keywords of :func:`cd.primal_epoch` / :func:`cd.primal_tpa`
+        (``l1``, ``lam_n`` and, for the elastic net only, ``lam2``)."""
+        if self.l1_ratio is not None:
+            return dict(l1=True, lam_n=self.lam1, lam2=self.lam2)
+        return dict(l1=self.l1, lam_n=self.lam_n)
 
     def primal_obj(self, z, w):
         return (cd.loss_sum(z, self.y, self.loss) + self.lam_n * self.reg(w)) / self.n
@@ -568,16 +610,29 @@ class GLMProblem:
 
     def certificate(self, parts, reg, u_sq, b):
         """``(P, gap)`` from (possibly all-reduced) sums: ``parts`` from :meth:`grad_parts`,
-        ``reg = R(w)``, ``u_sq = ||X a||^2``."""
+        ``reg = R(w)``, ``u_sq = ||X a||^2`` (the elastic net: :meth:`conj_sq` of ``X a``).
+
+        The elastic net's dual is that of l2 with the conjugate of ``lam1 |w| + lam2 w^2 / 2``,
+        ``sum_j soft(u_j, lam1)^2 / (2 lam2)``: finite everywhere, so the dual point
+        ``a = -loss'(z)`` needs no rescaling and the gap is exact (at a fixed intercept)."""
         return _certificate(parts, reg, u_sq, b, n=self.n, lam_n=self.lam_n, l1=self.l1,
-                            fit_intercept=self.fit_intercept)
+                            fit_intercept=self.fit_intercept,
+                            lam_conj=None if self.l1_ratio is None else self.lam2)
+
+    def conj_sq(self, u):
+        """``||u||^2``, or for the elastic net ``sum_j soft(u_j, lam1)^2`` (the squared norm
+        in the penalty's conjugate at ``u = X a``)."""
+        if self.l1_ratio is None:
+            return float(u @ u)
+        t = np.maximum(np.abs(u) - self.lam1, 0.0)
+        return float(t @ t)
 
     def primal_gap(self, w, b, z):
         """``(P, gap)`` for a primal iterate (see the module docstring)."""
         cand = self.dual_candidate(z)
         u = self.xdot(cand[0])
         s = self.dual_scale(float(np.abs(u).max()))
-        return self.certificate(self.grad_parts(z, cand, b, s), self.reg(w), float(u @ u), b)
+        return self.certificate(self.grad_parts(z, cand, b, s), self.reg(w), self.conj_sq(u), b)
 
     def dual_point(self, a):
         """Exact ``v = [X a; icpt * sum(a)]`` for the dual variables."""

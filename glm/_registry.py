@@ -60,6 +60,9 @@ AUTO = "auto"
 
 _RUNNERS = ("fit_glm", "estimator", "learner")
 _FORMULATIONS = ("primal", "dual")
+#: the penalties a row may take (``"elasticnet"``: ``l1_ratio`` mixes l1 and l2, scikit-learn's
+#: parametrisation; the primal coordinate descent of ``scd`` / ``tpa-scd`` solves it)
+PENALTIES = ("l2", "l1", "elasticnet")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +81,7 @@ class SolverSpec:
         The canonical losses it solves (:data:`roofline.glm.LOSSES`; derived from the loss
         table: ``CD_LOSSES``, ``SMOOTH_LOSSES``, :func:`~roofline.glm.losses_where`).
     penalties : tuple of str
-        ``"l2"`` and / or ``"l1"``.
+        Some of ``"l2"``, ``"l1"`` and ``"elasticnet"``.
     formulations : tuple of str
         ``"primal"`` and / or ``"dual"`` (``dual=`` of :func:`~roofline.glm.fit_glm`).
     comm : bool
@@ -195,7 +198,7 @@ def register_solver(spec: SolverSpec, *, replace: bool = False) -> SolverSpec:
     if name in _SOLVERS and not replace:
         raise ValueError(f"solver {name!r} is already registered (replace=True replaces it)")
     for field, values, known in (("losses", spec.losses, GLM_LOSSES),
-                                 ("penalties", spec.penalties, ("l2", "l1")),
+                                 ("penalties", spec.penalties, PENALTIES),
                                  ("formulations", spec.formulations, _FORMULATIONS)):
         bad = [v for v in values if v not in known]
         if not values or bad:
@@ -256,7 +259,7 @@ def solvers(*, loss=None, penalty=None, comm=None, sample_weight=None, runner=No
     ----------
     loss : str, optional
         A canonical loss the solver must support.
-    penalty : {"l2", "l1"}, optional
+    penalty : {"l2", "l1", "elasticnet"}, optional
     comm : bool, optional
         Whether it must (True) or must not (False) run over a communicator.
     sample_weight : bool, optional
@@ -311,7 +314,7 @@ def check_solver(name, *, loss=None, penalty="l2", dual=None, comm=False, weight
         ``solver=`` (``"auto"`` passes: only the scope and ``comm`` are checked).
     loss : str, optional
         The canonical loss (None: not checked).
-    penalty : {"l2", "l1"}
+    penalty : {"l2", "l1", "elasticnet"}
     dual : bool or None
         ``dual=`` (None: the solver's choice).
     comm : bool
@@ -337,8 +340,11 @@ def check_solver(name, *, loss=None, penalty="l2", dual=None, comm=False, weight
         raise ValueError("penalty='l1' is not supported with loss='hinge'")
     if loss == "hinge" and dual is False:
         raise ValueError("loss='hinge' is solved in the dual only (dual=False unsupported)")
-    if penalty == "l1" and dual:
-        raise ValueError("penalty='l1' is solved in the primal only (dual=True not supported)")
+    if penalty == "elasticnet" and loss == "hinge":
+        raise ValueError("penalty='elasticnet' is not supported with loss='hinge'")
+    if penalty in ("l1", "elasticnet") and dual:
+        raise ValueError(f"penalty={penalty!r} is solved in the primal only (dual=True not "
+                         "supported)")
     names = solver_names(runner=runner)
     if not isinstance(name, str) or name not in names:
         raise ValueError(f"solver must be one of {list(names)}, got {name!r}")
@@ -384,11 +390,12 @@ _CD = "roofline.glm._fit:run_cd"
 _CD_INTERCEPT = "unregularised in the primal; a regularised constant feature in the dual"
 
 register_solver(SolverSpec(
-    "scd", _CD, CD_LOSSES, ("l2", "l1"), ("primal", "dual"), intercept=_CD_INTERCEPT,
+    "scd", _CD, CD_LOSSES, ("l2", "l1", "elasticnet"), ("primal", "dual"), intercept=_CD_INTERCEPT,
     summary="sequential stochastic coordinate descent (SDCA in the dual), deterministic for a "
             "seed"))
 register_solver(SolverSpec(
-    "tpa-scd", _CD, CD_LOSSES, ("l2", "l1"), ("primal", "dual"), intercept=_CD_INTERCEPT,
+    "tpa-scd", _CD, CD_LOSSES, ("l2", "l1", "elasticnet"), ("primal", "dual"),
+    intercept=_CD_INTERCEPT,
     devices=("cpu", "gpu"),
     summary="n_jobs numba threads on disjoint coordinates against the shared vector, with "
             "adaptive damping"))

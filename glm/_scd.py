@@ -139,7 +139,8 @@ def scd_primal(pb: GLMProblem, w, b, *, max_iter, check_every, rng, trace, verbo
     """Sequential (``n_threads == 1``) or TPA-SCD primal coordinate descent; each iteration
     sweeps the features of :func:`sweep_coords` (all, or the active fraction)."""
     A = pb.Xt
-    kw = dict(loss=pb.loss, l1=pb.l1, lam_n=pb.lam_n, colsq=pb.colsq_primal)
+    # the penalty's step: l1, l2 or the elastic net's prox (GLMProblem.primal_step_kw)
+    kw = dict(loss=pb.loss, colsq=pb.colsq_primal, **pb.primal_step_kw())
     # features that occur nowhere have their optimum at 0: set once, never visited
     feats = np.flatnonzero(np.diff(A.indptr)).astype(np.int64)
     if feats.size < pb.d:

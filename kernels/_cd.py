@@ -10,7 +10,9 @@ Conventions shared by every kernel here (the solvers in ``roofline.learners`` bu
   ``1`` logistic, ``2`` hinge; classifier labels ``y in {-1, 1}``): :mod:`._losses`.
 * Everything is written in *sums*, not means: the solvers minimise
   ``sum_i l(z_i) + lam_n * R(w)`` with ``lam_n = n * lambda`` and ``R = ||w||^2 / 2`` (``l1=False``)
-  or ``||w||_1`` (``l1=True``).
+  or ``||w||_1`` (``l1=True``).  The primal kernels' trailing ``lam2`` (default 0) adds
+  ``lam2 * ||w||^2 / 2`` to the ``l1=True`` objective: the elastic net, whose coordinate step is
+  the closed-form prox ``soft(h w - g, lam_n) / (h + lam2)``.
 * ``sigma`` is CoCoA's subproblem scaling ``sigma'`` (1 for a single solver): a worker sees the
   margins of the other workers frozen and its own changes amplified ``sigma`` times, which makes
   the sum of the workers' local objectives an upper bound of the global one.  The kernels then
@@ -324,7 +326,7 @@ def cd_col_sqnorms_serial(indptr, data, out):
 
 @njit(inline="always")
 def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, damp, colsq,
-                  track):
+                  track, lam2):
     lo = indptr[j]
     hi = indptr[j + 1]
     if lo == hi:
@@ -356,13 +358,15 @@ def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, 
     h *= sigma
     wj = w[j]
     if l1:
-        if h <= 0.0:
+        # the prox of lam_n |w| + lam2 w^2 / 2 (lam2 = 0: the lasso's soft-thresholding)
+        h2 = h + lam2
+        if h2 <= 0.0:
             return
         t = h * wj - g
         if t > lam_n:
-            new = (t - lam_n) / h
+            new = (t - lam_n) / h2
         elif t < -lam_n:
-            new = (t + lam_n) / h
+            new = (t + lam_n) / h2
         else:
             new = 0.0
         delta = new - wj
@@ -382,29 +386,31 @@ def _primal_coord(j, indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma, 
 
 @njit(**_FLAGS)
 def cd_primal_epoch(indptr, indices, data, y, w, z, d, coords, loss, l1, lam_n, sigma, damp,
-                    colsq, track):
+                    colsq, track, lam2=0.0):
     """One sequential pass of primal coordinate descent over ``coords`` (in that order).
 
     Each step minimises (squared loss: exactly; logistic: one Newton step, as Snap ML does) the
     objective in ``w[j]`` with the others fixed, using the margins ``z = X^T w`` (+ intercept),
     and keeps ``z`` in sync at the cost of the nnz of the column.  ``colsq`` holds the column
-    squared norms (used by the squared loss).
+    squared norms (used by the squared loss).  ``lam2`` (with ``l1``): the elastic net's L2
+    part (module docstring).
     """
     for t in range(coords.shape[0]):
         _prefetch_coords(coords, t, indptr, indices, data, z, w, colsq, w, None)
         _primal_coord(coords[t], indptr, indices, data, y, w, z, d, loss, l1, lam_n, sigma,
-                      damp, colsq, track)
+                      damp, colsq, track, lam2)
 
 
 @parallel_njit(**_FLAGS)
 def cd_primal_tpa(indptr, indices, data, y, w, Z, coords, bounds, loss, l1, lam_n, damp,
-                  colsq, dummy):
+                  colsq, dummy, lam2=0.0):
     """TPA-SCD sub-epoch on CPU threads: thread ``t`` updates the disjoint coordinates
     ``coords[bounds[t]:bounds[t+1]]`` with no synchronisation.
 
     ``Z`` has one row (Hogwild: every thread reads and writes the one shared margin vector, with
     unsynchronised adds) or one row per thread (replicas: each thread works against its own
-    copy, merged by the caller).  ``dummy`` is a length-0 float64 array.
+    copy, merged by the caller).  ``dummy`` is a length-0 float64 array.  ``lam2``: as in
+    :func:`cd_primal_epoch`.
     """
     n_threads = bounds.shape[0] - 1
     shared = Z.shape[0] == 1
@@ -415,7 +421,7 @@ def cd_primal_tpa(indptr, indices, data, y, w, Z, coords, bounds, loss, l1, lam_
         for k in range(mine.shape[0]):
             _prefetch_coords(mine, k, indptr, indices, data, z, w, colsq, w, None)
             _primal_coord(mine[k], indptr, indices, data, y, w, z, dummy, loss, l1, lam_n,
-                          1.0, damp, colsq, False)
+                          1.0, damp, colsq, False, lam2)
 
 
 @njit(**_FLAGS)
@@ -997,22 +1003,24 @@ def cd_block_stats(indptr, indices, data, y, z, feats, loss, g, h):
 
 
 @njit(**_FLAGS)
-def cd_block_steps(w, feats, g, h, l1, lam_n, delta):
-    """Newton steps (L1: the proximal Newton step) for all features of a pure block from their
-    summed statistics: ``delta[k]`` for feature ``feats[k]``; ``w`` is updated in place."""
+def cd_block_steps(w, feats, g, h, l1, lam_n, delta, lam2=0.0):
+    """Newton steps (L1: the proximal Newton step; ``lam2``: the elastic net's, as in
+    :func:`cd_primal_epoch`) for all features of a pure block from their summed statistics:
+    ``delta[k]`` for feature ``feats[k]``; ``w`` is updated in place."""
     for k in range(feats.shape[0]):
         j = feats[k]
         hk = h[k]
         wj = w[j]
         if l1:
-            if hk <= 0.0:
+            h2 = hk + lam2
+            if h2 <= 0.0:
                 delta[k] = 0.0
                 continue
             t = hk * wj - g[k]
             if t > lam_n:
-                new = (t - lam_n) / hk
+                new = (t - lam_n) / h2
             elif t < -lam_n:
-                new = (t + lam_n) / hk
+                new = (t + lam_n) / h2
             else:
                 new = 0.0
             delta[k] = new - wj
