@@ -111,8 +111,10 @@ def test_cocoa_hinge_weights_equal_repeated_rows(kind):
     X, y = _data()
     sw = _per_rank(X.shape[1], K, kind).astype(int)
     rep = np.repeat(np.arange(X.shape[1]), sw)
+    # CoCoA's regularised constant feature (intercept_scaling=1; scd's own default keeps the
+    # intercept unregularised)
     ref = fit_glm(X[:, rep], y[rep], loss="hinge", alpha=alpha, solver="scd", tol=1e-11,
-                  max_iter=20000, random_state=0)
+                  max_iter=20000, random_state=0, intercept_scaling=1.0)
     out = run(_rank_fit, K, backend="threads",
               args=("hinge", "cocoa", kind, True, K, alpha), timeout=120)
     _check(out, ref.coef, ref.intercept, float(ref.objective[-1]))
