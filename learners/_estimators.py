@@ -296,9 +296,14 @@ class _GLMEstimator(BaseEstimator):
         return np.dtype(X_dtype)
 
     def _penalty(self):
-        """The solvers' penalty, ``"l2"`` or ``"l1"`` (``"l2"`` with a zero ``lambda`` when
-        unpenalised); only :class:`LogisticRegression` has another than ``"l2"``."""
+        """The solvers' penalty, ``"l2"``, ``"l1"`` or ``"elasticnet"`` (``"l2"`` with a zero
+        ``lambda`` when unpenalised); only :class:`LogisticRegression` has another than
+        ``"l2"``."""
         return "l2"
+
+    def _l1_ratio(self):
+        """``fit_glm``'s ``l1_ratio`` for the elastic net, else ``None``."""
+        return None
 
     def _check_params(self):
         """Errors that name the parameter, before any work (the solver's: the registry's
@@ -381,7 +386,12 @@ class _GLMEstimator(BaseEstimator):
                                  f"penalty={self._penalty()!r} on the GPU (rows: "
                                  f"{list(_gpu_rows())})")
             return rows[0], "device='gpu': the first registry row that runs on the GPU"
-        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
+        penalty = self._penalty()
+        if penalty != "l2" and _nonuniform(sw, getattr(self, "comm", None)) is not None:
+            raise ValueError(f"penalty={penalty!r} with non-uniform sample weights (or "
+                             f"class_weight): the primal coordinate descent that fits it takes "
+                             f"uniform weights only; use penalty='l2' or equal weights")
+        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=penalty,
                              alpha=lam, fit_intercept=fit_intercept,
                              n_jobs=_resolve_n_jobs(self.n_jobs),
                              comm=getattr(self, "comm", None), sample_weight=sw,
@@ -469,6 +479,7 @@ class _GLMEstimator(BaseEstimator):
         dual = True if self.comm is not None and "dual" in spec.formulations else None
         return self._per_output(spec, Y, sw, lam, lambda r, y: glm.fit_glm(
             Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, penalty=self._penalty(),
+            **({} if self._l1_ratio() is None else {"l1_ratio": self._l1_ratio()}),
             solver=spec.name, n_jobs=_resolve_n_jobs(self.n_jobs), tol=self.tol,
             max_iter=self.max_iter, fit_intercept=fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
@@ -814,8 +825,9 @@ class LogisticRegression(_Classifier):
     __doc__ = """Regularised logistic regression (scikit-learn's objective and ``C``).
 
     Minimises ``C sum_i s_i log(1 + exp(-y_i eta_i)) + ||w||^2 / 2`` (``lambda = 1 / (C sum s)``
-    in the learners' scaling), or with ``||w||_1`` for ``penalty="l1"``, or the loss alone
-    for ``penalty=None`` (or ``C=np.inf``).  With more than two classes the fit is
+    in the learners' scaling), or with ``||w||_1`` for ``penalty="l1"``, or with
+    ``l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2`` for ``penalty="elasticnet"``, or the
+    loss alone for ``penalty=None`` (or ``C=np.inf``).  With more than two classes the fit is
     multinomial (the softmax loss ``C sum_i s_i (logsumexp(eta_i) - eta_i[y_i]) + ||W||^2 / 2``,
     scikit-learn's default, by :func:`roofline.glm.fit_multinomial`, over every rank's
     examples with ``comm``) when ``solver`` is ``"auto"``, ``"newton"`` or ``"lbfgs"``;
@@ -831,13 +843,14 @@ class LogisticRegression(_Classifier):
         ``"cocoa"``, ``"hcocoa"``, ``"pure-block"``; more than two classes one-vs-rest).
         ``None``: the unpenalised fit (``lambda = 0``; ``solver="auto"`` runs L-BFGS, or the
         multinomial fit with more than two classes), on data that is not separable.
-        ``"elasticnet"``: only with ``l1_ratio`` 0 (``"l2"``) or 1 (``"l1"``); the solvers
-        of :mod:`roofline.glm` have no mixed L1 + L2 penalty, and ``0 < l1_ratio < 1`` is a
-        ValueError.
+        ``"elasticnet"``: L1 and L2 mixed by ``l1_ratio``, fitted by the primal coordinate
+        descent (``solver`` ``"auto"``, ``"scd"``, ``"tpa-scd"``; in one process, uniform
+        sample weights; more than two classes one-vs-rest, where scikit-learn's saga fits
+        the multinomial model).
     l1_ratio : float or None, default=None
-        scikit-learn's elastic-net mixing: ``0`` is ``"l2"``, ``1`` is ``"l1"`` (with
-        ``penalty`` ``"l2"``, the default, or ``"elasticnet"``; scikit-learn >= 1.8 names the
-        penalty by ``l1_ratio`` alone); values in between are a ValueError (see ``penalty``).
+        scikit-learn's elastic-net mixing in ``[0, 1]``: ``0`` is ``"l2"``, ``1`` is ``"l1"``
+        (with ``penalty`` ``"l2"``, the default, or ``"elasticnet"``; scikit-learn >= 1.8
+        names the penalty by ``l1_ratio`` alone).
     """ + _common_doc(_CLASSIFIER_DOC.format(counts="weighted by ``sample_weight``", ovr="",
                                      liblinear="``LogisticRegression(solver='liblinear')``")) \
         + """
@@ -889,25 +902,21 @@ class LogisticRegression(_Classifier):
     _PENALTIES = ("l2", "l1", "elasticnet", None)
 
     def _effective_penalty(self):
-        """``"l2"``, ``"l1"`` or ``None`` from ``penalty``, ``l1_ratio`` and ``C`` (see the
-        class docstring), or a ValueError naming the parameter."""
+        """``"l2"``, ``"l1"``, ``"elasticnet"`` or ``None`` from ``penalty``, ``l1_ratio`` and
+        ``C`` (see the class docstring), or a ValueError naming the parameter."""
         if self.penalty not in self._PENALTIES:
             raise ValueError(f"penalty must be one of {list(self._PENALTIES)}, got "
                              f"{self.penalty!r}")
         r = self.l1_ratio
         if r is not None:
             r = _check_number("l1_ratio", r, low=0.0, low_open=False)
-            if r not in (0.0, 1.0):
-                raise ValueError(f"l1_ratio={self.l1_ratio!r} (an elastic net) is not "
-                                 f"supported: the solvers have the penalties 'l2' "
-                                 f"(l1_ratio=0), 'l1' (l1_ratio=1) and None")
-        if self.penalty == "elasticnet":
+            if r > 1.0:
+                raise ValueError(f"l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
+        if self.penalty == "elasticnet" or (self.penalty == "l2" and r is not None):
+            # scikit-learn >= 1.8: l1_ratio alone names the penalty
             if r is None:
-                raise ValueError("penalty='elasticnet' needs l1_ratio (0 or 1: the solvers "
-                                 "have no mixed L1 + L2 penalty)")
-            penalty = "l1" if r == 1.0 else "l2"
-        elif self.penalty == "l2" and r is not None:
-            penalty = "l1" if r == 1.0 else "l2"  # scikit-learn >= 1.8: l1_ratio names it
+                raise ValueError("penalty='elasticnet' needs l1_ratio (a float in [0, 1])")
+            penalty = "l1" if r == 1.0 else "l2" if r == 0.0 else "elasticnet"
         else:
             if r is not None and (self.penalty is None or r != 1.0):
                 raise ValueError(f"l1_ratio={self.l1_ratio!r} contradicts "
@@ -919,7 +928,11 @@ class LogisticRegression(_Classifier):
         return penalty
 
     def _penalty(self):
-        return "l1" if self._effective_penalty() == "l1" else "l2"
+        p = self._effective_penalty()
+        return "l2" if p is None else p
+
+    def _l1_ratio(self):
+        return float(self.l1_ratio) if self._penalty() == "elasticnet" else None
 
     def _lambda(self, total_weight):  # C sum_i s_i l_i + R(w)
         if self._effective_penalty() is None:
@@ -936,7 +949,8 @@ class LogisticRegression(_Classifier):
             raise ValueError(f"multi_class='multinomial' needs solver in "
                              f"{list(self._MULTINOMIAL_SOLVERS)} and the L2 penalty (or none), "
                              f"got solver={self.solver!r}"
-                             + ("" if self._penalty() == "l2" else " with penalty='l1'"))
+                             + ("" if self._penalty() == "l2"
+                                else f" with penalty={self._penalty()!r}"))
         return n_classes > 2 and self.multi_class != "ovr" and possible
 
     def _fit_multinomial(self, Xc, y_idx, sw, lam, warm=None, fit_intercept=True):
