@@ -68,6 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from roofline import gmat
+from roofline.kernels import LOGISTIC, SQUARED
 
 from . import cd
 
@@ -659,7 +660,7 @@ class GLMProblem:
             b = self.icpt * wf[self.d]
         return w, float(b)
 
-    def dual_parts(self, a, v, b=None):
+    def dual_parts(self, a, v, b=None, direction=None):
         """Local sums ``[sum loss(z), sum -loss*(-a)]`` over this object's examples.
 
         With sample weights (:meth:`weight_levels`), ``a`` holds the per-unit-weight dual
@@ -668,7 +669,9 @@ class GLMProblem:
         ``b``: the unregularised intercept of a :attr:`free_intercept` dual (unweighted, one
         process); the margins are then shifted by ``b`` and the sums are
         ``[sum loss(z), sum -loss*(-a), sum a, sum -loss*(-a'), ||X a'||^2, ||v||^2]`` with
-        ``a'`` the feasible point of :meth:`balanced_dual` (:meth:`dual_certificate`)."""
+        ``a'`` the feasible point of :meth:`balanced_dual` (:meth:`dual_certificate`), or
+        with ``direction = (d, X d)`` (``sum d = 1``, from :meth:`projected_dual_gap`)
+        ``a' = a - d sum a`` where that is in the loss's dual domain (no scatter)."""
         # z = X^T (v / lam_n) + b without the d-vector w (a fresh array of 2^22 features costs
         # more in page faults than the product itself)
         z = self.margins(v[: self.d], 0.0)
@@ -681,7 +684,16 @@ class GLMProblem:
                                  "weights")
             z += b
             S = float(a.sum())
-            a2, u = self.balanced_dual(a, v, S)
+            a2 = None
+            if direction is not None and S != 0.0:
+                a2 = a - S * direction[0]
+                if self.loss == LOGISTIC and not (
+                        (a2 * self.y).min() >= 0.0 and (a2 * self.y).max() <= 1.0):
+                    a2 = None
+                else:
+                    u = v[: self.d] - S * direction[1]
+            if a2 is None:
+                a2, u = self.balanced_dual(a, v, S)
             return np.array([cd.loss_sum(z, self.y, self.loss),
                              cd.conj_sum(a, self.y, self.loss), S,
                              cd.conj_sum(a2, self.y, self.loss), float(np.dot(u, u)),
@@ -721,10 +733,11 @@ class GLMProblem:
         duality gap of the problem with the unregularised intercept at the feasible point
         ``a'`` of :meth:`balanced_dual` (``D(a') <= P*``: a certificate with no estimate in
         it).  It is loose where frequent features move with ``b`` (the correction ``a - a'``
-        moves them), so the solver must bring ``sum a`` closer to 0 than the objective needs.
-        (The primal solvers' kind of estimate, the gap at the fixed ``b`` plus a second-order
-        estimate of what moving ``b`` still gains with a secant curvature, was tried: it
-        under-estimated the suboptimality, up to 80x on a small sparse problem.)
+        moves them): once the gap at the fixed ``b`` meets the tolerance, the solver tries the
+        closer zero-sum points of :meth:`projected_dual_gap` (as rigorous).  (The primal
+        solvers' kind of estimate, the gap at the fixed ``b`` plus a second-order estimate of
+        what moving ``b`` still gains with a secant curvature, was tried: it under-estimated
+        the suboptimality, up to 80x on a small sparse problem.)
         """
         if len(parts) == 2:
             q = 0.5 * float(v @ v) / self.lam_n  # = lam_n ||w||^2 / 2
@@ -734,6 +747,145 @@ class GLMProblem:
         L, _, _, C2, uu, vv = parts
         P = (L + 0.5 * vv / self.lam_n) / self.n
         return P, max(P - (C2 - 0.5 * uu / self.lam_n) / self.n, 0.0)
+
+    def projected_dual_gap(self, a, v, parts, target=0.0, max_iter=8, start=None):
+        """A tighter certificate of a :attr:`free_intercept` dual (logistic, squared loss):
+        ``P(w, b) - max_k D(a'_k)`` over zero-sum feasible points ``a'_k`` near ``a``.
+
+        The certificate of :meth:`dual_certificate` corrects ``sum a`` by scaling the dual
+        variables of its sign, which moves ``X a`` along the frequent features.  Here the
+        correction ``delta`` (``a' = a - delta``, ``sum delta = S = sum a``) comes from the
+        dual's second-order model, ``min g^T delta + delta^T (H + X^T X / lam_n) delta / 2``
+        on ``sum delta = S`` (``g`` the dual's gradient, ``H`` the conjugates' curvature
+        ``1 / l''``): projected conjugate gradients, preconditioned by ``H`` (the projection
+        onto ``sum = 0`` in its metric), from the better of the correction distributed by
+        curvature (``delta_i ~ l''_i``) and ``start`` (the direction that certified last
+        time, scaled to ``S``).  Each candidate ``a - delta`` is evaluated **exactly** (the
+        model only proposes it); where it leaves the loss's dual domain (the logistic's
+        ``y a in [0, 1]``) it is blended with the scaled point of :meth:`balanced_dual`
+        (zero-sum, feasible) as far as the domain allows.  Every point evaluated is zero-sum
+        (to rounding) and feasible, so ``D(a') <= P*``: the value returned bounds the
+        suboptimality ``P(w, b) - P*`` with no estimate in it.  A step costs a scatter and a
+        gather over the data; it stops once the gap is at most ``target`` or after
+        ``max_iter`` steps.
+
+        Parameters
+        ----------
+        a, v : ndarray
+            The dual variables and ``X a``.
+        parts : ndarray
+            Their six :meth:`dual_parts` at the intercept ``b``.
+        target : float
+            Stop once the gap is at most this.
+        max_iter : int
+            Conjugate-gradient steps at most.
+        start : tuple of ndarray, optional
+            ``(d, X d)`` with ``sum d = 1``: a direction to try first (``delta = S d``).
+
+        Returns
+        -------
+        gap : float
+            ``P(w, b) - D(a')`` for the best ``a'`` found, at most the certificate of
+            :meth:`dual_certificate`.
+        direction : tuple of ndarray or None
+            ``(d, X d)`` of the best correction, ``d = delta / S`` (None: the scaled point's).
+        """
+        L, _, S, C2, uu, vv = (float(t) for t in parts)
+        n, lam, y = self.n, self.lam_n, self.y
+        P = (L + 0.5 * vv / lam) / n
+        best = [max(P - (C2 - 0.5 * uu / lam) / n, 0.0), None]
+        if self.loss not in (LOGISTIC, SQUARED) or S == 0.0 or best[0] <= target:
+            return best[0], None
+        logistic = self.loss == LOGISTIC
+        vd = v[: self.d]
+        a1, u1 = self.balanced_dual(a, v, S)  # the feasible, zero-sum fallback
+        if logistic:
+            beta = np.clip(a * y, 0.0, 1.0)
+            W = beta * (1.0 - beta)  # 1 / H: l''
+            inner = W > 0.0
+            if not inner.any():
+                return best[0], None
+        else:
+            W, inner = np.ones_like(a), None
+        Q = W  # the preconditioner (H's inverse)
+        sw = float(Q.sum())
+
+        def exact(delta, xdelta):
+            a2 = a - delta
+            t = 1.0
+            if logistic:  # y a' in [0, 1]: blend with a1 (inside) as far as it may go
+                b1, b2 = a1 * y, a2 * y
+                lo, hi = b2 < 0.0, b2 > 1.0
+                if lo.any():
+                    t = min(t, float(np.min(b1[lo] / (b1[lo] - b2[lo]))))
+                if hi.any():
+                    t = min(t, float(np.min((1.0 - b1[hi]) / (b2[hi] - b1[hi]))))
+                t = max(t, 0.0)
+            for tt in (t, 0.5 * t) if t < 1.0 else (t,):
+                ap = (1.0 - tt) * a1 + tt * a2
+                if logistic:  # rounding: keep the blend inside the domain
+                    ap = y * np.clip(ap * y, 0.0, 1.0)
+                up = (1.0 - tt) * u1 + tt * (vd - xdelta)
+                gap = P - (cd.conj_sum(ap, y, self.loss) - 0.5 * float(up @ up) / lam) / n
+                if gap <= best[0]:
+                    best[:] = [max(gap, 0.0), ((a - ap) / S, (vd - up) / S)]
+            logger.debug("projected dual point: t %.3g, certificate %.3e", t, best[0])
+
+        if start is not None:  # the last direction: no scatter
+            delta, xdelta = S * start[0], S * start[1]
+            exact(delta, xdelta)
+        if best[0] <= target or max_iter < 1:
+            return best[0], best[1]
+        if start is None or best[1] is None:  # (not feasible there) curvature-distributed
+            delta = Q * (S / sw)
+            xdelta = self.xdot(delta)
+            exact(delta, xdelta)
+            if best[0] <= target:
+                return best[0], best[1]
+        if logistic:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g = -y * (np.log(beta) - np.log1p(-beta))
+            g = np.where(inner, g, 0.0)  # the examples at their domain's ends stay put
+        else:
+            g = y - a
+
+        def project(r):  # Q r, projected onto sum = 0 in Q's metric
+            z = Q * r
+            z -= Q * (float(z.sum()) / sw)
+            return z
+
+        def matvec(p):  # (H + X^T X / lam) p, and X p
+            xp = self.xdot(p)
+            Mp = self.margins(xp, 0.0)
+            Mp *= 1.0 / lam
+            Mp += np.divide(p, W, out=np.zeros_like(p), where=inner) if logistic else p
+            return Mp, xp
+
+        # r = -(g + M delta): the gradient of the dual at a - delta, one gather of v - X delta
+        r = self.margins(vd - xdelta, 0.0)
+        r *= 1.0 / lam
+        r -= g
+        r -= np.divide(delta, W, out=np.zeros_like(delta), where=inner) if logistic else delta
+        z = project(r)
+        p = z.copy()
+        rz = float(r @ z)
+        for _ in range(max_iter):
+            if best[0] <= target or not rz > 0.0:
+                break
+            Mp, xp = matvec(p)
+            pMp = float(p @ Mp)
+            if not pMp > 0.0:
+                break
+            alpha = rz / pMp
+            delta += alpha * p
+            xdelta += alpha * xp
+            r -= alpha * Mp
+            exact(delta, xdelta)
+            z = project(r)
+            rz, rz_old = float(r @ z), rz
+            p *= rz / rz_old
+            p += z
+        return best[0], best[1]
 
     def fixed_intercept_gap(self, parts, v, b):
         """The duality gap of the problem at the fixed intercept ``b`` (of a

@@ -516,6 +516,8 @@ class FreeIntercept:
         self.moves = 0
         self.lo = self.hi = None  # [b, S] with S > 0 (b below the root), S < 0 (above)
         self.last_side = None
+        self.cert = None  # the last check's certificate (_dual_check)
+        self.direction = None  # the last projected correction's (d, X d), sum d = 1
 
     def _upper(self, a):
         pb = self.pb
@@ -545,6 +547,8 @@ class FreeIntercept:
         S = float(parts[2])
         fixed = pb.fixed_intercept_gap(parts, v, self.b)
         whole = pb.dual_certificate(parts, v, self.b)[1]
+        if self.cert is not None:
+            whole = min(whole, self.cert)
         if S == 0.0 or not whole - fixed > fixed:
             return False
         if self.prev is not None and secant:
@@ -633,8 +637,19 @@ def _dual_check(pb, a, v, last, since_exact, trace, icb=None):
                 parts = pb.dual_parts(a, v)
                 P, gap = pb.dual_certificate(parts, v)
             else:
-                parts = pb.dual_parts(a, v, icb.b)
+                parts = pb.dual_parts(a, v, icb.b, icb.direction)
                 P, gap = pb.dual_certificate(parts, v, icb.b)
+                icb.cert = gap
+                target = trace.tol * max(abs(P), 1e-300)
+                if gap > target and pb.fixed_intercept_gap(parts, v, icb.b) <= target:
+                    # the scaled point's certificate is loose: a closer zero-sum point, on
+                    # the exact v only
+                    if not exact:
+                        exact = True
+                        continue
+                    gap, icb.direction = pb.projected_dual_gap(
+                        a, v, parts, target, _PROJECTED_STEPS, icb.direction)
+                    icb.cert = gap
         if exact or not trace.converged(P, gap):
             return v, since_exact, parts, P, gap
         exact = True  # looks converged: confirm on the exact v
@@ -706,6 +721,10 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
     return w.copy(), b, a.copy(), it, conv, info
 
 
+# A free intercept's check whose gap at the fixed b meets the tolerance and whose certificate
+# does not tries at most this many projected conjugate-gradient steps towards a closer
+# zero-sum dual point (GLMProblem.projected_dual_gap; a scatter and a gather each).
+_PROJECTED_STEPS = 4
 # FreeIntercept's curvature is the geometric mean of this many last secant slopes ...
 _FREE_SLOPES = 3
 # ... its first trust radius this times 1 + |b0|, grown by _FREE_GROW while the sign of
