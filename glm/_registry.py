@@ -412,6 +412,12 @@ register_solver(SolverSpec(
     comm=True,
     summary="Google's SCD over pure feature blocks, n_workers example shards (the primal)"))
 register_solver(SolverSpec(
+    "prox-newton", "roofline.glm._prox_newton:run_prox_newton", ("squared", "logistic"),
+    ("l1", "elasticnet"),
+    problem="needs penalty='l1' or 'elasticnet' and the squared or logistic loss",
+    summary="proximal Newton (newGLMNET, liblinear's L1 solver): coordinate descent on each "
+            "second-order model, an Armijo line search, shrinking"))
+register_solver(SolverSpec(
     "newton", "roofline.glm._fit:run_newton", SMOOTH_LOSSES, sample_weight=True, comm=True,
     problem=f"needs penalty='l2' and a smooth loss ({', '.join(SMOOTH_LOSSES)})",
     summary="trust-region Newton-CG on the primal (TRON), insensitive to the features' "

@@ -50,8 +50,16 @@ def test_smooth_small_and_dense_problems_get_newton(loss, C):
 def test_nonsmooth_and_l1_get_scd():
     X = _dense(100, 5, np.random.default_rng(1))
     assert choose_solver(X, loss="hinge", alpha=1e-3)[0] == "scd"
-    assert choose_solver(X, loss="logistic", penalty="l1", alpha=1e-3)[0] == "scd"
-    assert choose_solver(X, loss="squared", penalty="l1", alpha=1e-3)[0] == "scd"
+    # L1 / the elastic net with few features: proximal Newton on the Gram matrix
+    for loss in ("logistic", "squared"):
+        for penalty in ("l1", "elasticnet"):
+            solver, reason = choose_solver(X, loss=loss, penalty=penalty, alpha=1e-3)
+            assert solver == "prox-newton" and "proximal Newton" in reason
+    # more features than examples, or the squared hinge: primal coordinate descent
+    wide = _dense(20, 50, np.random.default_rng(2))
+    assert choose_solver(wide, loss="logistic", penalty="l1", alpha=1e-3)[0] == "scd"
+    assert choose_solver(wide, loss="squared", penalty="elasticnet", alpha=1e-3)[0] == "scd"
+    assert choose_solver(X, loss="squared_hinge", penalty="l1", alpha=1e-3)[0] == "scd"
 
 
 def test_large_sparse_strongly_regularised_gets_the_dual():

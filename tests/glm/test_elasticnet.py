@@ -57,7 +57,8 @@ def test_squared_loss_equals_sklearn_elasticnet(kind, fit_intercept, r):
     sk = ElasticNet(alpha=a, l1_ratio=r, fit_intercept=fit_intercept, tol=1e-13,
                     max_iter=200_000).fit(Xs, y)
     res = fit_glm(X, y, loss="squared", alpha=a, penalty="elasticnet", l1_ratio=r,
-                  fit_intercept=fit_intercept, tol=1e-13, max_iter=20_000, random_state=0)
+                  fit_intercept=fit_intercept, tol=1e-13, max_iter=20_000, random_state=0,
+                  solver="scd")
     assert res.converged and res.solver == "scd" and not res.dual
     assert res.penalty == "elasticnet" and res.l1_ratio == r
     np.testing.assert_allclose(res.coef, sk.coef_, rtol=0, atol=ATOL)
@@ -196,12 +197,16 @@ def test_tpa_scd_primal_reaches_the_same_optimum():
 
 
 def test_auto_routes_the_elastic_net_to_primal_scd():
+    # few features (no more than examples): proximal Newton (glm/_prox_newton.py); wide
+    # data: the primal scd
     Xs, X, y = _data("dense", seed=7, classify=True)
     res = fit_glm(X, y, loss="logistic", alpha=0.01, penalty="elasticnet", l1_ratio=0.5)
-    assert res.solver == "scd" and not res.dual and res.converged
+    assert res.solver == "prox-newton" and not res.dual and res.converged
     assert "elasticnet" in res.info["auto_reason"]
     chosen, _ = choose_solver(X, loss="squared", penalty="elasticnet", alpha=0.01)
-    assert chosen == "scd"  # where l2 would run cholesky
+    assert chosen == "prox-newton"  # where l2 would run cholesky
+    chosen, reason = choose_solver(X[:, :5], loss="squared", penalty="elasticnet", alpha=0.01)
+    assert chosen == "scd" and "elasticnet" in reason
 
 
 def test_prox_step_is_the_exact_coordinate_minimiser():

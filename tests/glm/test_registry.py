@@ -34,7 +34,8 @@ LIBRARY = ("kernels", "gmat", "glm", "learners", "dask_", "datasources", "comm")
 #: ``auto`` rule (which returns names), the minibatch optimizers' table of the estimators and
 #: of the CLI's [optimizer] table, and a default argument.
 ALLOWED = {
-    "glm/_auto.py": {"scd", "newton", "cholesky", "cocoa", "lbfgs"},  # the rule's answers
+    "glm/_auto.py": {"scd", "newton", "cholesky", "cocoa", "lbfgs", "prox-newton"},  # answers
+    "glm/_prox_newton.py": {"prox-newton"},
     "glm/_fit.py": {"scd", "tpa-scd", "cocoa", "hcocoa", "pure-block"},  # run_cd's variants
     "glm/_cocoa.py": {"cocoa", "hcocoa", "pure-block"},  # implemented there
     "glm/_scd.py": {"scd"},
@@ -88,8 +89,8 @@ def test_every_front_door_lists_the_registry():
     rows = list(glm._registry.SOLVERS)
     assert solver_names(runner=None) == (*rows, "auto")
     front = solver_names(runner="fit_glm")
-    assert front == ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "newton", "cholesky",
-                     "auto")
+    assert front == ("scd", "tpa-scd", "cocoa", "hcocoa", "pure-block", "prox-newton", "newton",
+                     "cholesky", "auto")
     with pytest.raises(ValueError, match=r"option 'solver' must be one of \[.*'cholesky', "
                                          r"'auto'\]"):
         GLMSolverOptions(solver="lbfgs")
@@ -104,7 +105,7 @@ def test_every_front_door_lists_the_registry():
     assert [s.name for s in solvers(loss="hinge", runner="fit_glm")] == ["scd", "tpa-scd",
                                                                         "cocoa", "hcocoa"]
     assert [s.name for s in solvers(penalty="l1", runner="fit_glm", comm=False)] == [
-        "scd", "tpa-scd"]
+        "scd", "tpa-scd", "prox-newton"]
     # the GPU runs TPA-SCD of the dual (fit_glm(device="gpu"), tests/glm/test_fit_gpu.py)
     assert [s.name for s in solvers() if "gpu" in s.devices] == ["tpa-scd"]
     for spec in solvers():

@@ -265,7 +265,7 @@ def test_l1_penalty_matches_sklearn(kw):
     ours = LogisticRegression(C=0.1, tol=1e-10, max_iter=5000, random_state=0, **kw).fit(X, y)
     sk = sklm.LogisticRegression(l1_ratio=1.0, C=0.1, solver="saga", tol=1e-12,
                                  max_iter=100_000).fit(X, y)
-    assert ours.solver_ == "scd"
+    assert ours.solver_ == "prox-newton"  # auto: few features (glm/_auto.py)
     np.testing.assert_allclose(ours.coef_, sk.coef_, atol=1e-6)
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-6)
     assert (ours.coef_ == 0).sum() == (sk.coef_ == 0).sum() > 0
@@ -290,7 +290,7 @@ def test_elasticnet_matches_sklearn(kw, sparse):
     ours = LogisticRegression(C=0.1, tol=1e-12, max_iter=5000, random_state=0, **kw).fit(Xf, y)
     sk = sklm.LogisticRegression(l1_ratio=r, C=0.1, solver="saga", tol=1e-12,
                                  max_iter=100_000).fit(X, y)
-    assert ours.solver_ == "scd"
+    assert ours.solver_ == "prox-newton"  # auto: few features (glm/_auto.py)
 
     def objective(est):
         z = X @ est.coef_.ravel() + est.intercept_[0]
