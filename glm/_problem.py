@@ -798,7 +798,12 @@ class GLMProblem:
             return best[0], None
         logistic = self.loss == LOGISTIC
         vd = v[: self.d]
-        a1, u1 = self.balanced_dual(a, v, S)  # the feasible, zero-sum fallback
+        fallback = []  # balanced_dual's feasible, zero-sum point (a scatter): when needed
+
+        def balanced():
+            if not fallback:
+                fallback.extend(self.balanced_dual(a, v, S))
+            return fallback
         if logistic:
             beta = np.clip(a * y, 0.0, 1.0)
             W = beta * (1.0 - beta)  # 1 / H: l''
@@ -813,19 +818,26 @@ class GLMProblem:
         def exact(delta, xdelta):
             a2 = a - delta
             t = 1.0
-            if logistic:  # y a' in [0, 1]: blend with a1 (inside) as far as it may go
-                b1, b2 = a1 * y, a2 * y
-                lo, hi = b2 < 0.0, b2 > 1.0
+            b2 = a2 * y
+            lo, hi = b2 < 0.0, b2 > 1.0
+            if logistic and (lo.any() or hi.any()):
+                # y a' in [0, 1]: blend with a1 (inside) as far as it may go
+                a1, u1 = balanced()
+                b1 = a1 * y
                 if lo.any():
                     t = min(t, float(np.min(b1[lo] / (b1[lo] - b2[lo]))))
                 if hi.any():
                     t = min(t, float(np.min((1.0 - b1[hi]) / (b2[hi] - b1[hi]))))
                 t = max(t, 0.0)
             for tt in (t, 0.5 * t) if t < 1.0 else (t,):
-                ap = (1.0 - tt) * a1 + tt * a2
-                if logistic:  # rounding: keep the blend inside the domain
+                if tt < 1.0:
+                    a1, u1 = balanced()
+                    ap = (1.0 - tt) * a1 + tt * a2
+                    up = (1.0 - tt) * u1 + tt * (vd - xdelta)
+                else:
+                    ap, up = a2, vd - xdelta
+                if logistic:  # rounding: keep the point inside the domain
                     ap = y * np.clip(ap * y, 0.0, 1.0)
-                up = (1.0 - tt) * u1 + tt * (vd - xdelta)
                 gap = P - (cd.conj_sum(ap, y, self.loss) - 0.5 * float(up @ up) / lam) / n
                 if gap <= best[0]:
                     best[:] = [max(gap, 0.0), ((a - ap) / S, (vd - up) / S)]

@@ -724,7 +724,7 @@ def _scd_dual_batched(pb, a, v, kw, lam_first, *, max_iter, rng, trace, verbose,
 # A free intercept's check whose gap at the fixed b meets the tolerance and whose certificate
 # does not tries at most this many projected conjugate-gradient steps towards a closer
 # zero-sum dual point (GLMProblem.projected_dual_gap; a scatter and a gather each).
-_PROJECTED_STEPS = 4
+_PROJECTED_STEPS = 10
 # FreeIntercept's curvature is the geometric mean of this many last secant slopes ...
 _FREE_SLOPES = 3
 # ... its first trust radius this times 1 + |b0|, grown by _FREE_GROW while the sign of
