@@ -4,9 +4,9 @@
 The rule (:func:`choose_solver`)
 --------------------------------
 1. ``penalty="l1"`` or ``"elasticnet"`` with the squared or logistic loss, in one process, on
-   data with at most ``GRAM_MAX_FEATURES`` (2048) features and no more features than examples:
-   ``prox-newton`` (newGLMNET on the Gram matrix); otherwise ``scd`` (primal coordinate
-   descent).  On breast cancer's 20-value L1 path (569 x 30, unscaled) ``scd`` took 11x
+   data with at most :data:`PROX_NEWTON_AUTO_FEATURES` (256) features and no more features
+   than examples: ``prox-newton`` (newGLMNET on the Gram matrix); otherwise ``scd`` (primal
+   coordinate descent).  On breast cancer's 20-value L1 path (569 x 30, unscaled) ``scd`` took 11x
    liblinear's time, ``prox-newton`` less than liblinear's (``glm_suite.py --path``).
 2. ``loss="hinge"`` (not differentiable): ``scd`` (the dual, SDCA, with an unregularised
    intercept where one is fitted).
@@ -63,6 +63,7 @@ __all__ = [
     "DUAL_MIN_EXAMPLES",
     "HOT_FEATURE_FRACTION",
     "LBFGS_AUTO_SCALE",
+    "PROX_NEWTON_AUTO_FEATURES",
     "PROX_NEWTON_LOSSES",
     "choose_solver",
     "hot_mass",
@@ -112,6 +113,11 @@ _SCD = "scd"
 #: than examples): ``python benchmarks/glm_suite.py --path`` (breast cancer's L1 path, see
 #: the module docstring).
 PROX_NEWTON_LOSSES = ("squared", "logistic")
+#: ``auto`` runs ``prox-newton`` with at most this many features: its Gram matrix costs
+#: ``n d^2`` multiply-adds (BLAS) per Newton iteration, ``d`` times a coordinate sweep's
+#: memory-bound ``n d``; measured at d = 30 (breast cancer) and on the tests' 8-20 features,
+#: not beyond (between this and ``GRAM_MAX_FEATURES`` it is an explicit ``solver=``).
+PROX_NEWTON_AUTO_FEATURES = 256
 
 
 def hot_mass(X):
@@ -234,7 +240,7 @@ def _rule(X, loss, penalty, alpha, fit_intercept, comm):
     if loss not in _losses.LOSSES:
         raise ValueError(f"loss must be one of {_losses.LOSSES}, got {loss!r}")
     if (penalty in ("l1", "elasticnet") and comm is None and loss in PROX_NEWTON_LOSSES
-            and X.shape[0] <= _prox_newton.GRAM_MAX_FEATURES and X.shape[0] <= X.shape[1]
+            and X.shape[0] <= PROX_NEWTON_AUTO_FEATURES and X.shape[0] <= X.shape[1]
             and (X.shape[0] + 1) * X.shape[1] <= _prox_newton.GRAM_MAX_VALUES):
         d, n = X.shape
         return "prox-newton", (f"penalty={penalty!r} with {d} features and {n} examples: "

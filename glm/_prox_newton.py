@@ -260,24 +260,42 @@ def _csc_grad_diag(indptr, indices, data, lp, Dv, g, Hdiag):
 # the solver
 
 
+@numba.njit(cache=True, nogil=True)
 def _outer_active(g, w, lam1, lam2, ncoef, Gmax_old, n):
     """Liblinear's outer shrinking: the coordinates kept, the max and sum of the violations
-    of the optimality conditions (the intercept always kept)."""
-    G = g[:ncoef] + lam2 * w
-    Gp = G + lam1
-    Gn = G - lam1
-    zero = w == 0.0
-    viol = np.where(w > 0, np.abs(Gp), np.where(w < 0, np.abs(Gn), 0.0))
-    viol = np.where(zero & (Gp < 0), -Gp, viol)
-    viol = np.where(zero & (Gn > 0), Gn, viol)
-    shrink = zero & (Gp >= 0) & (Gn <= 0) & (Gp > Gmax_old / n) & (Gn < -Gmax_old / n)
-    keep = np.flatnonzero(~shrink)
-    extra = [abs(float(g[ncoef]))] if g.shape[0] > ncoef else []
-    vmax = max([float(viol.max()) if viol.size else 0.0] + extra)
-    vsum = float(viol.sum()) + (extra[0] if extra else 0.0)
+    of the optimality conditions (the intercept, index ``ncoef``, always kept)."""
+    keep = np.empty(g.shape[0], np.int64)
+    k = 0
+    vmax = 0.0
+    vsum = 0.0
+    bound = Gmax_old / n
+    for j in range(ncoef):
+        G = g[j] + lam2 * w[j]
+        Gp = G + lam1
+        Gn = G - lam1
+        if w[j] > 0:
+            viol = abs(Gp)
+        elif w[j] < 0:
+            viol = abs(Gn)
+        elif Gp < 0:
+            viol = -Gp
+        elif Gn > 0:
+            viol = Gn
+        else:
+            viol = 0.0
+            if Gp > bound and Gn < -bound:
+                continue
+        keep[k] = j
+        k += 1
+        vmax = max(vmax, viol)
+        vsum += viol
     if g.shape[0] > ncoef:
-        keep = np.append(keep, ncoef)
-    return keep.astype(np.int64), vmax, vsum
+        viol = abs(g[ncoef])
+        keep[k] = ncoef
+        k += 1
+        vmax = max(vmax, viol)
+        vsum += viol
+    return keep[:k].copy(), vmax, vsum
 
 
 def _face_newton(Hm, gm, w, d, lam1, lam2, nf, rounds=10):
