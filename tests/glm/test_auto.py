@@ -57,14 +57,19 @@ def test_nonsmooth_and_l1_get_scd():
             assert solver == "prox-newton" and "proximal Newton" in reason
     # more features than examples, or the squared hinge: primal coordinate descent
     wide = _dense(20, 50, np.random.default_rng(2))
-    assert choose_solver(wide, loss="logistic", penalty="l1", alpha=1e-3)[0] == "scd"
+    assert choose_solver(wide, loss="squared", penalty="l1", alpha=1e-3)[0] == "scd"
     assert choose_solver(wide, loss="squared", penalty="elasticnet", alpha=1e-3)[0] == "scd"
+    assert choose_solver(wide, loss="logistic", penalty="elasticnet", alpha=1e-3)[0] == "scd"
+    # ... but the logistic L1 with more features than examples: newGLMNET over the columns
+    solver, reason = choose_solver(wide, loss="logistic", penalty="l1", alpha=1e-3)
+    assert solver == "prox-newton" and "more features" in reason
     assert choose_solver(X, loss="squared_hinge", penalty="l1", alpha=1e-3)[0] == "scd"
     # beyond PROX_NEWTON_AUTO_FEATURES (the Gram matrix's n d^2): scd
     tall = _dense(400, 300, np.random.default_rng(3))
-    assert choose_solver(tall, loss="logistic", penalty="l1", alpha=1e-3)[0] == "scd"
-    assert choose_solver(tall[:256], loss="logistic", penalty="l1", alpha=1e-3)[0] == (
-        "prox-newton")
+    assert choose_solver(tall, loss="logistic", penalty="elasticnet", alpha=1e-3)[0] == "scd"
+    assert choose_solver(tall, loss="squared", penalty="l1", alpha=1e-3)[0] == "scd"
+    assert choose_solver(tall[:256], loss="logistic", penalty="elasticnet",
+                         alpha=1e-3)[0] == "prox-newton"
 
 
 def test_large_sparse_strongly_regularised_gets_the_dual():
