@@ -13,11 +13,15 @@ ROOT = pathlib.Path(pkg.__file__).parent
 
 
 def _init_imports():
-    """``{module: [names]}`` of the ``from .module import ...`` statements of ``__init__.py``."""
+    """``{module: [names]}`` of the ``from .module import ...`` statements of ``__init__.py``
+    (the private ``importlib.metadata`` lookup of ``__version__`` aside)."""
     tree = ast.parse((ROOT / "__init__.py").read_text())
     out = {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
+            if node.module == "importlib.metadata" and all(
+                    (a.asname or a.name).startswith("_") for a in node.names):
+                continue  # __version__'s private lookup, not a re-export
             assert node.level == 1, f"__init__ imports from {node.module} (not a private module)"
             out.setdefault(node.module, []).extend(a.asname or a.name for a in node.names)
     return out
