@@ -61,8 +61,10 @@ def _close_to_optimum(res, ref, alpha, scaling=1.0):
 def test_gpu_dual_reaches_the_cpu_optimum(backend, loss):
     X, y = _problem(loss)
     alpha = 0.05
+    # the GPU dual's regularised constant feature (intercept_scaling=1; scd's own default
+    # keeps the intercept unregularised)
     ref = fit_glm(X, y, loss=loss, alpha=alpha, solver="scd", dual=True, tol=1e-12,
-                  max_iter=20000)
+                  max_iter=20000, intercept_scaling=1.0)
     res = fit_glm(X, y, loss=loss, alpha=alpha, solver=GPU_SOLVER, device="gpu", tol=1e-8,
                   max_iter=400, random_state=0)
     assert isinstance(res.coef, np.ndarray) and res.coef.dtype == np.float64
@@ -110,7 +112,7 @@ def test_blocks_in_flight_take_safe_steps_then_bolder_ones(backend):
     X, y = _problem("squared", seed=4)
     alpha = 0.05
     ref = fit_glm(X, y, loss="squared", alpha=alpha, solver="scd", dual=True, tol=1e-12,
-                  max_iter=20000)
+                  max_iter=20000, intercept_scaling=1.0)
     res = fit_glm(X, y, loss="squared", alpha=alpha, solver=GPU_SOLVER, device="gpu",
                   tol=1e-8, max_iter=400, gpu_blocks=8, random_state=1)
     assert res.info["concurrency"] == 8 and res.info["tau"] < 8
