@@ -308,13 +308,13 @@ def _face_newton(Hm, gm, w, d, lam1, lam2, nf, rounds=10):
     found this makes the outer iterations Newton's."""
     u = w + d
     for _ in range(rounds):
-        S = np.flatnonzero(u != 0.0)
-        S = S[S < nf]
+        nz = u[:nf] != 0.0
+        S = np.flatnonzero(nz)
         if Hm.shape[0] > nf:
             S = np.append(S, nf)
         if S.size == 0:
             break
-        N = np.setdiff1d(np.arange(nf), S)
+        N = np.flatnonzero(~nz)
         reg = S < nf
         sgn = np.where(reg, np.sign(u[S]), 0.0)
         H = Hm[np.ix_(S, S)].copy()
