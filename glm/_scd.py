@@ -472,6 +472,11 @@ def scd_dual_gpu(pb: GLMProblem, *, max_iter, check_every, rng, trace, verbose,
         dev.close()
 
 
+#: A certificate this many times the best one so far sends the dual's free intercept back to
+#: the best ``b`` seen (``FreeIntercept.at_check``).
+_FREE_DIVERGED = 100.0
+
+
 class FreeIntercept:
     """The unregularised intercept ``b`` of the dual (``GLMProblem.free_intercept``).
 
@@ -518,6 +523,8 @@ class FreeIntercept:
         self.last_side = None
         self.cert = None  # the last check's certificate (_dual_check)
         self.direction = None  # the last projected correction's (d, X d), sum d = 1
+        self.best = None  # (b, certificate) of the best check so far
+        self.settle, self.settle_checks = None, 0  # the fixed-b gap at the last move
 
     def _upper(self, a):
         pb = self.pb
@@ -549,7 +556,28 @@ class FreeIntercept:
         whole = pb.dual_certificate(parts, v, self.b)[1]
         if self.cert is not None:
             whole = min(whole, self.cert)
+        smooth = pb.loss != HINGE  # the hinge's S is piecewise constant: its bracket alone
+        if smooth and (self.best is None or whole < self.best[1]):
+            self.best = (self.b, whole)
+        elif smooth and whole > _FREE_DIVERGED * self.best[1]:
+            # the moves made things worse by far (S from sweeps that had not settled at the
+            # last few b): back to the best intercept seen, the secant's memory dropped and the
+            # trust radius cut to a tenth of the distance travelled
+            back = self.best[0]
+            self.radius = max(0.1 * abs(self.b - back), 1e-12 * (1.0 + abs(back)))
+            self.b, self.prev, self.slopes = back, None, []
+            self.lo = self.hi = None
+            self.last_step, self.moves = 0.0, self.moves + 1
+            self.best = (back, self.best[1] * _FREE_DIVERGED)  # not reverted again at once
+            logger.debug("dual intercept: back to b = %.6g (the certificate grew)", back)
+            return True
         if S == 0.0 or not whole - fixed > fixed:
+            return False
+        if smooth and self.settle is not None and fixed > 0.5 * self.settle:
+            # the sweeps have not yet halved the fixed-b gap that the last move opened: S is
+            # still moving, a secant through it would not be one
+            self.settle = min(self.settle, fixed) if self.settle_checks < 1 else None
+            self.settle_checks += 1
             return False
         if self.prev is not None and secant:
             db = self.b - self.prev[0]
@@ -593,6 +621,7 @@ class FreeIntercept:
             return False
         self.last_step = new - self.b
         self.b = new
+        self.settle, self.settle_checks = fixed, 0
         self.moves += 1
         logger.debug("dual intercept: b -> %.6g (sum a = %.3g)", self.b, S)
         return True

@@ -300,3 +300,20 @@ def test_every_certificate_bounds_the_suboptimality(name, loss, tol):
     assert np.all(res.objective - P_star <= res.gap_history + 1e-12 * abs(P_star))
     assert (res.objective[-1] - P_star) / abs(P_star) <= tol
     assert res.gap_history[-1] <= tol * abs(res.objective[-1])
+
+
+@pytest.mark.parametrize("check_every", [1, 2])
+def test_intercept_settles_when_checked_every_sweep(check_every):
+    """Checks after every sweep see ``sum a`` before the sweeps have settled at the last
+    intercept: the moves wait for the fixed-``b`` gap to halve, and a certificate grown far
+    beyond the best sends ``b`` back (it wandered to ~3e7 before, the objective to 2e14)."""
+    X, y = _targets("dense", "squared")
+    alpha = 1e-3
+    ref = glm.fit_glm(X, y, loss="squared", alpha=alpha, solver="newton", tol=1e-12)
+    res = glm.fit_glm(X, y, loss="squared", alpha=alpha, solver="scd", tol=1e-6,
+                      max_iter=5000, random_state=0, stall_switch=False,
+                      check_every=check_every)
+    assert res.converged and res.dual
+    P_star = float(ref.objective[-1])
+    assert (res.objective[-1] - P_star) / P_star <= 1e-6
+    assert abs(res.intercept - ref.intercept) <= 1e-2
