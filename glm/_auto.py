@@ -117,7 +117,7 @@ _SCD = "scd"
 #: with few features (at most :data:`roofline.glm._prox_newton.GRAM_MAX_FEATURES`, no more
 #: than examples): ``python benchmarks/glm_suite.py --path`` (breast cancer's L1 path, see
 #: the module docstring).
-PROX_NEWTON_LOSSES = ("squared", "logistic")
+PROX_NEWTON_LOSSES = _losses.losses_where(smooth=True, cd=True)
 #: ``auto`` runs ``prox-newton`` with at most this many features: its Gram matrix costs
 #: ``n d^2`` multiply-adds (BLAS) per Newton iteration, ``d`` times a coordinate sweep's
 #: memory-bound ``n d``; measured at d = 30 (breast cancer) and on the tests' 8-20 features,

@@ -391,8 +391,9 @@ def fit_prox_newton(X, y, *, loss="logistic", alpha, penalty="l1", l1_ratio=None
         ``coef_init`` of the wrong length.
     """
     t0 = time.perf_counter()
-    if loss not in ("logistic", "squared"):
-        raise ValueError(f"loss must be 'logistic' or 'squared' for solver {_NAME!r}, got "
+    losses = _losses.losses_where(smooth=True, cd=True)  # the losses with a CD step and l''
+    if loss not in losses:
+        raise ValueError(f"loss must be one of {list(losses)} for solver {_NAME!r}, got "
                          f"{loss!r}")
     if penalty not in ("l1", "elasticnet"):
         raise ValueError(f"penalty must be 'l1' or 'elasticnet' for solver {_NAME!r}, got "

@@ -412,7 +412,8 @@ register_solver(SolverSpec(
     comm=True,
     summary="Google's SCD over pure feature blocks, n_workers example shards (the primal)"))
 register_solver(SolverSpec(
-    "prox-newton", "roofline.glm._prox_newton:run_prox_newton", ("squared", "logistic"),
+    "prox-newton", "roofline.glm._prox_newton:run_prox_newton",
+    losses_where(smooth=True, cd=True),
     ("l1", "elasticnet"),
     problem="needs penalty='l1' or 'elasticnet' and the squared or logistic loss",
     summary="proximal Newton (newGLMNET, liblinear's L1 solver): coordinate descent on each "

@@ -189,7 +189,7 @@ def test_fit_glm_runs_it_and_auto_picks_it(cancer):
 def test_bad_input_is_an_error_naming_the_argument(cancer):
     A, y = cancer
     X = np.ascontiguousarray(A.T)
-    with pytest.raises(ValueError, match="loss must be 'logistic' or 'squared'"):
+    with pytest.raises(ValueError, match="loss must be one of .'squared', 'logistic'."):
         fit_prox_newton(X, y, loss="hinge", alpha=1e-3)
     with pytest.raises(ValueError, match="penalty must be 'l1' or 'elasticnet'"):
         fit_prox_newton(X, y, penalty="l2", alpha=1e-3)
