@@ -137,6 +137,7 @@ def test_impure_blocks_are_rejected():
 
 
 def test_inprocess_allreduce_sum_max_and_failure():
+    before = threading.active_count()  # other tests' pools (Dask's, numba's) may linger
     g = InProcessGroup(3, timeout=20)
     out = run_in_threads(
         lambda r: (g.communicator(r).allreduce(np.arange(4.0) * (r + 1)),
@@ -160,7 +161,8 @@ def test_inprocess_allreduce_sum_max_and_failure():
     g3 = InProcessGroup(2, timeout=20)
     with pytest.raises(ValueError, match="shape mismatch"):
         run_in_threads(lambda r: g3.communicator(r).allreduce(np.ones(r + 1)), 2, [g3])
-    assert threading.active_count() < 50
+    # the failed groups' threads are gone (not one left per rank and group)
+    assert threading.active_count() <= before + 2
 
 
 def test_bad_distributed_parameters():
