@@ -111,6 +111,26 @@ def _newton_step(G, H, wj, dj, lam1):
     return -wpd
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _violation(G, wpd, lam1, gmax_old):
+    """The optimality violation of coordinate ``j`` of the model (``G`` its smooth gradient,
+    ``wpd = w_j + d_j``), or ``-1.0`` where liblinear's inner shrinking drops it (at zero, well
+    inside ``[-lam1, lam1]`` by the last sweep's largest violation ``gmax_old``)."""
+    Gp = G + lam1
+    Gn = G - lam1
+    if wpd == 0.0:
+        if Gp < 0:
+            return -Gp
+        if Gn > 0:
+            return Gn
+        if Gp > gmax_old and Gn < -gmax_old:
+            return -1.0
+        return 0.0
+    if wpd > 0:
+        return abs(Gp)
+    return abs(Gn)
+
+
 @numba.njit(cache=True, nogil=True)
 def _inner_gram(Hm, g, w, d, active, n_active, lam1, lam2, ncoef, icpt, stop, max_inner,
                 Hd):
@@ -133,23 +153,11 @@ def _inner_gram(Hm, g, w, d, active, n_active, lam1, lam2, ncoef, icpt, stop, ma
             else:
                 G = g[j] + Hd[j] + lam2 * d[j]
                 Hjj = Hm[j, j] + lam2 + _NU
-                wpd = w[j] + d[j]
-                Gp = G + lam1
-                Gn = G - lam1
-                viol = 0.0
-                if wpd == 0.0:
-                    if Gp < 0:
-                        viol = -Gp
-                    elif Gn > 0:
-                        viol = Gn
-                    elif Gp > QP_Gmax_old and Gn < -QP_Gmax_old:
-                        na -= 1
-                        active[s], active[na] = active[na], active[s]
-                        continue
-                elif wpd > 0:
-                    viol = abs(Gp)
-                else:
-                    viol = abs(Gn)
+                viol = _violation(G, w[j] + d[j], lam1, QP_Gmax_old)
+                if viol < 0.0:
+                    na -= 1
+                    active[s], active[na] = active[na], active[s]
+                    continue
                 z = _newton_step(G, Hjj, w[j], d[j], lam1)
             QP_Gmax_new = max(QP_Gmax_new, viol)
             QP_Gnorm1 += viol
@@ -204,23 +212,11 @@ def _inner_csc(indptr, indices, data, Dv, g, Hdiag, w, d, active, n_active, lam1
                 i = indices[p]
                 G += data[p] * Dv[i] * Xd[i]
             Hjj = Hdiag[j] + lam2 + _NU
-            wpd = w[j] + d[j]
-            Gp = G + lam1
-            Gn = G - lam1
-            viol = 0.0
-            if wpd == 0.0:
-                if Gp < 0:
-                    viol = -Gp
-                elif Gn > 0:
-                    viol = Gn
-                elif Gp > QP_Gmax_old and Gn < -QP_Gmax_old:
-                    na -= 1
-                    active[s], active[na] = active[na], active[s]
-                    continue
-            elif wpd > 0:
-                viol = abs(Gp)
-            else:
-                viol = abs(Gn)
+            viol = _violation(G, w[j] + d[j], lam1, QP_Gmax_old)
+            if viol < 0.0:
+                na -= 1
+                active[s], active[na] = active[na], active[s]
+                continue
             QP_Gmax_new = max(QP_Gmax_new, viol)
             QP_Gnorm1 += viol
             z = _newton_step(G, Hjj, w[j], d[j], lam1)
