@@ -189,7 +189,8 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
         ``dual=True`` (without ``comm``) asks for the dual: ``"scd"`` (SDCA).
     sample_weight : array, optional
         The sample weights: non-uniform ones rule out the solvers that do not take them
-        (read only by a caller that can run the minibatch solvers).
+        (read only by a caller that can run the minibatch solvers; with an L1 or elastic-net
+        penalty, which no weighted solver fits, a ValueError).
     runner : sequence of str
         The runners of the registry the caller can run (:mod:`roofline.glm._registry`):
         ``("fit_glm",)`` for :func:`~roofline.glm.fit_glm`; the estimators, which also run the
@@ -223,6 +224,10 @@ def choose_solver(X, y=None, *, loss, penalty="l2", alpha, fit_intercept=True, n
     if (comm is None and "learner" in runner and sample_weight is not None
             and not np.all(sample_weight == sample_weight[0])
             and not _registry.get_solver(chosen).sample_weight):
+        if penalty != "l2":  # the fallbacks below (Newton, L-BFGS) are L2 solvers
+            raise ValueError(f"penalty={penalty!r} with non-uniform sample weights (or "
+                             f"class_weight): the primal coordinate descent that fits it takes "
+                             f"uniform weights only; use penalty='l2' or equal weights")
         if loss in _SMOOTH:
             return "newton", ("non-uniform sample_weight with a smooth loss: trust-region "
                               "Newton-CG (the coordinate-descent solvers take uniform "

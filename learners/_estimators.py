@@ -386,12 +386,7 @@ class _GLMEstimator(BaseEstimator):
                                  f"penalty={self._penalty()!r} on the GPU (rows: "
                                  f"{list(_gpu_rows())})")
             return rows[0], "device='gpu': the first registry row that runs on the GPU"
-        penalty = self._penalty()
-        if penalty != "l2" and _nonuniform(sw, getattr(self, "comm", None)) is not None:
-            raise ValueError(f"penalty={penalty!r} with non-uniform sample weights (or "
-                             f"class_weight): the primal coordinate descent that fits it takes "
-                             f"uniform weights only; use penalty='l2' or equal weights")
-        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=penalty,
+        return choose_solver(Xc, loss=glm.resolve_loss(self._loss), penalty=self._penalty(),
                              alpha=lam, fit_intercept=fit_intercept,
                              n_jobs=_resolve_n_jobs(self.n_jobs),
                              comm=getattr(self, "comm", None), sample_weight=sw,
