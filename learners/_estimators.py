@@ -474,7 +474,7 @@ class _GLMEstimator(BaseEstimator):
         dual = True if self.comm is not None and "dual" in spec.formulations else None
         return self._per_output(spec, Y, sw, lam, lambda r, y: glm.fit_glm(
             Xc, y, loss=glm.resolve_loss(self._loss), alpha=lam, penalty=self._penalty(),
-            **({} if self._l1_ratio() is None else {"l1_ratio": self._l1_ratio()}),
+            l1_ratio=self._l1_ratio(),
             solver=spec.name, n_jobs=_resolve_n_jobs(self.n_jobs), tol=self.tol,
             max_iter=self.max_iter, fit_intercept=fit_intercept,
             random_state=_check_random_state(self.random_state), verbose=self.verbose,
