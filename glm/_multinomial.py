@@ -21,13 +21,14 @@ returns the same model, up to that invisible shift).  Without a penalty, data th
 hyperplane per class separates have no optimum (the objective decreases to 0): the solvers
 stop at ``max_iter`` with a ``ConvergenceWarning``, as scikit-learn's.
 
-The products over the data are the fused kernels of :mod:`roofline.kernels` (``_softmax``)
-when exported: one pass over a CSC ``X`` (one column per example) computes every example's
+The products over the data are the fused kernels of :mod:`roofline.kernels` (``_softmax``):
+one pass over a CSC ``X`` (one column per example) computes every example's
 predictors, probabilities, loss and gradient factors ``T_j = c_j (p_j - e_{y_j})``, another
 scatters ``T`` back to the features over ``X``'s CSR copy (parallel by features, float64
-accumulators; float32 sparse data are read as they are).  Otherwise the rooflined primitives
-of :mod:`roofline.gmat` (``W X`` is ``mult_as``, ``G X^T`` is ``mult_ast`` over the ``K`` rows
-at once), numpy's BLAS products for a dense ``X``.  A Hessian-vector product ``H v`` is one
+accumulators; float32 sparse data are read as they are).  The reference they are tested
+against (``_Softmax(fused=False)``): the rooflined primitives of :mod:`roofline.gmat` (``W X``
+is ``mult_as``, ``G X^T`` is ``mult_ast`` over the ``K`` rows at once), numpy's BLAS products
+for a dense ``X``.  A Hessian-vector product ``H v`` is one
 pass of each kind::
 
     U = V X + v_b,   T_j = s_j / S (p_j * U_j - p_j (p_j . U_j)),   H v = (T X^T + alpha V, T 1)
@@ -169,11 +170,6 @@ def softmax_loss(Z, y):
     return loss, P
 
 
-#: The fused kernels of :mod:`roofline.kernels` this module uses when they are exported (the
-#: numpy / gmat path otherwise).
-_KERNELS = ("softmax_csc_eval", "softmax_csc_hess", "softmax_dense_eval", "softmax_dense_hess",
-            "softmax_rows_times")
-
 #: The Newton-CG's forcing term: the conjugate gradient stops at a residual of
 #: ``min(0.5, (||g|| / ||g_0||)^FORCING_POWER) ||g||`` (superlinear convergence).
 FORCING_POWER = 0.75
@@ -191,13 +187,6 @@ PER_CLASS_BLOCKS_MAX_FEATURES = 128
 _CHUNK_WORK = 1 << 15
 
 
-def fused_kernels():
-    """Whether the fused softmax kernels (:mod:`roofline.kernels`) are available: the
-    objective, gradient and Hessian products then run as one pass over the data each (the
-    gmat / numpy products otherwise)."""
-    return all(hasattr(kernels, k) for k in _KERNELS)
-
-
 def _bounds(indptr, work):
     """Chunk boundaries of ``indptr``'s rows/columns, about equal stored values each."""
     m = indptr.shape[0] - 1
@@ -212,7 +201,7 @@ class _Softmax:
     validated data."""
 
     def __init__(self, X, y, K, s, alpha, fit_intercept, pen=None, s_total=None, red=None,
-                 fused=None):
+                 fused=True):
         self.X, self.y, self.K, self.alpha = X, y, K, alpha
         #: distributed: the :class:`_Sum` of the ranks' loss and gradient sums (None alone)
         self.red = red
@@ -229,7 +218,9 @@ class _Softmax:
         self.P = None
         self.last = None
         self.n_hessp = 0
-        self.fused = fused_kernels() if fused is None else fused
+        # the fused kernels of roofline.kernels (one pass over the data per product), or the
+        # gmat / numpy products (fused=False: the reference the kernels are tested against)
+        self.fused = fused
         self._sq = None  # X's squared values (the Hessian's diagonal), made on first use
         self.pen_rep = None  # alpha * pen per coefficient (feature-major), made on first use
         if self.fused:
@@ -793,7 +784,7 @@ def fit_multinomial(X, y, *, alpha, n_classes=None, sample_weight=None, fit_inte
 
     def local():
         Xl = check_X(X, keep_dense=True, allow_no_examples=comm is not None)
-        if Xl.dtype != np.float64 and not (sp.issparse(Xl) and fused_kernels()):
+        if Xl.dtype != np.float64 and not sp.issparse(Xl):
             # float32 products leave a gradient noise of ~1e-7 relative, above the usual tol:
             # the solve runs on a float64 copy (the caller casts the coefficients back); the
             # fused sparse kernels read float32 values into float64 accumulators instead

@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from roofline import glm
-from roofline.glm._multinomial import _Softmax, fused_kernels
+from roofline.glm._multinomial import _Softmax
 
 
 def _objective(W, b, X_rows, y, s, alpha):
@@ -196,8 +196,6 @@ def test_block_preconditioner_on_raw_pixels(monkeypatch, per_class):
     assert block.info["hessp"] < 0.7 * diag.info["hessp"]
 
 
-@pytest.mark.skipif(not fused_kernels(),
-                    reason="roofline.kernels does not export the softmax kernels")
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fused_kernels_match_the_gmat_products(sparse):
     rng = np.random.default_rng(3)
