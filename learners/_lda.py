@@ -228,6 +228,7 @@ class LDA(Model):
         self._elog_beta_cache = None
         self._last_ratios = None
         self._last_flops = 0
+        self._last_visit_rate = 0.0
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -651,6 +652,7 @@ class LDA(Model):
             loss = -self._doc_bound(X, gamma)
         self._m_step(S, m, self.opts.total_samples)
         self._last_flops = self._flops()
+        self._last_visit_rate = self.last_estep["nnz_work"] / max(1, int(X.indptr[-1]))
         return loss, _word_count(X)
 
     def _m_step(self, S, m, total):
@@ -683,6 +685,50 @@ class LDA(Model):
         int
         """
         return self._last_flops
+
+    def cost(self, batch) -> gmat.Cost:
+        """Compulsory bytes and flops of one step (E-step and M-step) on ``batch``, from the
+        primitives' cost models; the :class:`~roofline.learners.Learner`'s roofline gauge
+        reads it.
+
+        Bytes: one E-step pass over the minibatch, an SDDMM
+        (:func:`~roofline.gmat.cost_sddmm`, the ratios ``X / N``) and an ``A*S``
+        (:func:`~roofline.gmat.cost_mult_as`, the new ``gamma``) with ``K`` rows (a document's
+        further fixed-point iterations run on the columns it has already read), the sufficient
+        statistics' ``A*S^T`` (:func:`~roofline.gmat.cost_mult_ast`), and the M-step's pass
+        over the ``K x V`` model (``lambda`` read and written, ``exp(E[log beta])`` and
+        ``E[log beta]`` written).  Flops: ``4 K`` per nonzero visit (VB: the SDDMM's and the
+        ``A*S``'s multiply-adds of every E-step iteration and of the statistics; Gibbs:
+        ``K (3 + same)`` per visit of a sweep, as :meth:`flops_per_step`), with the visits per
+        nonzero of the last :meth:`update` (one E-step iteration and the statistics before
+        any), plus ``5`` per model entry for the M-step.  The digamma and exponential
+        evaluations per document and iteration are left out.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            Documents as the columns of a sparse ``batch.X`` (``V x m``).
+
+        Returns
+        -------
+        roofline.gmat.Cost
+        """
+        X, K = batch.X, self.n_components
+        nnz = int(X.indptr[-1])
+        parts = [gmat.cost_sddmm(X, K), gmat.cost_mult_as(X, K), gmat.cost_mult_ast(X, K)]
+        model_entries = K * X.shape[0]
+        m_step_bytes = 4 * model_entries * np.dtype(self.dtype).itemsize
+        rate = self._last_visit_rate
+        if self.opts.method == "gibbs":
+            rate = rate or float(self.opts.doc_iter)
+            per_visit = K * (3 + self.opts.same)
+        else:
+            rate = rate or 2.0
+            per_visit = 4 * K
+        flops = int(round(per_visit * rate * nnz)) + 5 * model_entries
+        return gmat.Cost("LDA step", K, np.dtype(self.dtype), nnz,
+                         sum(p.bytes for p in parts) + m_step_bytes, flops,
+                         {"primitives": sum(p.bytes for p in parts), "m_step": m_step_bytes})
 
     def fit_batch(self, X, max_iter=10, *, comm=None, evaluate_every=-1, perp_tol=0.1,
                   callback=None) -> LDABatchResult:

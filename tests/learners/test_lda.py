@@ -190,6 +190,46 @@ def test_learner_trains_with_held_out_perplexity():
     assert model.flops_per_step(None) > 0
 
 
+@pytest.mark.parametrize("method", ["vb", "gibbs"])
+def test_learner_gauges_lda_by_its_own_cost_model(method):
+    """LDA's roofline gauge is its cost model (E-step primitives + M-step), not a GLM step's."""
+    X, _ = planted(K=4, V=300, D=600, seed=12)
+    Xc = columns(X, np.float32)
+    model = LDA(n_components=4, total_samples=600, learning_offset=2.0, method=method)
+    calls = []
+    cost = model.cost
+
+    def spy(batch):
+        calls.append(batch.X.shape[1])
+        return cost(batch)
+
+    model.cost = spy
+    learner = Learner(MatSource(Xc, batch_size=100), model, ModelUpdate(), n_passes=2,
+                      eval_every=2, progress=False)
+    res = learner.train()
+    fr = [r["roofline_fraction"] for i, r in enumerate(res.trace)
+          if i == 0 or r["step"] > res.trace[i - 1]["step"]]
+    assert len(fr) >= 3 and all(0 < f <= 1 for f in fr), fr
+    assert len(calls) == sum(1 for r in res.trace if not math.isnan(r["roofline_fraction"]))
+    batch = next(iter(learner.datasource))
+    machine = gmat.machine_roofline()
+    c = cost(batch)
+    assert learner.step_roofline_time(batch, machine) == c.roofline_time(machine)
+    # bytes: SDDMM + A*S + A*S^T with K rows and the M-step's 4 passes over the K x V model
+    K, (V, _) = 4, batch.X.shape
+    prim = sum(f(batch.X, K).bytes for f in (gmat.cost_sddmm, gmat.cost_mult_as,
+                                               gmat.cost_mult_ast))
+    assert c.bytes == prim + 4 * K * V * 4 and c.nnz == batch.X.nnz
+    # flops: the last step's visits per nonzero (E-step iterations and statistics) at this nnz
+    per_visit = 4 * K if method == "vb" else K * (3 + model.opts.same)
+    rate = model._last_visit_rate
+    if method == "vb":  # at least one E-step iteration and the statistics, at most 100 + 1
+        assert 2 <= rate <= model.opts.max_doc_update_iter + 1
+    else:  # doc_iter sweeps
+        assert rate == model.opts.doc_iter
+    assert c.flops == round(per_visit * rate * batch.X.nnz) + 5 * K * V
+
+
 def test_checkpoint_parameters_round_trip(tmp_path):
     X, _ = planted(D=100, seed=11)
     Xc = columns(X)
