@@ -12,11 +12,15 @@ itself is cheapest), and ``out=`` may be Fortran- or C-ordered (the kernels stor
 
 ``A*S^T`` on an ``S`` it has seen before gathers instead of scattering: on the second call with
 the same validated ``S`` it builds ``S``'s transposed index (its CSR arrays, a counting sort)
-and keeps it on the matrix object with copies of ``S``'s arrays; every later call compares
-``S`` with those copies (one parallel pass: exact, so an in-place edit anywhere is seen and
-drops the index until the next call) and runs the same register-blocked gather as ``A*S``
-(:func:`roofline.kernels.csc_gather_mult`) over the transposed index, with no scatter and no
-atomics.  ``AST_REUSE = False`` turns this off.
+and keeps it on the matrix object with copies of ``S``'s arrays; every later call runs the
+same gather as ``A*S`` over the transposed index (register-blocked for ``k`` of a cache line
+or more, :func:`roofline.kernels.csc_gather_mult_checked`; the sparse-times-vector kernel at
+``k = 1``, :func:`roofline.kernels.csc_gather_vec_checked`), with no scatter and no atomics,
+and in the same pass compares ``S``'s arrays with those copies: exact, so an in-place edit
+anywhere is seen, the result is dropped and the call scatters instead (the index is rebuilt
+on the next call).  Each gathered column of the index compares as many of ``S``'s entries
+as it gathers, so the compare streams beside the gather's random reads rather than costing
+a pass of its own.  ``AST_REUSE = False`` turns this off.
 """
 
 from __future__ import annotations
@@ -253,8 +257,8 @@ def _gather(A, indptr, indices, data, out, bounds, name):
     k = 1 if A.ndim == 1 else A.shape[0]
     if k == 1:
         # (1, n) and (n,) are contiguous in either order, and so is the output
-        return kernels.csc_mult_vec(A.reshape(-1), indptr, indices, data, out.reshape(-1),
-                                    bounds)
+        return kernels.csc_gather_vec(A.reshape(-1), indptr, indices, data, out.reshape(-1),
+                                      bounds)
     AT = _transposed_c(A, name)
     if k >= _gather_width(A.dtype):
         return kernels.csc_gather_mult(AT, indptr, indices, data, out.T, bounds)
@@ -311,13 +315,12 @@ def _mult_ast(A, S, out):
         return out
     nnz = int(S.indptr[-1])
     with kernels.limit_threads(_threads_for((nnz + n) * k)) as threads:
-        # the reused index feeds the register-blocked gather: narrower k scatter faster
-        index = _ast_index(S) if k >= _gather_width(A.dtype) else None
-        if index is not None:  # S seen before: gather over its transposed index
-            t_indptr, t_indices, t_data = index[:3]
-            bounds = _chunks(t_indptr, min(n, threads * _CHUNKS_PER_THREAD))
-            faults = _gather(A, t_indptr, t_indices, t_data, out, bounds, "A")
-        elif k == 1:
+        # the reused index feeds the register-blocked gather (and the k = 1 one): 1 < k below
+        # a cache line scatters faster
+        index = _ast_index(S) if k == 1 or k >= _gather_width(A.dtype) else None
+        if index is not None and _gather_kept(A, S, index, out, threads):
+            return out  # S seen before and unchanged: gathered over its transposed index
+        if k == 1:
             # private per-thread outputs cost n zeroes and n adds per extra thread: worth it
             # only when the scatter is much longer than the output (measured here: at
             # nnz = 4 n two threads were 1.3x slower than one)
@@ -353,42 +356,74 @@ def _value_bits(data):
     return data.view(np.uint32 if data.dtype.itemsize == 4 else np.uint64)
 
 
-def _ast_index(S):
-    """``S``'s transposed index ``(indptr, indices, data)`` when ``S`` is used again, else None
-    (first use, a changed ``S``, reuse off, or a structure that does not build: the scatter
-    kernels then report it).
+def _source_arrays(S):
+    """``S``'s arrays as the kept index compares them: ``indptr``, ``indices[:nnz]`` and the
+    bits of ``data[:nnz]``."""
+    nnz = int(S.indptr[-1])
+    return S.indptr, S.indices[:nnz], _value_bits(S.data[:nnz])
 
-    Kept on the matrix object (its lifetime, not an LRU's) with copies of ``S``'s three arrays,
-    which every call compares with ``S``'s (exact: an in-place edit anywhere is seen), under the
+
+def _ast_index(S):
+    """``S``'s transposed index when ``S`` is used again, else None (first use, reuse off, a
+    matrix that takes no attributes, or a structure that does not build: the scatter kernels
+    then report it).
+
+    The index is the tuple ``(indptr, indices, data, fresh, indptr copy, indices copy, data
+    bits copy)``: the CSR arrays of ``S``, whether they were built from ``S``'s arrays in this
+    very call (then nothing can have changed since), and copies of ``S``'s arrays taken when
+    they were built.  It is kept on the matrix object (its lifetime, not an LRU's) under the
     validation mark ``check_csc`` keeps there (replaced whenever the arrays, shape, nnz or
-    fingerprint change).
+    fingerprint change); an in-place edit that keeps the mark is caught by the exact compare
+    :func:`_gather_kept` runs in the gather's own pass, which then drops the index.
     """
     if not AST_REUSE:
         return None
     mark = getattr(S, _CHECKED_ATTR, None)
     entry = getattr(S, _INDEX_ATTR, None)
-    nnz = int(S.indptr[-1])
-    arrays = (S.indptr, S.indices[:nnz], _value_bits(S.data[:nnz]))
     if entry is not None and entry["mark"] is mark and mark is not None:
         index = entry["index"]
         if index is not None:
-            if all(kernels.arrays_equal(a, b) for a, b in zip(arrays, index[3:], strict=True)):
-                return index
-            entry["index"] = None  # S changed in place: scatter now, rebuild on the next call
-            return None
+            return (*index[:3], False, *index[3:])
         n, m = S.shape
+        arrays = _source_arrays(S)
+        nnz = arrays[1].shape[0]
         itype = np.int32 if max(m, nnz) < 2**31 else np.int64
         index = (np.empty(n + 1, np.int64), np.empty(nnz, itype), np.empty(nnz, S.dtype),
                  *(a.copy() for a in arrays))
         if kernels.csc_transpose_index(S.indptr, S.indices, S.data, n, *index[:3]):
             entry["index"] = index
-            return index
+            return (*index[:3], True, *index[3:])
         return None
     try:
         setattr(S, _INDEX_ATTR, {"mark": mark, "index": None})
     except AttributeError:  # a matrix type that takes no attributes: never reused
         pass
     return None
+
+
+def _gather_kept(A, S, index, out, threads):
+    """A*S^T by the gather over ``S``'s kept transposed index (see :func:`_ast_index`), the
+    exact check that ``S`` is unchanged fused into the same pass unless the index is fresh.
+    Returns False, with ``out`` meaningless and the index dropped, when ``S`` changed (the
+    caller scatters instead)."""
+    n = S.shape[0]
+    k = 1 if A.ndim == 1 else A.shape[0]
+    t_indptr, t_indices, t_data, fresh = index[:4]
+    bounds = _chunks(t_indptr, min(n, threads * _CHUNKS_PER_THREAD))
+    if fresh:
+        faults, changed = _gather(A, t_indptr, t_indices, t_data, out, bounds, "A"), False
+    else:
+        check = [a for pair in zip(_source_arrays(S), index[4:], strict=True) for a in pair]
+        if k == 1:
+            faults, changed = kernels.csc_gather_vec_checked(
+                A.reshape(-1), t_indptr, t_indices, t_data, out.reshape(-1), bounds, *check)
+        else:
+            faults, changed = kernels.csc_gather_mult_checked(
+                _transposed_c(A, "A"), t_indptr, t_indices, t_data, out.T, bounds, *check)
+    if changed or faults:  # S edited in place: scatter now, rebuild on the next call
+        getattr(S, _INDEX_ATTR)["index"] = None
+        return False
+    return True
 
 
 def _mult_ast_blocked(AT, S, outT, threads):

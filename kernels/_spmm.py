@@ -38,6 +38,9 @@ __all__ = [
     "TRANSPOSE_TILE",
     "arrays_equal",
     "csc_gather_mult",
+    "csc_gather_mult_checked",
+    "csc_gather_vec",
+    "csc_gather_vec_checked",
     "csc_transpose_index",
     "transpose_into",
 ]
@@ -220,6 +223,187 @@ def csc_gather_mult(XT, indptr, indices, data, outT, bounds):
             if bad:
                 faults += 1
     return faults
+
+
+@njit(inline="always", cache=True, nogil=True)
+def _dot_column(a, indices, data, lo, hi, un):
+    """``(sum_p data[p] * a[indices[p]] over [lo, hi), bad)``: two independent running sums
+    (even / odd entries), so the adds of consecutive entries do not wait on each other; the
+    positions are unsigned (no wraparound test); ``bad`` when an index is out of range (the sum
+    then stops there)."""
+    z = a.dtype.type(0)
+    s0 = z
+    s1 = z
+    one = np.uint64(1)
+    p = np.uint64(lo)
+    end = np.uint64(hi)
+    while p + one < end:
+        i0 = np.uint64(indices[p])
+        i1 = np.uint64(indices[p + one])
+        if i0 >= un or i1 >= un:
+            return s0 + s1, True
+        s0 += data[p] * a[i0]
+        s1 += data[p + one] * a[i1]
+        p += np.uint64(2)
+    if p < end:
+        i0 = np.uint64(indices[p])
+        if i0 >= un:
+            return s0 + s1, True
+        s0 += data[p] * a[i0]
+    return s0 + s1, False
+
+
+@njit(inline="always", cache=True, nogil=True)
+def _differ(cur, kept, lo, hi):
+    """True when ``cur[lo:hi]`` and ``kept[lo:hi]`` differ (integer arrays; one branch at the
+    end, so the compare streams alongside whatever else the loop does)."""
+    d = cur.dtype.type(0)
+    for p in range(lo, hi):
+        d |= cur[p] ^ kept[p]
+    return d != 0
+
+
+@njit(inline="always", cache=True, nogil=True)
+def _check_lengths(indptr, nnz, cur_ptr, kept_ptr, cur_ind, kept_ind, cur_bits, kept_bits):
+    """True when the kept copies can be compared in place: the index's ``indptr`` ends at
+    ``nnz`` and every pair has equal length (``kept_ind`` / ``kept_bits`` of ``nnz``)."""
+    return (indptr[indptr.shape[0] - 1] == nnz and nnz >= 0
+            and cur_ptr.shape[0] == kept_ptr.shape[0]
+            and cur_ind.shape[0] == nnz and kept_ind.shape[0] == nnz
+            and cur_bits.shape[0] == nnz and kept_bits.shape[0] == nnz)
+
+
+@parallel_njit(cache=True, nogil=True)
+def csc_gather_vec(a, indptr, indices, data, out, bounds):
+    """``k = 1`` case of :func:`csc_gather_mult` (sparse times vector):
+    ``out[j] = sum_p data[p] * a[indices[p]]`` over the entries ``p`` of column ``j``.
+
+    Two independent running sums per column (even and odd entries) and unsigned positions;
+    no prefetch (on power-law data most reads of ``a`` hit cache, and the prefetch's extra
+    index load costs more than the misses it hides) and no ``fastmath`` (LLVM would turn the
+    reduction into AVX gathers, slower than scalar loads on AMD).  Threads get the chunks
+    ``bounds``.  Returns the number of faulty columns (an ``indptr`` range outside the
+    arrays: output zero; an out-of-range index: output meaningless).
+    """
+    un = np.uint64(a.shape[0])
+    limit = min(indices.shape[0], data.shape[0])
+    faults = 0
+    for c in prange(bounds.shape[0] - 1):
+        for j in range(bounds[c], bounds[c + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            acc, bad = _dot_column(a, indices, data, lo, hi, un)
+            out[j] = acc
+            if bad:
+                faults += 1
+    return faults
+
+
+@parallel_njit(cache=True, nogil=True)
+def csc_gather_vec_checked(a, indptr, indices, data, out, bounds, cur_ptr, kept_ptr,
+                           cur_ind, kept_ind, cur_bits, kept_bits):
+    """:func:`csc_gather_vec` over a kept index that also checks, in the same pass, that the
+    arrays it was built from are unchanged.
+
+    ``cur_*`` are the source matrix's arrays now (``indptr``, ``indices[:nnz]`` and the bits of
+    ``data[:nnz]``, see :func:`csc_gather_mult_checked`), ``kept_*`` the copies taken when the
+    index was built.  Each column ``j`` of the index also compares the positions
+    ``[indptr[j], indptr[j + 1])`` of ``cur_ind`` / ``cur_bits`` with the copies: the columns
+    partition ``[0, nnz)``, so every stored entry is compared exactly once, streaming beside
+    the gather's random reads; each thread chunk compares its share of ``cur_ptr`` too.
+    Returns ``(faults, changed)``: with ``changed`` the output is meaningless (nothing is read
+    outside the arrays either way).
+    """
+    nnz = indptr[indptr.shape[0] - 1]
+    if not _check_lengths(indptr, nnz, cur_ptr, kept_ptr, cur_ind, kept_ind, cur_bits,
+                          kept_bits):
+        return 0, True
+    un = np.uint64(a.shape[0])
+    limit = min(indices.shape[0], data.shape[0])
+    n_chunks = bounds.shape[0] - 1
+    n_ptr = cur_ptr.shape[0]
+    faults = 0
+    changed = 0
+    for c in prange(n_chunks):
+        diff = _differ(cur_ptr, kept_ptr, (n_ptr * c) // n_chunks, (n_ptr * (c + 1)) // n_chunks)
+        for j in range(bounds[c], bounds[c + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                hi = lo
+            acc, bad = _dot_column(a, indices, data, lo, hi, un)
+            out[j] = acc
+            if bad:
+                faults += 1
+            diff |= _differ(cur_ind, kept_ind, lo, hi) | _differ(cur_bits, kept_bits, lo, hi)
+        if diff:
+            changed += 1
+    return faults, changed > 0
+
+
+@parallel_njit(**_FLAGS)
+def csc_gather_mult_checked(XT, indptr, indices, data, outT, bounds, cur_ptr, kept_ptr,
+                            cur_ind, kept_ind, cur_bits, kept_bits):
+    """:func:`csc_gather_mult` over a kept index (``A*S^T`` over ``S``'s transposed index) that
+    also checks, in the same pass, that ``S`` is unchanged since the index was built.
+
+    ``cur_ptr``, ``cur_ind`` and ``cur_bits`` are ``S.indptr``, ``S.indices[:nnz]`` and
+    ``S.data[:nnz]`` viewed as unsigned integers of its width; ``kept_*`` their copies taken
+    when the index was built.  Column ``j`` of the index compares the positions ``[indptr[j],
+    indptr[j + 1])`` of those arrays (as many as it gathers: the columns partition ``[0,
+    nnz)``, so every entry of ``S`` is compared once and each thread compares as much as it
+    gathers), and each thread chunk its share of ``cur_ptr``.  The compare is exact (every bit
+    of ``S``'s arrays) but streams sequentially beside the gather's random reads of ``XT``
+    instead of costing a pass of its own.  Returns ``(faults, changed)``: with ``changed`` the
+    output is meaningless (nothing is read outside the arrays either way).
+    """
+    nnz = indptr[indptr.shape[0] - 1]
+    if not _check_lengths(indptr, nnz, cur_ptr, kept_ptr, cur_ind, kept_ind, cur_bits,
+                          kept_bits):
+        return 0, True
+    k = XT.shape[1]
+    lw = lanes(XT)
+    kv = k - k % lw
+    un = np.uint64(XT.shape[0])
+    limit = min(indices.shape[0], data.shape[0])
+    n_chunks = bounds.shape[0] - 1
+    n_ptr = cur_ptr.shape[0]
+    faults = 0
+    changed = 0
+    for c in prange(n_chunks):
+        diff = _differ(cur_ptr, kept_ptr, (n_ptr * c) // n_chunks, (n_ptr * (c + 1)) // n_chunks)
+        p_end = min(indptr[bounds[c + 1]], limit) - GATHER_DISTANCE
+        for j in range(bounds[c], bounds[c + 1]):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                lo = 0
+                hi = 0
+            bad = False
+            if kv > 0:
+                bad = _gather_column(outT, j, XT, indices, data, lo, hi, p_end, kv, lw)
+            if kv < k:
+                for kk in range(kv, k):
+                    outT[j, kk] = 0
+                for p in range(lo, hi):
+                    i = np.uint64(indices[p])
+                    if i >= un:
+                        bad = True
+                        break
+                    v = data[p]
+                    for kk in range(kv, k):
+                        outT[j, kk] += v * XT[i, kk]
+            if bad:
+                faults += 1
+            diff |= _differ(cur_ind, kept_ind, lo, hi) | _differ(cur_bits, kept_bits, lo, hi)
+        if diff:
+            changed += 1
+    return faults, changed > 0
 
 
 #: Values one tile of :func:`transpose_into` moves (4096: 16 KiB of float32, in L1).

@@ -317,13 +317,13 @@ def test_small_calls_run_on_the_calling_thread(monkeypatch):
     from roofline import kernels
 
     seen = []
-    real = kernels.csc_mult_vec
+    real = kernels.csc_gather_vec
 
     def spy(*args):
         seen.append(kernels.default_threads())
         return real(*args)
 
-    monkeypatch.setattr(kernels, "csc_mult_vec", spy)
+    monkeypatch.setattr(kernels, "csc_gather_vec", spy)
     rng = np.random.default_rng(0)
     S = _random_csc(rng, 50, 40, 0.1, np.float64)
     a = _dense(rng, (50,), np.float64)
