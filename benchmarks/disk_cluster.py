@@ -68,10 +68,22 @@ def _one(args):
         def cpu_predicted(cluster, s):  # the same traffic at the CPU-time roofline's rates
             return cluster.predicted_seconds(s, cpu_disk)
 
+        def own_predicted(cluster, s):  # and the collective's arithmetic at DRAM bandwidth
+            return cluster.predicted_seconds(s, cpu_disk, memory_bandwidth=mem_bw)
+
+        def own(s):  # the round's CPU time without the user's step
+            return s["cpu_seconds"] - s["step_cpu_seconds"]
+
         def files_predicted(s):  # its file calls alone (no CRC), against io_cpu_seconds
             return cpu_disk.io_time(s["files_written"], s["bytes_written"], s["files_read"],
                                     s["bytes_read"])
 
+        from roofline import gmat
+
+        machine = gmat.machine_roofline(remeasure=args.remeasure_machine)
+        mem_bw = machine.bandwidth
+        out["machine"] = {"bandwidth": mem_bw, "load": machine.load,
+                          "threads": machine.threads}
         out["disk"] = {k: getattr(disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
             "synced_write_latency", "synced_write_bandwidth", "checksum_bandwidth", "load")}
@@ -121,6 +133,10 @@ def _one(args):
             "io_s": float(np.mean([s["io_seconds"] for s in steady])),
             "predicted_s": float(np.mean([s["predicted_io_seconds"] for s in steady])),
             "predicted_cpu_s": float(np.mean([cpu_predicted(cl, s) for s in steady])),
+            "step_cpu_s": float(np.mean([s["step_cpu_seconds"] for s in steady])),
+            "own_cpu_s": float(np.mean([own(s) for s in steady])),
+            "compute_bytes": float(np.mean([s["compute_bytes"] for s in steady])),
+            "predicted_own_cpu_s": float(np.mean([own_predicted(cl, s) for s in steady])),
             "io_cpu_s": float(np.mean([s["io_cpu_seconds"] for s in steady])),
             "predicted_files_cpu_s": float(np.mean([files_predicted(s) for s in steady])),
             "bytes_written": steady[0]["bytes_written"], "files_written": steady[0][
@@ -161,6 +177,13 @@ def _one(args):
                                                        for s in ssteady])),
                          "predicted_cpu_s": float(np.mean([cpu_predicted(sc, s)
                                                            for s in ssteady])),
+                         "step_cpu_s": float(np.mean([s["step_cpu_seconds"]
+                                                      for s in ssteady])),
+                         "own_cpu_s": float(np.mean([own(s) for s in ssteady])),
+                         "compute_bytes": float(np.mean([s["compute_bytes"]
+                                                         for s in ssteady])),
+                         "predicted_own_cpu_s": float(np.mean([own_predicted(sc, s)
+                                                               for s in ssteady])),
                          "first_round_cpu_s": sstats[0]["cpu_seconds"],
                          "io_cpu_s": float(np.mean([s["io_cpu_seconds"] for s in ssteady])),
                          "predicted_files_cpu_s": float(np.mean([files_predicted(s)
@@ -198,6 +221,10 @@ def _table(res):
              f"the cluster's CRC-32 ({res['crc']['impl']}): {res['crc']['bandwidth'] / 1e9:.2f}"
              f" GB/s wall, {res['crc']['cpu_bandwidth'] / 1e9:.2f} GB/s CPU (the rate the "
              "predictions use)",
+             f"main memory (gmat.machine_roofline(), measured at load "
+             f"{res['machine']['load']:.1f}, {res['machine']['threads']} threads): "
+             f"{res['machine']['bandwidth'] / 1e9:.2f} GB/s (the collective's arithmetic: "
+             "compulsory bytes at this rate)",
              f"memory: node states {dn['state_bytes_total'] / 2**20:.0f} MiB in all, cap "
              f"{dn['memory_cap'] / 2**20:.0f} MiB (ratio "
              f"{dn['state_bytes_total'] / dn['memory_cap']:.1f}); most node data held at once "
@@ -207,8 +234,9 @@ def _table(res):
              "",
              "| job | degrees | packet | s/round (wall) | predicted (wall roofline) | wall / "
              "predicted | CPU s/round | predicted (CPU roofline) | CPU / predicted | file calls:"
-             " CPU s, predicted, ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             " CPU s, predicted, ratio | **round without the step: CPU s (step's), predicted"
+             " (disk + arithmetic), ratio** |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in (("model averaging (dense)", dn), ("sparse Kylix (config + reduce)", sp)):
         lines.append(f"| {name} | {'x'.join(map(str, r['degrees']))} | "
                      f"{dn['packet_bytes'] / 1e6:.2f} MB | {r['round_s']:.2f} | "
@@ -216,7 +244,11 @@ def _table(res):
                      f"{r['cpu_s']:.2f} | {r['predicted_cpu_s']:.2f} | "
                      f"{r['cpu_s'] / r['predicted_cpu_s']:.2f} | {r['io_cpu_s']:.2f}, "
                      f"{r['predicted_files_cpu_s']:.2f}, "
-                     f"{r['io_cpu_s'] / r['predicted_files_cpu_s']:.2f} |")
+                     f"{r['io_cpu_s'] / r['predicted_files_cpu_s']:.2f} | "
+                     f"{r['own_cpu_s']:.2f} ({r['step_cpu_s']:.2f}), "
+                     f"{r['predicted_own_cpu_s']:.2f} (of which "
+                     f"{r['compute_bytes'] / res['machine']['bandwidth']:.3f}), "
+                     f"**{r['own_cpu_s'] / r['predicted_own_cpu_s']:.2f}** |")
     lines += ["", "files per round (dense, sparse): written "
               f"{dn['files_written']}, {sp['files_written']}; opened for reading "
               f"{dn['files_read']}, {sp['files_read']}; messages and states read "
@@ -251,6 +283,9 @@ def main(argv=None):
     p.add_argument("--packet", choices=("synced", "cached"), default="synced")
     p.add_argument("--root", default=None, help="where the nodes' files go (default: $TMPDIR)")
     p.add_argument("--quick", action="store_true", help="small states and feature sets")
+    p.add_argument("--remeasure-machine", action="store_true",
+                   help="measure the main-memory bandwidth now (gmat.machine_roofline("
+                        "remeasure=True), cached) instead of reading the cache")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
@@ -263,7 +298,8 @@ def main(argv=None):
         cmd = [sys.executable, __file__, "--one", "--nodes", str(n), "--state-kib", str(state),
                "--cap-ratio", str(args.cap_ratio), "--nnz", str(nnz), "--features",
                str(args.features), "--zipf", str(args.zipf), "--rounds", str(args.rounds),
-               "--packet", args.packet] + (["--root", args.root] if args.root else [])
+               "--packet", args.packet] + (["--root", args.root] if args.root else []) + (
+                   ["--remeasure-machine"] if args.remeasure_machine else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:

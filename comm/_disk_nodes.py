@@ -187,8 +187,21 @@ class _IO:
 
     def reset(self):
         self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
-        self.slices_read = 0
+        self.slices_read = self.compute_bytes = 0
         self.seconds = self.cpu_seconds = 0.0
+        self.step_seconds = self.step_cpu_seconds = 0.0
+
+    def work(self, nbytes):
+        """Count ``nbytes`` of compulsory memory traffic of the collective's arithmetic (the
+        inputs it must read and the outputs it must write once: sums, unions, gathers)."""
+        with self._lock:
+            self.compute_bytes += int(nbytes)
+
+    def stepped(self, seconds, cpu):
+        """Count a user's step (its wall and CPU seconds)."""
+        with self._lock:
+            self.step_seconds += seconds
+            self.step_cpu_seconds += cpu
 
     def _count(self, written, nbytes, seconds, files=1, cpu=0.0, slices=1):
         with self._lock:
@@ -228,6 +241,31 @@ class _IO:
             except OSError:
                 pass
             raise CommError(f"writing {path} failed: {e}") from e
+        self._count(True, n, time.perf_counter() - t0, cpu=time.thread_time() - c0)
+        return n
+
+    def overwrite(self, path, bufs, sizes):
+        """Write ``bufs`` over the file ``path`` in place (created when missing; a longer
+        previous content, its size in ``sizes``, is truncated): a spool's packet files are
+        reused phase after phase, so a packet write is one ``open`` of an existing file and
+        its ``writev`` instead of a new file's creation, rename and later unlink.  Not atomic:
+        a message is only ever read through its header (phase, sender, receiver, length) and
+        its CRC-32, so a stale or torn packet is an error, never data."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                n = _write_all(fd, bufs)
+                if sizes.get(path, 0) > n:
+                    os.ftruncate(fd, n)
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            sizes.pop(path, None)
+            raise CommError(f"writing {path} failed: {e}") from e
+        sizes[path] = n
         self._count(True, n, time.perf_counter() - t0, cpu=time.thread_time() - c0)
         return n
 
@@ -584,6 +622,51 @@ def _decode_array(buf):
     return _decode(buf)  # the general path (and its errors)
 
 
+#: A message header's fields, to check many headers at once (the layout of ``_MHEAD``).
+_MHEAD_DTYPE = np.dtype([("magic", "S4"), ("src", "<u4"), ("dst", "<u4"), ("phase", "<u4"),
+                         ("n", "<u8"), ("crc", "<u4"), ("pad", "V4")])
+assert _MHEAD_DTYPE.itemsize == _MHEAD.size
+_HEAD_RANGE = np.arange(_MHEAD.size)
+#: An array message's header with one dimension (``_AHEAD`` and the length).
+_AHEAD1 = struct.Struct("<4sB3xq")
+_AHEAD1_DTYPE = np.dtype([("code", "S4"), ("ndim", "u1"), ("pad", "V3"), ("len", "<i8")])
+_AHEAD1_RANGE = np.arange(_AHEAD1.size)
+
+
+def _encode1(a):
+    """``(bufs, nbytes)`` of the array message of ``a`` (the wire format of
+    :func:`~roofline.comm._kylix._encode`), without its general path's overheads for a
+    contiguous 1-D array of a plain dtype."""
+    if a.ndim == 1 and a.flags.c_contiguous:
+        code = a.dtype.str.encode().ljust(4)
+        if code in _DTYPES:
+            return [_AHEAD1.pack(code, 1, a.shape[0]), memoryview(a).cast("B")], \
+                _AHEAD1.size + a.nbytes
+    bufs = _encode(a)
+    return bufs, len(bufs[0]) + bufs[1].nbytes
+
+
+def _decode_arrays(buf, starts, lens):
+    """The arrays of the payloads ``buf[starts[i]:starts[i] + lens[i]]`` (views when aligned),
+    as :func:`_decode_array` decodes each; 1-D messages of one dtype (the common case) are
+    checked together."""
+    m = len(starts)
+    if m and int(lens.min()) >= _AHEAD1.size:
+        h = buf[starts[:, None] + _AHEAD1_RANGE].view(_AHEAD1_DTYPE)[:, 0]
+        code = h["code"][0]
+        dtype = _DTYPES.get(code.ljust(4))
+        if dtype is not None and bool((h["code"] == code).all()) and bool(
+                (h["ndim"] == 1).all()):
+            beg = starts + _AHEAD1.size
+            if bool((h["len"] * dtype.itemsize == lens - _AHEAD1.size).all()) and not (
+                    (beg + buf.ctypes.data) % dtype.alignment).any():
+                end = beg + lens - _AHEAD1.size
+                return [buf[b:e].view(dtype) for b, e in zip(beg.tolist(), end.tolist(),
+                                                               strict=True)]
+    return [_decode_array(buf[b:b + n]) for b, n in zip(starts.tolist(), lens.tolist(),
+                                                       strict=True)]
+
+
 #: The most packet files a phase keeps open (a quarter of the process's file limit, <= 1024).
 try:
     import resource as _resource
@@ -596,60 +679,63 @@ except (ImportError, OSError, ValueError):  # pragma: no cover - platforms witho
 class _Spool:
     """The messages of one phase: packet files under ``dirpath`` and where each message is.
 
-    A packet is opened once in its phase, by the first node that reads from it, and kept open
-    until the phase's spool is removed: its other receivers (the sender's group, in their
-    turns) read their messages with one ``pread`` each.  Each message carries its own header
-    and CRC-32 (over the payload, then the header), checked on every read.
+    The phases of a run alternate between two directories, and a phase's packet files
+    overwrite, in place, those of the phase before the last (:meth:`_IO.overwrite`): each
+    message's header carries its phase (unique in the cluster's life), sender, receiver and
+    length, checked when read with its CRC-32, so a stale message left by an earlier phase is
+    a :class:`~roofline.comm.MessageError`, never read as this phase's.  A packet is opened
+    once in its phase, by the first node that reads from it, and kept open until the phase's
+    spool is closed: its other receivers (the sender's group, in their turns) read their
+    messages with one ``pread`` each.
     """
 
-    def __init__(self, dirpath, phase, packet_bytes, io):
+    def __init__(self, dirpath, phase, packet_bytes, io, sizes=None):
         self.dir, self.phase = dirpath, int(phase)
         self.packet_bytes = max(1, int(packet_bytes))
         self.io = io
+        self.sizes = {} if sizes is None else sizes  # path -> bytes last written there
         self.index = {}  # (src, dst) -> (path, offset, length)
         self._fds = {}  # path -> the open file (the phase's readers share it)
         self._lock = threading.Lock()
         os.makedirs(dirpath, exist_ok=True)
 
     def send(self, src, messages):
-        """Write ``messages`` (a list of ``(dst, bufs)``, or ``(dst, bufs, nbytes)``) of node
-        ``src`` as packets.
+        """Write ``messages`` (a list of ``(dst, bufs, nbytes)``: ``bufs`` the payload's
+        buffers, ``nbytes`` their length) of node ``src`` as packets.
 
         Messages that share the same ``bufs`` list (one array sent to several members) share
         the payload's CRC-32, computed once."""
         crc32 = _crc32_fn()
+        pack, mhead, mcrc = _MPRE.pack, _MHEAD.size, _MCRC.pack
         cur, where, size, npk = [], [], 0, 0
         found, payload_crc = {}, {}
-        phase = self.phase
+        phase, limit = self.phase, self.packet_bytes
 
         def flush():
             nonlocal cur, where, size, npk
             if not cur:
                 return
             path = os.path.join(self.dir, f"{src}-{npk}.pkt")
-            self.io.write(path, cur)
+            self.io.overwrite(path, cur, self.sizes)
             for dst, off, n in where:
                 found[(src, dst)] = (path, off, n)
             cur, where, size = [], [], 0
             npk += 1
 
-        for msg in messages:
-            dst, bufs = msg[0], msg[1]
+        for dst, bufs, n in messages:
             key = id(bufs)
-            got = payload_crc.get(key)
-            if got is None:
-                n = msg[2] if len(msg) > 2 else sum(memoryview(b).nbytes for b in bufs)
+            crc = payload_crc.get(key)
+            if crc is None:
                 crc = 0
                 for b in bufs:
                     crc = crc32(b, crc)
-                got = payload_crc[key] = (n, crc)
-            n, crc = got
-            pre = _MPRE.pack(_MMAGIC, src, dst, phase, n)
-            where.append((dst, size, _MHEAD.size + n))
-            cur.append(pre + _MCRC.pack(crc32(pre, crc)))
+                payload_crc[key] = crc
+            pre = pack(_MMAGIC, src, dst, phase, n)
+            where.append((dst, size, mhead + n))
+            cur.append(pre + mcrc(crc32(pre, crc)))
             cur.extend(bufs)
-            size += _MHEAD.size + n
-            if size >= self.packet_bytes:
+            size += mhead + n
+            if size >= limit:
                 flush()
         flush()
         with self._lock:
@@ -680,38 +766,70 @@ class _Spool:
 
     def recv_arrays(self, srcs, dst):
         """The arrays sent to ``dst`` by each of ``srcs`` (checked, in that order), read into
-        one buffer (each message 64-byte aligned in it) with one ``pread`` each."""
-        where, total = [], 0
+        one buffer (each message 64-byte aligned in it) with one ``pread`` each; the headers
+        are checked together (numpy over all of them), the CRC-32s one per message."""
+        index = self.index
+        where = []
         for src in srcs:
-            try:
-                path, off, n = self.index[(src, dst)]
-            except KeyError:
+            w = index.get((src, dst))
+            if w is None:
                 raise MessageError(f"node {dst}: no message from node {src} in phase "
-                                   f"{self.phase}") from None
-            where.append((src, path, off, n, total))
-            total += n + _pad(n)
-        buf = np.empty(total, np.uint8)
+                                   f"{self.phase}")
+            where.append(w)
+        m = len(where)
+        lens = np.fromiter((w[2] for w in where), np.int64, m)
+        ats = np.zeros(m, np.int64)
+        if m > 1:
+            ats[1:] = np.cumsum(lens + (-lens) % _ALIGN)[:-1]
+        total = int(ats[-1] + lens[-1]) if m else 0
+        buf = np.empty(total + _ALIGN, np.uint8)
+        skew = (-buf.ctypes.data) % _ALIGN  # the messages 64-byte aligned in memory too
+        buf = buf[skew:skew + total]
+        at_list = ats.tolist()
         entries = []
+        got = [0] * m
         try:
-            for src, path, _, _, _ in where:
+            for src, (path, _, _) in zip(srcs, where, strict=True):
                 entries.append(self._open(path, src, dst))
             t0, c0 = time.perf_counter(), time.thread_time()
-            got = []
-            for (_, _, off, n, at), entry in zip(where, entries, strict=True):
-                k, want = 0, n
-                while k < want:
-                    r = os.preadv(entry[0], [buf[at + k:at + want]], off + k)
+            preadv = os.preadv
+            for i, ((_, off, n), entry) in enumerate(zip(where, entries, strict=True)):
+                at = at_list[i]
+                k = preadv(entry[0], [buf[at:at + n]], off)
+                while k < n:  # short reads (rare)
+                    r = preadv(entry[0], [buf[at + k:at + n]], off + k)
                     if r == 0:
                         break
                     k += r
-                got.append(k)
+                got[i] = k
             self.io._count(False, sum(got), time.perf_counter() - t0, files=0,
-                           cpu=time.thread_time() - c0, slices=len(where))
+                           cpu=time.thread_time() - c0, slices=m)
         finally:
             for entry in entries:
                 self._done(entry)
-        return [_decode_array(self._check(buf[at:at + k], src, dst, path, off, n))
-                for (src, path, off, n, at), k in zip(where, got, strict=True)]
+        if m == 0:
+            return []
+        srcs = list(srcs)
+        # every header at once: magic, sender, receiver, phase, length
+        heads = buf[ats[:, None] + _HEAD_RANGE].view(_MHEAD_DTYPE)[:, 0] if total else None
+        ok = (got == lens.tolist() and heads is not None
+              and bool((heads["magic"] == _MMAGIC).all())
+              and bool((heads["src"] == np.asarray(srcs)).all())
+              and bool((heads["dst"] == dst).all())
+              and bool((heads["phase"] == self.phase).all())
+              and bool((heads["n"] == lens - _MHEAD.size).all()))
+        if not ok:  # find the first bad one, for its message
+            for i, (path, off, n) in enumerate(where):
+                self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
+        crc32, mh, pre = _crc32_fn(), _MHEAD.size, _MPRE.size
+        crcs = heads["crc"].tolist()
+        for i in range(m):
+            at = at_list[i]
+            if crc32(buf[at:at + pre], crc32(buf[at + mh:at + int(lens[i])])) != crcs[i]:
+                path, off, _ = where[i]
+                raise MessageError(f"{path}: the message from node {srcs[i]} to node {dst} "
+                                   "fails its CRC-32 (corrupted on disk)")
+        return _decode_arrays(buf, ats + mh, lens - mh)
 
     def _check(self, buf, src, dst, path, off, n):
         """The payload of the message read (``buf``), its header and CRC-32 checked."""
@@ -721,7 +839,8 @@ class _Spool:
         head = buf[:_MHEAD.size]
         if _MPRE.unpack_from(head) != (_MMAGIC, src, dst, self.phase, n - _MHEAD.size):
             raise MessageError(f"{path}: at offset {off} not the message from node {src} to "
-                               f"node {dst} of phase {self.phase}")
+                               f"node {dst} of phase {self.phase} (a stale or misplaced "
+                               "packet)")
         crc32 = _crc32_fn()
         body = buf[_MHEAD.size:]
         if crc32(head[:_MPRE.size], crc32(body)) != _MCRC.unpack_from(head, _MPRE.size)[0]:
@@ -730,7 +849,8 @@ class _Spool:
         return body
 
     def close(self):
-        """Close the packets opened for reading."""
+        """Close the packets opened for reading (the files stay, for a later phase to
+        overwrite)."""
         with self._lock:
             fds, self._fds = list(self._fds.values()), {}
         for fd, _ in fds:
@@ -740,6 +860,8 @@ class _Spool:
         """Close the packets and delete them."""
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        for path in [p for p in self.sizes if p.startswith(self.dir + os.sep)]:
+            del self.sizes[path]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -857,7 +979,10 @@ class DiskNodeCluster:
         ``cpu_seconds`` (this process's user and system time: on a file system served from
         the page cache, the round's time on an otherwise idle machine), ``io_seconds`` and
         ``io_cpu_seconds`` (the wall and CPU time in the file calls: opens, writes, reads,
-        renames; not the CRC-32s), ``slices_read`` (messages and files read),
+        renames; not the CRC-32s), ``step_seconds`` and ``step_cpu_seconds`` (the time in
+        the user's ``step`` calls, part of ``seconds``: the round's own time is the rest),
+        ``compute_bytes`` (the collective arithmetic's compulsory memory traffic, for
+        :meth:`predicted_seconds`), ``slices_read`` (messages and files read),
         ``files_written``, ``bytes_written``, ``files_read`` (files opened for reading: a
         packet once per phase), ``bytes_read``, ``predicted_io_seconds``
         (:meth:`predicted_seconds`: the disk roofline's ``io_time`` of those files and bytes,
@@ -919,6 +1044,7 @@ class DiskNodeCluster:
         self.stats = []
         self._phase = 0
         self._rounds = 0
+        self._sizes = {}  # packet file -> its size (the spool's files are reused)
 
     # -- configuration ------------------------------------------------------------------
     @property
@@ -956,32 +1082,50 @@ class DiskNodeCluster:
         return kylix_degrees(self.n_nodes, nnz=max(1, int(nnz)), itemsize=int(itemsize),
                              min_packet=self.packet_bytes)
 
-    def predicted_seconds(self, stats, disk=None):
-        """The disk roofline's time for a round's file traffic: every file written and opened
-        for reading costs its latency, the bytes the streaming rates, and the CRC-32 of every
-        byte written and read the rate of the CRC in use (ISA-L's with ``isal`` installed,
-        else zlib's).
+    def predicted_seconds(self, stats, disk=None, memory_bandwidth=None):
+        """The roofline's time for a round of the cluster (the user's step excluded): the
+        disk roofline's time of its file traffic (every file written and opened for reading
+        costs its latency, the bytes the streaming rates, and the CRC-32 of every byte
+        written and read the rate of the CRC in use: ISA-L's with ``isal`` installed, else
+        zlib's) and, with ``memory_bandwidth``, the collective's arithmetic as its compulsory
+        memory traffic at that rate (``stats["compute_bytes"]``: the sums' inputs read and
+        outputs written once, the unions' sorted lists, maps and results, the gathers' rows;
+        a bound no sort reaches).
 
         Parameters
         ----------
         stats : dict
             A round's statistics (``files_written``, ``bytes_written``, ``files_read``,
-            ``bytes_read``), one of :attr:`stats`.
+            ``bytes_read``, ``compute_bytes``), one of :attr:`stats`.
         disk : DiskRoofline, optional
             The roofline (default the cluster's; one measured by CPU time predicts the round's
             CPU time).
+        memory_bandwidth : float, optional
+            Main-memory bytes/s (``roofline.gmat.machine_roofline().bandwidth``); None: the
+            disk term alone (``stats["predicted_io_seconds"]``).
 
         Returns
         -------
         float or None
             Seconds; None when no roofline was given or measured.
+
+        Raises
+        ------
+        ValueError
+            ``memory_bandwidth`` is not a positive number.
         """
+        if memory_bandwidth is not None and not memory_bandwidth > 0:
+            raise ValueError(f"memory_bandwidth must be a positive number of bytes/s, got "
+                             f"{memory_bandwidth!r}")
         disk = self.prediction_roofline(disk)
         if disk is None:
             return None
-        return disk.io_time(stats["files_written"], stats["bytes_written"],
-                            stats["files_read"], stats["bytes_read"], self.fsync,
-                            checksummed=True)
+        t = disk.io_time(stats["files_written"], stats["bytes_written"],
+                         stats["files_read"], stats["bytes_read"], self.fsync,
+                         checksummed=True)
+        if memory_bandwidth is not None:
+            t += stats.get("compute_bytes", 0) / memory_bandwidth
+        return t
 
     def prediction_roofline(self, disk=None):
         """The roofline :meth:`predicted_seconds` uses: ``disk`` with the checksum rate of the
@@ -1058,7 +1202,7 @@ class DiskNodeCluster:
     def remove(self):
         """Delete the nodes' files and packets (the directory ``root`` itself stays)."""
         shutil.rmtree(os.path.join(self.root, "nodes"), ignore_errors=True)
-        shutil.rmtree(os.path.join(self.root, "spool"), ignore_errors=True)
+        self._clear_spool()
 
     # -- scheduling -----------------------------------------------------------------------
     def _turns(self, fn, track):
@@ -1102,9 +1246,16 @@ class DiskNodeCluster:
                 f.result()
 
     def _spool(self):
+        """A new phase's spool: the phases alternate between two directories, each phase's
+        packets overwriting those of the phase before the last (their headers carry the phase,
+        unique in the cluster's life, so a stale one is never read as new)."""
         self._phase += 1
-        return _Spool(os.path.join(self.root, "spool", f"p{self._phase}"), self._phase,
-                      self.packet_bytes, self.io)
+        return _Spool(os.path.join(self.root, "spool", f"s{self._phase % 2}"), self._phase,
+                      self.packet_bytes, self.io, self._sizes)
+
+    def _clear_spool(self):
+        shutil.rmtree(os.path.join(self.root, "spool"), ignore_errors=True)
+        self._sizes.clear()
 
     # -- rounds ---------------------------------------------------------------------------
     def run(self, step, n_rounds):
@@ -1143,8 +1294,10 @@ class DiskNodeCluster:
         if not callable(step):
             raise TypeError(f"step must be callable, got {type(step).__name__}")
         self.stats = []
+        self._clear_spool()  # nothing of an earlier run (or process) is overwritten in place
         for _ in range(int(n_rounds)):
             self.stats.append(self._round(step))
+        self._clear_spool()
         return self.stats
 
     def _round(self, step):
@@ -1159,7 +1312,9 @@ class DiskNodeCluster:
             state = self.store.load(r)
             reduced = (self.store.load(r, "result")["reduced"]
                        if self.store.exists(r, "result") else None)
+            t, c = time.perf_counter(), time.thread_time()
             req = step(Node(r, self.n_nodes, rnd), state, reduced)
+            self.io.stepped(time.perf_counter() - t, time.thread_time() - c)
             self.store.save(r, state)
             self.store.remove(r, "result")
             meta[r] = self._contribute(r, req)
@@ -1196,7 +1351,8 @@ class DiskNodeCluster:
             out["layers"] = []
         io = self.io
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
-                   compute_phase_seconds=t_compute,
+                   compute_phase_seconds=t_compute, step_seconds=io.step_seconds,
+                   step_cpu_seconds=io.step_cpu_seconds, compute_bytes=io.compute_bytes,
                    io_seconds=io.seconds, io_cpu_seconds=io.cpu_seconds,
                    files_written=io.files_written,
                    bytes_written=io.bytes_written, files_read=io.files_read,
@@ -1244,6 +1400,9 @@ class DiskNodeCluster:
                 acc[inv] = values
             else:
                 np.add.at(acc, inv, values)
+        # the indices read, their distinct values written (and the values summed into them)
+        self.io.work(idx.nbytes + uidx.nbytes + want.nbytes + uwant.nbytes + (
+            0 if inv is None else values.nbytes + acc.nbytes))
         saved = {"uidx": uidx, "uwant": uwant}
         if winv is not None:
             saved["winv"] = winv
@@ -1280,8 +1439,7 @@ class _Run:
                 if isinstance(a, _Gathered):
                     enc = encoded[id(a)] = a.wire()
                 else:
-                    bufs = _encode(a)
-                    enc = encoded[id(a)] = (bufs, len(bufs[0]) + bufs[1].nbytes)
+                    enc = encoded[id(a)] = _encode1(a)
             msgs.append((m, *enc))
         nbytes = sum(msg[2] for msg in msgs if msg[0] != r)
         with self._lock:
@@ -1304,7 +1462,7 @@ class _Run:
                 prev.close()  # the files stay (to look at), the descriptors do not
             raise
         if prev is not None:
-            prev.remove()
+            prev.close()  # its files stay: the next phase overwrites them
         return new
 
     def sweep(self, step, layers, spool):
@@ -1318,7 +1476,7 @@ class _Run:
         """The reduce down the layers (``self.down``) and back up (``self.up``) after
         ``spool``'s phase; removes the last spool."""
         spool = self.sweep(self.down, range(self.L + 1), spool)
-        self.sweep(self.up, range(self.L - 1, -1, -1), spool).remove()
+        self.sweep(self.up, range(self.L - 1, -1, -1), spool).close()
 
 
 class _DenseRun(_Run):
@@ -1357,6 +1515,7 @@ class _DenseRun(_Run):
                     cur += g
                 else:
                     np.maximum(cur, g, out=cur)
+            self.c.io.work(cur.nbytes * (len(got) + 1))  # every input read, the sum written
         if layer < self.L:
             lo, hi = self.segs[r][layer]
             b = _bounds(lo, hi, self.degrees[layer])
@@ -1418,6 +1577,9 @@ class _SparseRun(_Run):
             wrecv = [g[1 + int(g[0]):] for g in got]
             cur, maps = _union(recv)
             wcur, wmaps = _union(wrecv)
+            # the sorted lists read, their union and the maps into it written
+            self.c.io.work(2 * sum(a.nbytes for a in recv) + cur.nbytes
+                           + 2 * sum(a.nbytes for a in wrecv) + wcur.nbytes)
             self.n_union[r][layer - 1] = cur.size
             store.save(r, {"maps": np.concatenate(maps) if maps else np.zeros(0, np.int64),
                            "lens": np.array([m.size for m in maps], np.int64),
@@ -1481,8 +1643,12 @@ class _SparseRun(_Run):
                                     f"has values {self.dtype}{self.tail}, a peer sent "
                                     f"{g.dtype}{g.shape[1:]}")
             acc = np.zeros((self.n_union[r][layer - 1], *self.tail), self.dtype)
-            for m, g in zip(self._maps(r, layer - 1, "maps"), got, strict=True):
+            maps = self._maps(r, layer - 1, "maps")
+            for m, g in zip(maps, got, strict=True):
                 _scatter_add(acc, m, g)  # group-member order, as KylixCommunicator
+            # the values and their maps read, the sums written
+            self.c.io.work(sum(g.nbytes + m.nbytes for m, g in zip(maps, got, strict=True))
+                           + acc.nbytes)
         if layer < self.L:
             sels = self._slices(self.cuts[r][layer][0])
             self.send(new, r, layer, [acc[s] for s in sels], "down_bytes")
@@ -1491,8 +1657,8 @@ class _SparseRun(_Run):
         if self.L == 0:
             self._result(r, res)
         else:
-            self.send(new, r, self.L - 1,
-                      [_gather(res, m) for m in self._maps(r, self.L - 1, "wmaps")], "up_bytes")
+            self.send(new, r, self.L - 1, self._gathered(res, self._maps(r, self.L - 1,
+                                                                        "wmaps")), "up_bytes")
 
     def up(self, r, layer, prev, new):
         got = self.recv(prev, r, layer)
@@ -1502,9 +1668,15 @@ class _SparseRun(_Run):
             res[s] = g
         if layer > 0:
             self.send(new, r, layer - 1,
-                      [_gather(res, m) for m in self._maps(r, layer - 1, "wmaps")], "up_bytes")
+                      self._gathered(res, self._maps(r, layer - 1, "wmaps")), "up_bytes")
         else:
             self._result(r, res)
+
+    def _gathered(self, res, maps):
+        """``res``'s rows at each of ``maps`` (the maps read, the rows read and written)."""
+        out = [_gather(res, m) for m in maps]
+        self.c.io.work(sum(m.nbytes + 2 * o.nbytes for m, o in zip(maps, out, strict=True)))
+        return out
 
     def _result(self, r, res):
         store = self.c.store

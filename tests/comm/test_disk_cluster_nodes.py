@@ -170,7 +170,7 @@ def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail):
         assert st["s"].dtype == np.float32 and st["s"].shape == ref[r][0].shape
         assert st["s"].tobytes() == ref[r][0].tobytes()
         assert st["m"].tobytes() == ref[r][1].tobytes()
-    assert not os.listdir(tmp_path / "spool")  # every packet removed after its phase
+    assert not (tmp_path / "spool").exists()  # every packet removed at the end of the run
 
 
 def test_state_round_trip_is_exact(tmp_path):
@@ -497,3 +497,79 @@ def test_the_fast_crc_writes_the_files_zlib_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(_disk_nodes, "_CRC32", None)
     fast = _disk_nodes._checksum_roofline(disk)
     assert fast.checksum_bandwidth == _disk_nodes._checksum_bandwidth("wall") > 0
+
+
+def test_packet_files_are_reused_and_a_stale_packet_is_never_read_as_new(tmp_path,
+                                                                         monkeypatch):
+    # 4 nodes, one layer, a packet per message: 3 phases a round (the segments down, the
+    # reduced segments back, the results saved: 16, 16 and no packets) alternating between
+    # two spool directories, each phase overwriting in place the packets of the phase before
+    # the last (the same names)
+    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1)
+    cl.init(lambda r: {"w": np.arange(64.0) * (r + 1)})
+    io = cl.io
+    written, real = [], io.overwrite
+
+    def spy(path, bufs, sizes):
+        written.append((path, os.path.exists(path)))
+        return real(path, bufs, sizes)
+
+    monkeypatch.setattr(io, "overwrite", spy)
+    before = _open_fds()
+    cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 3)
+    np.testing.assert_array_equal(cl.result(1), np.arange(64.0) * 10)
+    assert _open_fds() == before
+    assert not (tmp_path / "spool").exists()  # removed at the end of the run
+    reused = [p for p, existed in written if existed]
+    # phases 1 and 2 create their packets, every later one overwrites its slot's files
+    assert len(written) == 3 * 32 and len(reused) == 2 * 32
+    # a packet write that does not happen leaves the file of two phases earlier: in the next
+    # run (phases 10 to 15), phase 13's segments would overwrite phase 11's reduced segments
+    # (the same names, offsets and sizes); the message found carries phase 11 and is refused,
+    # naming the packet, the sender and the receiver
+    calls = {"n": 0}
+
+    def lost(path, bufs, sizes):
+        calls["n"] += 1
+        if calls["n"] == 16 + 16 + 4 + 2:  # phase 13: node 1's packet to node 1
+            assert path.endswith(os.path.join("s1", "1-1.pkt"))
+            return sum(memoryview(b).nbytes for b in bufs)  # "written", not written
+        return real(path, bufs, sizes)
+
+    monkeypatch.setattr(io, "overwrite", lost)
+    with pytest.raises(MessageError, match=r"1-1\.pkt.*from node 1 to node 1 of phase 13 "
+                                           r"\(a stale"):
+        cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 2)
+    assert _open_fds() == before
+
+
+def test_the_step_and_the_arithmetic_are_counted_for_the_prediction(tmp_path):
+    disk = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                        write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                        synced_write_bandwidth=1e9, checksum_bandwidth=1e9)
+    n = 4096
+    cl = DiskNodeCluster(4, tmp_path, disk=disk, degrees=(4,))
+    cl.init(lambda r: {"w": np.full(n, float(r))})
+
+    def step(node, state, reduced):
+        t = __import__("time").thread_time()
+        while __import__("time").thread_time() - t < 0.02:  # 20 ms of the user's CPU
+            pass
+        return node.allreduce(state["w"])
+
+    st = cl.run(step, 1)[0]
+    assert 4 * 0.02 <= st["step_cpu_seconds"] <= st["cpu_seconds"]
+    assert st["step_seconds"] <= st["seconds"]
+    # each node sums the 4 segments of n / 4 float64 it receives: 5 segments of traffic
+    assert st["compute_bytes"] == 4 * 5 * (n // 4) * 8
+    assert cl.predicted_seconds(st, memory_bandwidth=1e9) == pytest.approx(
+        st["predicted_io_seconds"] + st["compute_bytes"] / 1e9)
+    with pytest.raises(ValueError, match="memory_bandwidth"):
+        cl.predicted_seconds(st, memory_bandwidth=0)
+    # the sparse all-reduce counts its unions, scatter-adds and gathers
+    sc = DiskNodeCluster(4, tmp_path / "s", disk=disk, degrees=(2, 2))
+    sc.init(lambda r: {"i": np.arange(r, 100 + r), "v": np.ones(100)})
+    ss = sc.run(lambda node, state, reduced: node.sparse_allreduce(state["i"], state["v"]),
+                2)
+    np.testing.assert_array_equal(sc.result(0)[:3], [1.0, 2.0, 3.0])
+    assert ss[1]["compute_bytes"] > 4 * 100 * 16  # at least every node's indices and values
