@@ -58,7 +58,10 @@ Per minibatch, with ``phi = lambda`` normalised per topic and document-topic cou
 then ``lambda <- (1 - rho_t) lambda + rho_t (eta + D / m * counts)``, the online update of the
 variational model with the sampled counts as sufficient statistics (BIDMach's ``IncNorm``
 updater in the form of the VB update).  The sampler draws from the model's own
-``numpy.random.Generator``.
+``numpy.random.Generator``.  SAME's annealing (``same_max``): the samples per token grow
+linearly with the passes over the data, ``m = same + floor((same_max - same) min(1, p /
+same_passes))`` at ``p = documents seen / total_samples`` passes (:meth:`LDA.samples_per_token`):
+few samples while the topics form, more (a colder posterior, nearer its mode) as they settle.
 """
 
 from __future__ import annotations
@@ -158,7 +161,14 @@ class LDAOptions(Options):
                                   "document, CPU) or 'primitives' (SDDMM and A*S per "
                                   "iteration over the minibatch)",
                          choices=("fused", "primitives"))
-    same: int = option(10, "gibbs: samples per token (SAME's replication m)", low=1)
+    same: int = option(10, "gibbs: samples per token (SAME's replication m; with same_max, "
+                           "the first pass's)", low=1)
+    same_max: int | None = option(None, "gibbs: SAME's annealing: the samples per token grow "
+                                        "linearly from same to this over same_passes passes "
+                                        "(None: fixed same)", kind=int, low=1)
+    same_passes: float = option(4.0, "gibbs: passes over total_samples documents in which "
+                                     "the samples per token reach same_max", low=0.0,
+                                low_open=True)
     doc_iter: int = option(5, "gibbs: sampling sweeps over a minibatch's tokens", low=1)
     dtype: str = option("float32", "value dtype of the model and the data",
                         choices=("float32", "float64"))
@@ -229,6 +239,10 @@ class LDA(Model):
         self._last_ratios = None
         self._last_flops = 0
         self._last_visit_rate = 0.0
+        self.documents_seen = 0
+        if self.opts.same_max is not None and self.opts.same_max < self.opts.same:
+            raise ValueError(f"same_max must be >= same ({self.opts.same}), got "
+                             f"{self.opts.same_max}")
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -281,6 +295,7 @@ class LDA(Model):
             raise ValueError(f"n_features must be an int >= 1, got {n_features!r}")
         lam = self.rng.gamma(100.0, 0.01, (self.n_components, int(n_features)))
         self.n_batch_iter = 0
+        self.documents_seen = 0
         self._set(gmat.to_device(np.asfortranarray(lam.astype(self.dtype)), device))
 
     def _set(self, lam):
@@ -651,6 +666,7 @@ class LDA(Model):
             gamma, S = self._gibbs(X)
             loss = -self._doc_bound(X, gamma)
         self._m_step(S, m, self.opts.total_samples)
+        self.documents_seen += m
         self._last_flops = self._flops()
         self._last_visit_rate = self.last_estep["nnz_work"] / max(1, int(X.indptr[-1]))
         return loss, _word_count(X)
@@ -668,7 +684,7 @@ class LDA(Model):
     def _flops(self):
         K = self.n_components
         if self.opts.method == "gibbs":
-            return int(self.last_estep["nnz_work"]) * K * (3 + self.opts.same)
+            return int(self.last_estep["nnz_work"]) * K * (3 + self.last_estep["same"])
         return 4 * K * int(self.last_estep["nnz_work"])
 
     def flops_per_step(self, batch) -> int:
@@ -721,7 +737,7 @@ class LDA(Model):
         rate = self._last_visit_rate
         if self.opts.method == "gibbs":
             rate = rate or float(self.opts.doc_iter)
-            per_visit = K * (3 + self.opts.same)
+            per_visit = K * (3 + self.samples_per_token())
         else:
             rate = rate or 2.0
             per_visit = 4 * K
@@ -814,6 +830,21 @@ class LDA(Model):
         return math.exp(-(local[0] + self._topic_bound()) / local[1])
 
     # -- Gibbs (SAME) -------------------------------------------------------------------------
+    def samples_per_token(self) -> int:
+        """The SAME sampler's samples per token for the next minibatch: ``same``, or with
+        ``same_max`` (annealing) ``same + floor((same_max - same) min(1, p / same_passes))`` at
+        ``p = documents_seen / total_samples`` passes.
+
+        Returns
+        -------
+        int
+        """
+        o = self.opts
+        if o.same_max is None:
+            return int(o.same)
+        p = self.documents_seen / float(o.total_samples)
+        return int(o.same + math.floor((o.same_max - o.same) * min(1.0, p / o.same_passes)))
+
     def _gibbs(self, X):
         """SAME sampling over a minibatch: ``(gamma, counts)`` with ``gamma = alpha + n_kd``
         and the last sweep's word-topic counts (``K x V``): ``doc_iter`` sweeps of the kernel
@@ -838,8 +869,9 @@ class LDA(Model):
         nd_new = np.empty_like(nd)
         T = np.empty((nnz, K), dt)
         tasks = max(1, min(m, _E_STEP_TASKS))
+        same = self.samples_per_token()
         for _ in range(self.opts.doc_iter):
-            u = self.rng.random((nnz, self.opts.same))
+            u = self.rng.random((nnz, same))
             faults = gmat.lda_gibbs_sweep(phiT, X.indptr, X.indices, X.data, nd, u,
                                           self.alpha, T, nd_new, tasks)
             if faults:
@@ -852,7 +884,7 @@ class LDA(Model):
                                  np.arange(nnz + 1, dtype=X.indptr.dtype), (V, nnz))
         counts = gmat.mult_ast(T.T, P)
         self.last_estep = {"iterations": self.opts.doc_iter,
-                           "nnz_work": nnz * self.opts.doc_iter, "documents": m}
+                           "nnz_work": nnz * self.opts.doc_iter, "documents": m, "same": same}
         gamma = np.asfortranarray((nd.T + self.alpha).astype(dt))
         return gamma, counts
 
@@ -1019,6 +1051,10 @@ class LatentDirichletAllocation(TransformerMixin, BaseEstimator):
         then be "online").
     same, doc_iter : int
         The sampler's samples per token and sweeps per minibatch.
+    same_max : int, optional
+        SAME's annealing: the samples per token grow linearly from ``same`` to ``same_max``
+        over ``same_passes`` passes (None: fixed ``same``).
+    same_passes : float, default 4.0
     dtype : {"float64", "float32"}, default "float64"
     random_state : None, int, numpy Generator or RandomState
         A ``RandomState`` is drawn from as is: ``np.random.RandomState(s)`` reproduces
@@ -1039,7 +1075,8 @@ class LatentDirichletAllocation(TransformerMixin, BaseEstimator):
                  learning_method="batch", learning_decay=0.7, learning_offset=10.0,
                  max_iter=10, batch_size=128, evaluate_every=-1, total_samples=1_000_000,
                  perp_tol=0.1, mean_change_tol=1e-3, max_doc_update_iter=100, method="vb",
-                 same=10, doc_iter=5, dtype="float64", random_state=None):
+                 same=10, doc_iter=5, same_max=None, same_passes=4.0, dtype="float64",
+                 random_state=None):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -1056,6 +1093,8 @@ class LatentDirichletAllocation(TransformerMixin, BaseEstimator):
         self.method = method
         self.same = same
         self.doc_iter = doc_iter
+        self.same_max = same_max
+        self.same_passes = same_passes
         self.dtype = dtype
         self.random_state = random_state
 
@@ -1075,6 +1114,7 @@ class LatentDirichletAllocation(TransformerMixin, BaseEstimator):
             learning_decay=self.learning_decay, learning_offset=self.learning_offset,
             total_samples=int(total), max_doc_update_iter=self.max_doc_update_iter,
             mean_change_tol=self.mean_change_tol, same=self.same, doc_iter=self.doc_iter,
+            same_max=self.same_max, same_passes=self.same_passes,
             dtype=np.dtype(self.dtype).name, seed=0), "LatentDirichletAllocation")
 
     def _columns(self, X, reset):

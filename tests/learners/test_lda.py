@@ -142,6 +142,34 @@ def test_planted_topics_are_recovered(method, kw, tv_max):
     assert matched_tv(rnd, beta) > 0.5
 
 
+def test_same_annealing_grows_the_samples_and_reaches_the_planted_topics():
+    """BIDMach's SAME: the samples per token grow linearly with the passes (same -> same_max
+    over same_passes passes), and the annealed sampler recovers the planted topics."""
+    X, beta = planted(K=4, V=120, D=400, seed=7)
+    Xc = columns(X)
+    model = LDA(n_components=4, method="gibbs", same=1, same_max=20, same_passes=5.0,
+                total_samples=400, learning_offset=2.0, dtype="float64", seed=0)
+    model.init(120)
+    used = []
+    for _ in range(20):
+        for s in range(0, 400, 50):
+            model.update(Minibatch(gmat.slice_columns(Xc, s, s + 50)))
+            used.append(model.last_estep["same"])
+    # step i (0-based) has seen 50 i documents = i / 8 passes: 1 + floor(19 min(1, i / 40))
+    assert used == [1 + math.floor(19 * min(1.0, i / 40)) for i in range(160)]
+    assert used[0] == 1 and used[-1] == 20 and model.documents_seen == 8000
+    topics = model.components_ / model.components_.sum(axis=1, keepdims=True)
+    assert matched_tv(topics, beta) < 0.06
+    # the estimator passes the schedule through; same_max below same is refused
+    est = LatentDirichletAllocation(n_components=4, learning_method="online", method="gibbs",
+                                    same=1, same_max=20, same_passes=5.0, max_iter=10,
+                                    batch_size=50, learning_offset=2.0, random_state=0).fit(X)
+    assert est.model_.samples_per_token() == 20
+    assert matched_tv(est.components_ / est.components_.sum(axis=1, keepdims=True), beta) < 0.08
+    with pytest.raises(ValueError, match="same_max"):
+        LDA(n_components=4, method="gibbs", same=5, same_max=2)
+
+
 def test_top_words_are_the_topic_blocks():
     X, beta = planted(K=3, V=90, D=300, seed=8)
     est = LatentDirichletAllocation(n_components=3, max_iter=30, random_state=0).fit(X)
