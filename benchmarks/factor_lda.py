@@ -330,6 +330,10 @@ def first_reach(trace, target):
 
 
 def bench(name, X, a, peers):
+    """Every peer, then Roofline's three runs on ``X`` (documents x words), printed; returns one
+    result dict per peer: ``model, data, peer, peer_s, quality`` (the peer's held-out
+    perplexity), ``ours_s`` (Roofline's earliest time to it, None when not reached), ``how``
+    (which run), ``ratio``, ``fraction`` (online VB's primitives' roofline fraction)."""
     K = a.topics
     Xtr, Xh = split(X)
     tokens = int(X.sum())
@@ -363,6 +367,7 @@ def bench(name, X, a, peers):
           f"{min(p for _, p in btrace):.2f}, final {btrace[-1][1]:.2f} after "
           f"{btrace[-1][0]:.2f} s")
     print(f"{'peer':<18} {'peer s':>9} {'perplexity':>11} {'Roofline s':>11} {'ratio':>8}  notes")
+    results = []
     for p, dt, perp, note in rows:
         ours, how = min((first_reach(trace, perp), "online"),
                         (first_reach(strace, perp), "online-S"),
@@ -371,7 +376,11 @@ def bench(name, X, a, peers):
         ratio = "not reached" if math.isnan(ours) else f"{dt / ours:.1f}x"
         ours_s = "-" if math.isnan(ours) else f"{ours:.2f} {how}"
         print(f"{p:<18} {dt:>9.2f} {perp:>11.2f} {ours_s:>13} {ratio:>11}  {note}")
-    return rows, trace
+        results.append({"model": "LDA", "data": name, "peer": p, "peer_s": dt,
+                        "quality": perp, "ours_s": None if math.isnan(ours) else ours,
+                        "how": how, "ratio": math.nan if math.isnan(ours) else dt / ours,
+                        "fraction": frac})
+    return results
 
 
 def estep_table(a):
@@ -403,7 +412,8 @@ def estep_table(a):
               f"{1e9 * best / v:>9.1f} {100 * per_nnz * v / best:>8.1f}%")
 
 
-def main(argv=None):
+def parser():
+    """The command line (also read by ``benchmarks/factor_models.py``)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, nargs="*", default=[100_000, 1_000_000])
     ap.add_argument("--vocab", type=int, default=10_000)
@@ -423,24 +433,38 @@ def main(argv=None):
     ap.add_argument("--estep", action="store_true",
                     help="only the fused and the primitives' E-step side by side")
     ap.add_argument("--repeat", type=int, default=3, help="--estep: best of")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def run_all(a):
+    """The synthetic corpora of ``a.tokens`` and (unless ``a.no_real``) the real one; the
+    result dicts of :func:`bench`; the Spark session (if any) stopped at the end."""
+    results = []
+    try:
+        for n in a.tokens:
+            X = synthetic(n, a.vocab, a.true_topics, a.doc_length)
+            results += bench(f"synthetic power-law, {n:.0e} tokens", X, a, a.peers)
+        if not a.no_real:
+            X, why = real_corpus()
+            if X is None:
+                print(f"\nreal corpus skipped: {why}")
+            else:
+                results += bench("real: gensim's head500 Wikipedia passages", X, a, a.peers)
+    finally:
+        if "session" in _SPARK:
+            _SPARK.pop("session").stop()
+    return results
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
     print(f"# LDA: Roofline online VB vs peers; {os.cpu_count()} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
           f"{os.getloadavg()[0]:.1f}")
     if a.estep:
         estep_table(a)
         return
-    for n in a.tokens:
-        X = synthetic(n, a.vocab, a.true_topics, a.doc_length)
-        bench(f"synthetic power-law, {n:.0e} tokens", X, a, a.peers)
-    if not a.no_real:
-        X, why = real_corpus()
-        if X is None:
-            print(f"\nreal corpus skipped: {why}")
-        else:
-            bench("real: gensim's head500 Wikipedia passages", X, a, a.peers)
-    if "session" in _SPARK:
-        _SPARK["session"].stop()
+    run_all(a)
 
 
 if __name__ == "__main__":

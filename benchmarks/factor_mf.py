@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import platform
 import sys
@@ -204,7 +205,8 @@ def _spark_fits(df, X, k, lam, iters, threads, t0):
             "objective": f}
 
 
-def main(argv=None):
+def parser():
+    """The command line (also read by ``benchmarks/factor_models.py``)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1e5,1e6", help="synthetic nonzeros, comma-separated")
     ap.add_argument("--factors", type=int, default=64)
@@ -216,9 +218,11 @@ def main(argv=None):
                     help="run Spark on data sets up to this many nonzeros")
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--no-movielens", action="store_true")
-    args = ap.parse_args(argv)
-    k, lam, iters, th = args.factors, args.lam, args.iters, args.threads
+    return ap
 
+
+def datasets(args):
+    """``[(name, users x items CSR)]``: the synthetic sizes and MovieLens 100k."""
     data = [powerlaw_ratings(int(float(s)), seed=1) for s in args.sizes.split(",") if s]
     if not args.no_movielens:
         ml = movielens_100k()
@@ -226,13 +230,26 @@ def main(argv=None):
             print("MovieLens 100k: recbole not installed (pip install --no-deps recbole)")
         else:
             data.append(ml)
+    return data
 
+
+def _result(model, data, peer, peer_s, quality, ours_s, how, fraction):
+    return {"model": model, "data": data, "peer": peer, "peer_s": peer_s, "quality": quality,
+            "ours_s": ours_s, "how": how,
+            "ratio": peer_s / ours_s if ours_s else math.nan, "fraction": fraction}
+
+
+def bench(data, args):
+    """Both comparisons on every data set, printed; returns one result dict per (data, peer):
+    ``model, data, peer, peer_s, quality`` (the peer's final objective), ``ours_s`` (our time to
+    it, None when not reached), ``how``, ``ratio``, ``fraction`` (of the float32 FMA peak)."""
+    k, lam, iters, th = args.factors, args.lam, args.iters, args.threads
     mach = gmat.machine_roofline()
     print(f"# {platform.node()} {mach.cpu}, {os.cpu_count()} cores, {th} threads; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; k={k} lam={lam} "
           f"iters={iters}; FMA peak {mach.flops32 / 1e9:.0f} GFLOP/s (float32)")
-    print(f"# command: python {' '.join(sys.argv)}")
     print("# per-iteration times: the fastest iteration of each run (the machine is shared)")
+    results = []
 
     # 1. implicit feedback against implicit (before any JVM exists)
     for name, X in data:
@@ -254,6 +271,8 @@ def main(argv=None):
                  f"{pt.sum() / reach:.2f}x" if reach else
                  f"implicit's final objective not reached in {2 * iters} iterations "
                  f"(best {oobj.min():.6e})"))
+        results.append(_result("MF implicit ALS", name, "implicit ALS", float(pt.sum()),
+                               float(pobj[-1]), reach, "CG 3", gf * 1e9 / mach.flops32))
 
     # 2. Spark on every data set, then its session stopped, 3. ours on the same problems
     spark_runs = []
@@ -274,6 +293,7 @@ def main(argv=None):
         print(f"  Spark local[{th}]     : {sp_res['per_iter']:8.3f} s/iter  final objective "
               f"{sp_res['objective']:.6e} (fit of {iters} iterations {sp_res['total']:.2f} s, of "
               f"1 iteration {sp_res['one']:.2f} s; DataFrame {sp_res['setup']:.2f} s)")
+        best = None
         for label, use_cg in (("Cholesky", False), ("CG 3 steps", True)):
             ot, oobj, owall, m = ours(X, k, lam, iters, implicit=False, alpha=0.0, threads=th,
                                       max_iters=2 * iters, use_cg=use_cg)
@@ -287,6 +307,19 @@ def main(argv=None):
                      f"{sp_res['total'] / reach:.1f}x (Spark's whole fit)" if reach else
                      f"Spark's final objective not reached in {2 * iters} iterations "
                      f"(best {oobj.min():.6e})"))
+            if reach and (best is None or reach < best[0]):
+                best = (reach, label, gf * 1e9 / mach.flops32)
+        results.append(_result("MF explicit ALS-WR", name, f"Spark ALS local[{th}]",
+                               sp_res["total"], sp_res["objective"],
+                               best[0] if best else None, best[1] if best else "",
+                               best[2] if best else math.nan))
+    return results
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    print(f"# command: python {' '.join(sys.argv)}")
+    bench(datasets(args), args)
 
 
 if __name__ == "__main__":
