@@ -9,8 +9,11 @@ twice per iteration.  It leaves the per-nonzero ratios ``X / N`` behind, so that
 statistics are one ``A*S^T`` primitive.
 
 Layout as in :mod:`roofline.kernels._csc`: the dense ``K x n`` operands are passed transposed and
-C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  The per-nonzero sums
-run in the storage dtype (float32: twice the SIMD width), ``gamma`` and its digammas in float64.
+C-contiguous (``BT`` is ``V x K``, ``gammaT`` and ``TT`` are ``m x K``).  A document's columns of
+``B`` are copied into a ``K x n_d`` block (``n_d`` rounded up to 16 with zero words), so that its
+iterations run as SIMD passes along its words; the per-nonzero sums run in the storage dtype
+(float32: twice the SIMD width), ``gamma`` and ``exp(psi(gamma))`` in float64, the latter
+branch-free (:func:`_exp_digamma6`: no logarithm, one division for psi's recurrence).
 
 :func:`lda_gibbs_sweep` is one sweep of BIDMach's SAME sampler (``LDAgibbs``), in parallel over
 the documents, with the caller's uniform draws.
@@ -45,14 +48,37 @@ def lda_digamma(x):
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _exp_digamma6(x):
+    """``exp(psi(x))`` for ``x > 0``, branch-free: ``psi(x) = psi(x + 6) - sum_{i<6} 1 / (x + i)``
+    (the sum as one fraction), the asymptotic series at ``y = x + 6``, and
+    ``exp(log y + c) = y exp(c)``."""
+    x1 = x + 1.0
+    x2 = x + 2.0
+    x3 = x + 3.0
+    x4 = x + 4.0
+    x5 = x + 5.0
+    p01 = x * x1
+    p23 = x2 * x3
+    p45 = x4 * x5
+    # sum 1/(x+i) = (sum of the products of five) / (product of six), paired
+    num = ((x + x1) * p23 + (x2 + x3) * p01) * p45 + (x4 + x5) * p01 * p23
+    den = p01 * p23 * p45
+    y = x + 6.0
+    f = 1.0 / (y * y)
+    t = f * (-1.0 / 12.0 + f * (1.0 / 120.0 + f * (-1.0 / 252.0 + f * (1.0 / 240.0
+                                                                       + f * (-1.0 / 132.0)))))
+    return y * math.exp(t - 0.5 / y - num / den)
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
 def _exp_elog(g, t, K):
     """``t = exp(psi(g) - psi(sum g))``."""
     s = 0.0
     for k in range(K):
         s += g[k]
-    ps = lda_digamma(s)
+    ps = 1.0 / _exp_digamma6(s)
     for k in range(K):
-        t[k] = math.exp(lda_digamma(g[k]) - ps)
+        t[k] = _exp_digamma6(g[k]) * ps
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
@@ -60,8 +86,10 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
               g, t, acc):
     """The E-step of document ``j``; returns its iterations, or -1 for an out-of-range word.
 
-    The document's rows of ``BT`` are copied into a local block first (read from L1 by every
-    iteration)."""
+    The document's rows of ``BT`` are copied, transposed, into a local ``K x n_d`` block (read
+    from L1 by every iteration): the normalisers ``N`` are then ``K`` SIMD passes over the
+    document's words and the new ``gamma`` ``K`` SIMD dot products, no horizontal sum per
+    word."""
     K = BT.shape[1]
     V = BT.shape[0]
     s, e = indptr[j], indptr[j + 1]
@@ -69,28 +97,27 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
     for p in range(s, e):
         if np.uint64(indices[p]) >= np.uint64(V):
             return -1
-    Bd = np.empty((nd, K), BT.dtype)
-    c = np.empty(nd, BT.dtype)
+    npad = (nd + 15) & ~15  # whole SIMD vectors: the padding words have count and B zero
+    Bd = np.zeros((K, npad), BT.dtype)
+    c = np.zeros(npad, BT.dtype)
+    norm = np.empty(npad, BT.dtype)
     for q in range(nd):
         w = np.uint64(indices[s + q])
         c[q] = data[s + q]
         for k in range(K):
-            Bd[q, k] = BT[w, k]
+            Bd[k, q] = BT[w, k]
     for k in range(K):
         g[k] = gammaT[j, k]
     _exp_elog(g, t, K)
     it = 0
     while it < max_iter:
         it += 1
+        _ratios(Bd, t, c, eps, norm, K, npad)
         for k in range(K):
-            acc[k] = 0.0
-        for q in range(nd):
-            norm = t[0] * Bd[q, 0]
-            for k in range(1, K):
-                norm += t[k] * Bd[q, k]
-            r = c[q] / (norm + eps)
-            for k in range(K):
-                acc[k] += r * Bd[q, k]
+            a = BT.dtype.type(0)
+            for q in range(npad):
+                a += norm[q] * Bd[k, q]
+            acc[k] = a
         change = 0.0
         for k in range(K):
             v = alpha + t[k] * acc[k]
@@ -99,15 +126,27 @@ def _document(j, BT, indptr, indices, data, gammaT, TT, R, alpha, max_iter, tol,
         _exp_elog(g, t, K)
         if change / K < tol:
             break
+    _ratios(Bd, t, c, eps, norm, K, npad)
     for q in range(nd):
-        norm = 0.0
-        for k in range(K):
-            norm += t[k] * Bd[q, k]
-        R[s + q] = c[q] / (norm + eps)
+        R[s + q] = norm[q]
     for k in range(K):
         gammaT[j, k] = g[k]
         TT[j, k] = t[k]
     return it
+
+
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _ratios(Bd, t, c, eps, out, K, nd):
+    """``out[q] = c[q] / (sum_k t[k] Bd[k, q] + eps)``, ``K`` passes over the ``nd`` words."""
+    t0 = t[0]
+    for q in range(nd):
+        out[q] = eps + t0 * Bd[0, q]
+    for k in range(1, K):
+        tk = t[k]
+        for q in range(nd):
+            out[q] += tk * Bd[k, q]
+    for q in range(nd):
+        out[q] = c[q] / out[q]
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")

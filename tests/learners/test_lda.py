@@ -109,6 +109,33 @@ def test_fused_e_step_equals_the_primitives_e_step():
     np.testing.assert_allclose(Sa.sum(axis=0), np.asarray(Xc.sum(axis=1)).ravel(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 2e-4)])
+def test_fused_e_step_on_every_length_and_count_scale(dtype, rtol):
+    """The fused kernel pads a document to whole SIMD vectors (lengths 1..40 cover every
+    remainder mod 16) and evaluates exp(psi(gamma)) branch-free, from gamma near alpha to
+    gamma ~ 1e6 (huge counts): it equals the primitives' E-step (scipy's digamma)."""
+    rng = np.random.default_rng(3)
+    V, K = 60, 5
+    cols = []
+    for n in range(1, 41):
+        x = np.zeros(V)
+        scale = 1e5 if n % 7 == 0 else 3.0
+        x[rng.choice(V, n, replace=False)] = rng.integers(1, 4, n) * scale
+        cols.append(x)
+    Xc = sp.csc_matrix(np.array(cols).T.astype(dtype))
+    a = LDA(n_components=K, dtype=dtype, e_step="fused", seed=2, mean_change_tol=0.0,
+            max_doc_update_iter=30)
+    b = LDA(n_components=K, dtype=dtype, e_step="primitives", seed=2, mean_change_tol=0.0,
+            max_doc_update_iter=30)
+    a.init(V)
+    b.init(V)
+    ga, Sa = a.e_step(Xc, random_init=True, sstats=True)
+    gb, Sb = b.e_step(Xc, random_init=True, sstats=True)
+    assert ga.max() > 1e6 and ga.min() < 0.5
+    np.testing.assert_allclose(ga, gb, rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(Sa, Sb, rtol=rtol, atol=rtol * float(Sb.max()))
+
+
 def test_online_training_loss_is_the_document_bound_before_the_step():
     X, _ = planted(D=100, seed=19)
     Xc = columns(X)
