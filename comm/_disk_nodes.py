@@ -172,6 +172,38 @@ def _checksum_roofline(disk):
         getattr(disk, "clock", "wall")))
 
 
+_OVERWRITE = {}
+
+
+def _overwrite_latency(root, clock, fsync=False, n=200):
+    """Median seconds of overwriting a 4 KiB file in place under ``root`` (cached per file
+    system, clock and ``fsync``)."""
+    key = (os.stat(root).st_dev, clock, bool(fsync))
+    if key not in _OVERWRITE:
+        now = time.perf_counter if clock == "wall" else time.process_time
+        d = os.path.join(root, f".roofline-overwrite-{os.getpid()}")
+        os.makedirs(d, exist_ok=True)
+        try:
+            small = os.urandom(4096)
+            paths = [os.path.join(d, f"s{i}") for i in range(n)]
+            for p in paths:
+                with open(p, "wb") as f:
+                    f.write(small)
+            ts = []
+            for p in paths:
+                t0 = now()
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+                os.write(fd, small)
+                if fsync:
+                    os.fsync(fd)
+                os.close(fd)
+                ts.append(now() - t0)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        _OVERWRITE[key] = float(np.median(ts))
+    return _OVERWRITE[key]
+
+
 # ---------------------------------------------------------------------------------------------
 # file I/O, counted
 
@@ -187,7 +219,7 @@ class _IO:
 
     def reset(self):
         self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
-        self.slices_read = self.compute_bytes = 0
+        self.slices_read = self.compute_bytes = self.files_overwritten = 0
         self.seconds = self.cpu_seconds = 0.0
         self.step_seconds = self.step_cpu_seconds = 0.0
 
@@ -245,17 +277,18 @@ class _IO:
         return n
 
     def overwrite(self, path, bufs, sizes):
-        """Write ``bufs`` over the file ``path`` in place (created when missing; a longer
-        previous content, its size in ``sizes``, is truncated): a spool's packet files are
-        reused phase after phase, so a packet write is one ``open`` of an existing file and
-        its ``writev`` instead of a new file's creation, rename and later unlink.  Not atomic:
-        a message is only ever read through its header (phase, sender, receiver, length) and
-        its CRC-32, so a stale or torn packet is an error, never data."""
+        """Write ``bufs`` (``bytes`` and 1-D byte memoryviews) over the file ``path`` in place
+        (created when missing; a longer previous content, its size in ``sizes``, is
+        truncated): a spool's packet files are reused phase after phase, so a packet write
+        is one ``open`` of an existing file and its ``writev`` instead of a new file's
+        creation, rename and later unlink.  Not atomic: a message is only ever read through
+        its header (phase, sender, receiver, length) and its CRC-32, so a stale or torn
+        packet is an error, never data."""
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
-                n = _write_all(fd, bufs)
+                n = _write_all(fd, bufs, raw=True)
                 if sizes.get(path, 0) > n:
                     os.ftruncate(fd, n)
                 if self.fsync:
@@ -265,8 +298,12 @@ class _IO:
         except OSError as e:
             sizes.pop(path, None)
             raise CommError(f"writing {path} failed: {e}") from e
+        existed = path in sizes
         sizes[path] = n
         self._count(True, n, time.perf_counter() - t0, cpu=time.thread_time() - c0)
+        if existed:
+            with self._lock:
+                self.files_overwritten += 1
         return n
 
     def read(self, path, offset=0, length=None):
@@ -308,15 +345,20 @@ def _pread(fd, offset, length):
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
 
 
-def _write_all(fd, bufs):
-    """Write the concatenation of ``bufs`` to ``fd`` by ``writev`` (few system calls)."""
-    views = []
-    for b in bufs:  # bytes and byte views as they are (len is their size), others as bytes
-        if type(b) is not bytes and not (type(b) is memoryview and b.format == "B"
-                                         and b.ndim == 1):
-            b = memoryview(b).cast("B")
-        if len(b):
-            views.append(b)
+def _write_all(fd, bufs, raw=False):
+    """Write the concatenation of ``bufs`` to ``fd`` by ``writev`` (few system calls);
+    ``raw``: every buffer is already ``bytes`` or a 1-D byte ``memoryview`` (its ``len`` its
+    size), written as it is."""
+    if raw:
+        views = bufs
+    else:
+        views = []
+        for b in bufs:  # bytes and byte views as they are (len is their size), others cast
+            if type(b) is not bytes and not (type(b) is memoryview and b.format == "B"
+                                             and b.ndim == 1):
+                b = memoryview(b).cast("B")
+            if len(b):
+                views.append(b)
     total = 0
     while views:
         group = views[:_IOV_MAX]
@@ -764,6 +806,27 @@ class _Spool:
         with self._lock:
             entry[1] -= 1
 
+    def _open_all(self, where, srcs, dst):
+        """:meth:`_open` of the packets of the messages ``where`` (from ``srcs`` to ``dst``),
+        under one lock."""
+        fds = self._fds
+        with self._lock:
+            entries = [fds.get(w[0]) for w in where]
+            if all(entries):
+                for e in entries:
+                    e[1] += 1
+                return entries
+        out = []
+        try:
+            for w, src in zip(where, srcs, strict=True):
+                out.append(self._open(w[0], src, dst))
+        except BaseException:
+            with self._lock:
+                for e in out:
+                    e[1] -= 1
+            raise
+        return out
+
     def recv_arrays(self, srcs, dst):
         """The arrays sent to ``dst`` by each of ``srcs`` (checked, in that order), read into
         one buffer (each message 64-byte aligned in it) with one ``pread`` each; the headers
@@ -786,18 +849,18 @@ class _Spool:
         skew = (-buf.ctypes.data) % _ALIGN  # the messages 64-byte aligned in memory too
         buf = buf[skew:skew + total]
         at_list = ats.tolist()
+        mv = memoryview(buf)  # (a memoryview's slices cost less than an array's)
         entries = []
         got = [0] * m
         try:
-            for src, (path, _, _) in zip(srcs, where, strict=True):
-                entries.append(self._open(path, src, dst))
+            entries = self._open_all(where, srcs, dst)
             t0, c0 = time.perf_counter(), time.thread_time()
             preadv = os.preadv
-            for i, ((_, off, n), entry) in enumerate(zip(where, entries, strict=True)):
-                at = at_list[i]
-                k = preadv(entry[0], [buf[at:at + n]], off)
+            for i, ((_, off, n), entry, at) in enumerate(zip(where, entries, at_list,
+                                                             strict=True)):
+                k = preadv(entry[0], [mv[at:at + n]], off)
                 while k < n:  # short reads (rare)
-                    r = preadv(entry[0], [buf[at + k:at + n]], off + k)
+                    r = preadv(entry[0], [mv[at + k:at + n]], off + k)
                     if r == 0:
                         break
                     k += r
@@ -805,8 +868,10 @@ class _Spool:
             self.io._count(False, sum(got), time.perf_counter() - t0, files=0,
                            cpu=time.thread_time() - c0, slices=m)
         finally:
-            for entry in entries:
-                self._done(entry)
+            if entries:
+                with self._lock:
+                    for entry in entries:
+                        entry[1] -= 1
         if m == 0:
             return []
         srcs = list(srcs)
@@ -822,10 +887,9 @@ class _Spool:
             for i, (path, off, n) in enumerate(where):
                 self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
         crc32, mh, pre = _crc32_fn(), _MHEAD.size, _MPRE.size
-        crcs = heads["crc"].tolist()
-        for i in range(m):
-            at = at_list[i]
-            if crc32(buf[at:at + pre], crc32(buf[at + mh:at + int(lens[i])])) != crcs[i]:
+        for i, (at, n, crc) in enumerate(zip(at_list, got, heads["crc"].tolist(),
+                                             strict=True)):
+            if crc32(mv[at:at + pre], crc32(mv[at + mh:at + n])) != crc:
                 path, off, _ = where[i]
                 raise MessageError(f"{path}: the message from node {srcs[i]} to node {dst} "
                                    "fails its CRC-32 (corrupted on disk)")
@@ -983,7 +1047,8 @@ class DiskNodeCluster:
         the user's ``step`` calls, part of ``seconds``: the round's own time is the rest),
         ``compute_bytes`` (the collective arithmetic's compulsory memory traffic, for
         :meth:`predicted_seconds`), ``slices_read`` (messages and files read),
-        ``files_written``, ``bytes_written``, ``files_read`` (files opened for reading: a
+        ``files_written``, ``files_overwritten`` (of those, the packet files overwritten in
+        place), ``bytes_written``, ``files_read`` (files opened for reading: a
         packet once per phase), ``bytes_read``, ``predicted_io_seconds``
         (:meth:`predicted_seconds`: the disk roofline's ``io_time`` of those files and bytes,
         with their CRC-32; None without a roofline), ``max_resident``,
@@ -1085,7 +1150,9 @@ class DiskNodeCluster:
     def predicted_seconds(self, stats, disk=None, memory_bandwidth=None):
         """The roofline's time for a round of the cluster (the user's step excluded): the
         disk roofline's time of its file traffic (every file written and opened for reading
-        costs its latency, the bytes the streaming rates, and the CRC-32 of every byte
+        costs its latency: a new file the roofline's ``write_latency``, a packet file
+        overwritten in place :meth:`overwrite_latency`; the bytes cost the streaming rates,
+        and the CRC-32 of every byte
         written and read the rate of the CRC in use: ISA-L's with ``isal`` installed, else
         zlib's) and, with ``memory_bandwidth``, the collective's arithmetic as its compulsory
         memory traffic at that rate (``stats["compute_bytes"]``: the sums' inputs read and
@@ -1095,8 +1162,9 @@ class DiskNodeCluster:
         Parameters
         ----------
         stats : dict
-            A round's statistics (``files_written``, ``bytes_written``, ``files_read``,
-            ``bytes_read``, ``compute_bytes``), one of :attr:`stats`.
+            A round's statistics (``files_written``, ``files_overwritten``,
+            ``bytes_written``, ``files_read``, ``bytes_read``, ``compute_bytes``), one of
+            :attr:`stats`.
         disk : DiskRoofline, optional
             The roofline (default the cluster's; one measured by CPU time predicts the round's
             CPU time).
@@ -1120,12 +1188,40 @@ class DiskNodeCluster:
         disk = self.prediction_roofline(disk)
         if disk is None:
             return None
-        t = disk.io_time(stats["files_written"], stats["bytes_written"],
+        over = stats.get("files_overwritten", 0)
+        t = disk.io_time(stats["files_written"] - over, stats["bytes_written"],
                          stats["files_read"], stats["bytes_read"], self.fsync,
                          checksummed=True)
+        if over:
+            t += over * self.overwrite_latency(getattr(disk, "clock", "wall"))
         if memory_bandwidth is not None:
             t += stats.get("compute_bytes", 0) / memory_bandwidth
         return t
+
+    def overwrite_latency(self, clock="wall"):
+        """Seconds to overwrite a small existing file in place on ``root``'s file system (open,
+        a 4 KiB write, close: what a reused packet file costs beyond its bytes), measured once
+        per file system and clock as :func:`~roofline.kernels.measure_disk` measures a new
+        file's life (the median of 200): the latency :meth:`predicted_seconds` charges each
+        of a round's ``files_overwritten``, the others costing the roofline's
+        ``write_latency``.
+
+        Parameters
+        ----------
+        clock : {"wall", "cpu"}
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``clock`` is neither.
+        """
+        if clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+        return _overwrite_latency(self.root, clock, self.fsync)
 
     def prediction_roofline(self, disk=None):
         """The roofline :meth:`predicted_seconds` uses: ``disk`` with the checksum rate of the
@@ -1354,7 +1450,7 @@ class DiskNodeCluster:
                    compute_phase_seconds=t_compute, step_seconds=io.step_seconds,
                    step_cpu_seconds=io.step_cpu_seconds, compute_bytes=io.compute_bytes,
                    io_seconds=io.seconds, io_cpu_seconds=io.cpu_seconds,
-                   files_written=io.files_written,
+                   files_written=io.files_written, files_overwritten=io.files_overwritten,
                    bytes_written=io.bytes_written, files_read=io.files_read,
                    bytes_read=io.bytes_read, **track)
         out["slices_read"] = io.slices_read

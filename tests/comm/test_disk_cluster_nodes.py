@@ -505,7 +505,10 @@ def test_packet_files_are_reused_and_a_stale_packet_is_never_read_as_new(tmp_pat
     # reduced segments back, the results saved: 16, 16 and no packets) alternating between
     # two spool directories, each phase overwriting in place the packets of the phase before
     # the last (the same names)
-    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1)
+    disk = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                        write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                        synced_write_bandwidth=1e9, checksum_bandwidth=1e9)
+    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1, disk=disk)
     cl.init(lambda r: {"w": np.arange(64.0) * (r + 1)})
     io = cl.io
     written, real = [], io.overwrite
@@ -516,8 +519,18 @@ def test_packet_files_are_reused_and_a_stale_packet_is_never_read_as_new(tmp_pat
 
     monkeypatch.setattr(io, "overwrite", spy)
     before = _open_fds()
-    cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 3)
+    st = cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 3)
     np.testing.assert_array_equal(cl.result(1), np.arange(64.0) * 10)
+    # the model charges an overwritten packet the overwrite's latency, a new file the disk's
+    assert [s["files_overwritten"] for s in st] == [0, 32, 32]
+    lat = cl.overwrite_latency("wall")
+    assert 0 < lat < 0.1
+    used = cl.prediction_roofline()
+    assert st[1]["predicted_io_seconds"] == pytest.approx(used.io_time(
+        st[1]["files_written"] - 32, st[1]["bytes_written"], st[1]["files_read"],
+        st[1]["bytes_read"], checksummed=True) + 32 * lat)
+    with pytest.raises(ValueError, match="clock"):
+        cl.overwrite_latency("gpu")
     assert _open_fds() == before
     assert not (tmp_path / "spool").exists()  # removed at the end of the run
     reused = [p for p, existed in written if existed]
