@@ -392,8 +392,12 @@ class _GLMEstimator(BaseEstimator):
                              comm=getattr(self, "comm", None), sample_weight=sw,
                              runner=RUNNERS)
 
-    def _make_optimizer(self, s):
+    def _make_optimizer(self, s, certified=False):
+        """The minibatch optimizer of the row ``s``; L-BFGS with ``certified`` stops on the
+        learner's certificate only (its own gradient and decrease tests off)."""
         if s == "lbfgs":
+            if certified:
+                return LBFGS(max_iter=self.max_iter, tol=0.0, ftol=0.0)
             return LBFGS(max_iter=self.max_iter, tol=self.tol, ftol=min(1e-12, self.tol * 1e-3))
         if s == "adagrad":
             return ADAGrad(lr=self.learning_rate)
@@ -422,24 +426,29 @@ class _GLMEstimator(BaseEstimator):
             Xc, dt = _float64_values(Xc), np.dtype(np.float64)
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=fi, dtype=dt.name)
         n = Xc.shape[1]
-        opt = self._make_optimizer(solver)
+        # tol is the certified relative duality gap wherever the objective has one (an L2
+        # term and a smooth loss); partial_fit's single passes check nothing
+        certified = (passes is None and lam > 0
+                     and glm.resolve_loss(self._loss) in glm.SMOOTH_LOSSES)
+        opt = self._make_optimizer(solver, certified)
         batch = max(n, 1) if solver == "lbfgs" else self.batch_size
         src = MatSource(Xc, Y.astype(dt, copy=False), sw.astype(dt, copy=False),
                         batch_size=batch)
         mixins = [L2Regularizer(lam)] if lam > 0 else []
         learner = Learner(src, model, opt, mixins=mixins, progress=bool(self.verbose),
-                          n_passes=passes or self.max_iter)
+                          n_passes=passes or self.max_iter,
+                          tol=self.tol if certified and self.tol > 0 else None)
         if warm is not None:
             model.set_parameters(warm["coef"], warm["intercept"])
             learner._setup()
             if warm.get("opt") is not None:
                 opt.set_state(warm["opt"])
         with glm.verbose_logging(self.verbose):
-            learner.train()
+            result = learner.train()
         if solver == "lbfgs":
             n_iter = int(opt.result.nit) if opt.result is not None else opt.t
         else:
-            n_iter = passes or self.max_iter
+            n_iter = result.n_passes
         return (np.array(model.coef, dtype=np.float64), np.array(model.intercept, np.float64),
                 max(n_iter, 1), opt.state() if spec.partial_fit else None)
 
@@ -466,8 +475,8 @@ class _GLMEstimator(BaseEstimator):
 
     def _fit_glm(self, Xc, Y, sw, lam, spec, fit_intercept, warm=None):
         """A row that :func:`roofline.glm.fit_glm` runs, per output, over ``comm`` when given
-        (each rank holds examples: the dual where the row has one); ``tol`` is also the
-        gradient test of ``newton`` / ``cholesky`` (``gtol``).  ``warm`` starts the primal
+        (each rank holds examples: the dual where the row has one); ``tol`` is its relative
+        duality gap, whatever the row.  ``warm`` starts the primal
         solvers from its coefficients and intercept (``coef_init``, ``intercept_init``: the
         primal CD and ``newton`` start from both, ``scd``'s dual holds the intercept through
         its first sweeps, the other duals start from zero)."""
@@ -481,7 +490,7 @@ class _GLMEstimator(BaseEstimator):
             comm=self.comm, dual=dual, coef_init=None if warm is None else warm["coef"][r],
             intercept_init=None if warm is None or not fit_intercept
             else float(warm["intercept"][r]),
-            sample_weight=sw if self.comm is not None else _nonuniform(sw), gtol=self.tol,
+            sample_weight=sw if self.comm is not None else _nonuniform(sw),
             device=self.device))
 
     def _fit_row(self, Xc, Y, sw, lam, spec, fit_intercept):
@@ -536,10 +545,10 @@ def _common_doc(extra=""):
     solver : {{{_solver_set(RUNNERS)}}}
         The rows of the solver registry (:func:`roofline.glm.solvers`), see the module
         docstring.  ``adagrad``/``sgd`` provide ``partial_fit``.  ``newton`` is
-        trust-region Newton-CG on the primal (smooth losses, any sample weights; ``tol`` is
-        then a bound on the gradient's max-norm, as for ``lbfgs``).  ``cholesky``: ridge by
-        its normal equations (exact; up to 2048 features).  ``auto`` (the default) chooses
-        from the data by the measured rule of ``glm/_auto.py``: ``cholesky`` for ridge
+        trust-region Newton-CG on the primal (smooth losses, any sample weights).
+        ``cholesky``: ridge by its normal equations (exact; up to 2048 features).  ``auto``
+        (the default) chooses from the data by the measured rule of ``glm/_auto.py``:
+        ``cholesky`` for ridge
         with at most 1024 features, ``newton`` for the other smooth problems, the dual ``scd``
         for large sparse strongly regularised ones and for the hinge, ``lbfgs`` without
         regularisation, with feature values beyond ``2^20`` (it rescales them) or with
@@ -548,12 +557,24 @@ def _common_doc(extra=""):
         is Vowpal Wabbit's AllReduce learner (an online pass, then L-BFGS; logistic and
         squared losses; :func:`~roofline.learners.fit_vw_hybrid`).
     max_iter : int, default=200
-        L-BFGS iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.  An L-BFGS or CD
-        fit that stops on it (or whose line search fails) before meeting ``tol`` warns with
-        :class:`sklearn.exceptions.ConvergenceWarning`; ``adagrad``/``sgd`` always run
-        ``max_iter`` passes (no convergence test).
+        L-BFGS or Newton iterations, passes (``adagrad``/``sgd``) or CD epochs/rounds.  A fit
+        that stops on it (or whose line search fails) before meeting ``tol`` warns with
+        :class:`sklearn.exceptions.ConvergenceWarning`.
     tol : float, default=1e-6
-        L-BFGS projected-gradient tolerance (mean-loss scale); CD relative duality gap.
+        The certified relative suboptimality, the same for every solver: the fit stops once
+        the duality gap of its objective ``P`` (:func:`roofline.glm.duality_gap`, which
+        bounds ``P - P*``) is at most ``tol * |P|``.  That is the test of every
+        :func:`roofline.glm.fit_glm` row (``newton`` and ``cholesky`` included), of
+        ``vw-hybrid``, and of ``lbfgs``, ``adagrad`` and ``sgd`` where the objective has a
+        certificate (a smooth loss and ``lambda > 0``; ``adagrad``/``sgd`` check it at the end
+        of each pass, one more pass over the data, and stop early when it is met).
+        Elsewhere: unregularised ``lbfgs`` (``LinearRegression``), ``lbfgs`` with the hinge and
+        the estimator-side L-BFGS-B without an L2 term (``positive=True`` with ``alpha=0``,
+        ``LinearSVC(penalty="l1")``) stop on the projected gradient's max-norm (mean-loss
+        scale), with no bound on the suboptimality; ``adagrad``/``sgd`` there run
+        ``max_iter`` passes; ``Ridge(positive=True)`` with ``alpha > 0`` stops on a certified
+        bound (see ``positive``); the multinomial fit on the relative gradient norm (see
+        ``multi_class``).  Each solver's meaning: the user guide, "What tol means".
     batch_size : int, default=256
         Minibatch size of ``adagrad``/``sgd``.
     learning_rate : float, default=0.1
@@ -856,7 +877,8 @@ class LogisticRegression(_Classifier):
         another solver); ``"ovr"``: one binary problem per class.  For
         ``"multinomial"`` fits, ``solver="auto"`` and ``"newton"`` run trust-region Newton-CG
         and ``"lbfgs"`` L-BFGS, and ``tol`` bounds the gradient's max-norm relative to its
-        value at zero.
+        value at zero (:func:`roofline.glm.fit_multinomial`'s test: not a certified
+        suboptimality).
 
     Attributes
     ----------
@@ -1346,7 +1368,11 @@ class Ridge(_Regressor):
     positive : bool, default=False
         Constrain the coefficients to be non-negative (the intercept is free), scikit-learn's
         meaning.  Fitted by L-BFGS-B with bounds on the same objective (scikit-learn's
-        ``"lbfgs"``), in float64, to the projected-gradient ``tol``; ``solver`` must be
+        ``"lbfgs"``), in float64, to the certified relative suboptimality ``tol``: with
+        ``P`` the objective in the learners' scaling, ``P - P* <= g_b^2 / 2 + ||pg||^2 /
+        (2 lambda)`` (``g_b`` the intercept's gradient, ``pg`` the minimal-norm subgradient
+        on ``w >= 0`` of the intercept-profiled objective, which is ``lambda``-strongly
+        convex); with ``alpha=0`` the projected gradient's max-norm; ``solver`` must be
         ``"auto"`` or ``"lbfgs"`` (as in scikit-learn, so there is no ``partial_fit``), and
         ``comm`` and ``device="gpu"`` are not supported.
     """ + _common_doc() + """
@@ -1456,41 +1482,70 @@ class Ridge(_Regressor):
 _BOUNDED_SOLVERS = ("auto", "lbfgs")
 
 
-def _bounded_lbfgs(f, x0, bounds, free, *, tol, max_iter, what):
+def _bounded_lbfgs(f, x0, bounds, free, *, tol, max_iter, what, bound=None):
     """``scipy.optimize.minimize(method="L-BFGS-B")`` of ``f`` (value and gradient) from
-    ``x0`` within ``bounds``, restarted from its result while the projected gradient's
-    max-norm is above ``tol`` and a restart still lowers ``f`` (L-BFGS-B can stall on a step
-    that gains nothing in float64, its memory then misleading: a fresh start goes on; measured
-    on a one-vs-rest L1 squared-hinge problem that stopped at a projected gradient of 0.04).
+    ``x0`` within ``bounds``, restarted from its result while the stopping test fails and a
+    restart still lowers ``f`` (L-BFGS-B can stall on a step that gains nothing in float64,
+    its memory then misleading: a fresh start goes on; measured on a one-vs-rest L1
+    squared-hinge problem that stopped at a projected gradient of 0.04).
 
+    The stopping test: with ``bound`` (``bound(x, value, g)``, a certified bound on ``f(x) -
+    min f``), ``bound <= tol * |f(x)|``, the relative suboptimality that ``tol`` means in every
+    solver (checked after each iteration, from that iteration's own evaluation; scipy's own
+    tests off); without, the projected gradient's max-norm ``<= tol`` (scipy's ``gtol``).
     ``free``: the variables without a lower bound at 0.  A
     :class:`~sklearn.exceptions.ConvergenceWarning` naming ``what`` when ``max_iter``
-    iterations end above ``tol``, or the fit ends far above it (``1e-6`` of the starting
-    projected gradient: float64 rounding bounds how small it can get).  Returns
-    ``(x, n_iter)``."""
+    iterations end above ``tol``, or the fit ends far above it (the gradient test: ``1e-6``
+    of the starting projected gradient, float64 rounding bounds how small it can get).
+    Returns ``(x, n_iter)``."""
     from scipy.optimize import minimize
 
-    def projected(x):
-        value, g = f(x)
-        pg = np.where((x <= 0.0) & (g > 0.0) & ~free, 0.0, g)
-        return value, (float(np.abs(pg).max()) if pg.size else 0.0)
+    last = [None, None, None]  # the last evaluation: x, value, gradient
 
-    f_best, pg0 = projected(x0)
-    x, pg_max, n_iter, message = x0, pg0, 0, "no iteration"
-    while pg_max > tol and n_iter < max_iter:
-        res = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"maxiter": max_iter - n_iter, "gtol": tol, "ftol": 0.0,
+    def fg(x):
+        value, g = f(x)
+        last[:] = [np.array(x, copy=True), value, g]
+        return value, g
+
+    def test(x, value=None, g=None):
+        """``(value, the test's measure, its threshold)`` at ``x``."""
+        if value is None:
+            value, g = f(x)
+        if bound is not None:
+            return value, float(bound(x, value, g)), tol * abs(value)
+        pg = np.where((x <= 0.0) & (g > 0.0) & ~free, 0.0, g)
+        return value, (float(np.abs(pg).max()) if pg.size else 0.0), tol
+
+    def callback(intermediate_result):
+        x = intermediate_result.x
+        if last[0] is not None and np.array_equal(last[0], x):
+            _, m, limit = test(x, last[1], last[2])
+        else:
+            _, m, limit = test(x)
+        if m <= limit:
+            raise StopIteration
+
+    f_best, m0, limit = test(x0)
+    x, m_best, n_iter, message = x0, m0, 0, "no iteration"
+    while m_best > limit and n_iter < max_iter:
+        res = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                       callback=callback if bound is not None else None,
+                       options={"maxiter": max_iter - n_iter,
+                                "gtol": 0.0 if bound is not None else tol, "ftol": 0.0,
                                 "maxcor": 20})
         n_iter += max(int(res.nit), 1)
-        value, pg = projected(res.x)
+        value, m, lim = test(res.x)
         if not value < f_best and n_iter > 1:  # no progress: rounding's floor
             if value <= f_best:
-                x, pg_max = res.x, pg
+                x, m_best, limit = res.x, m, lim
             break
-        x, f_best, pg_max, message = res.x, value, pg, res.message
-    if pg_max > tol and (n_iter >= max_iter or pg_max > 1e-6 * pg0):
+        x, f_best, m_best, limit, message = res.x, value, m, lim, res.message
+    if m_best > limit and (n_iter >= max_iter or bound is not None or m_best > 1e-6 * m0):
+        test_name = ("certified relative suboptimality" if bound is not None
+                     else "projected gradient")
+        shown = m_best / abs(f_best) if bound is not None and f_best else m_best
         warnings.warn(f"{what}: L-BFGS-B stopped after {n_iter} iterations ({message}) with "
-                      f"projected gradient {pg_max:.3g} > tol={tol:g}; raise max_iter or tol",
+                      f"{test_name} {shown:.3g} > tol={tol:g}; raise max_iter or tol",
                       ConvergenceWarning, stacklevel=5)
     return x, max(n_iter, 1)
 
@@ -1517,7 +1572,8 @@ def _l1_squared_hinge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_init
     fit_intercept : bool
         Fit ``b`` (unregularised; else 0).
     tol : float
-        L-BFGS-B's projected-gradient tolerance (``gtol``).
+        L-BFGS-B's projected-gradient tolerance (``gtol``, mean-loss scale): the L1 problem
+        is not strongly convex, so this bounds no suboptimality.
     max_iter : int
         L-BFGS-B iterations.
     coef_init, intercept_init : ndarray (n_features,) and float, optional
@@ -1580,7 +1636,12 @@ def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_ini
     fit_intercept : bool
         Fit ``b`` (else 0).
     tol : float
-        L-BFGS-B's projected-gradient tolerance (``gtol``).
+        With ``lam > 0``: the certified relative suboptimality, ``bound <= tol * P`` with
+        ``P(w, b) - P* <= g_b^2 / 2 + ||pg||^2 / (2 lam)`` (``g_b`` the intercept's gradient,
+        ``pg`` the minimal-norm subgradient on ``w >= 0`` of ``F(w) = min_b P(w, b)``, whose
+        gradient is ``g_w - g_b * mean_s(x)``: ``F`` is ``lam``-strongly convex and ``P`` has
+        curvature 1 in ``b``).  With ``lam = 0`` (no certificate): L-BFGS-B's
+        projected-gradient tolerance (``gtol``, mean-loss scale).
     max_iter : int
         L-BFGS-B iterations.
     coef_init, intercept_init : ndarray (n_features,) and float, optional
@@ -1614,8 +1675,19 @@ def _nonnegative_ridge(Xc, y, sw, lam, fit_intercept, *, tol, max_iter, coef_ini
     bounds = [(0.0, None)] * d + [(None, None) if fit_intercept else (0.0, 0.0)]
     free = np.zeros(d + 1, dtype=bool)
     free[d] = True
+    c = np.asarray(Xc @ s).ravel() if fit_intercept else None  # weighted feature means
+
+    def bound(x, value, g):
+        # P(w, b) - P* <= g_b^2 / 2 + ||pg||^2 / (2 lam): b is quadratic of curvature 1
+        # (P(w, b) - min_b P = g_b^2 / 2), and F(w) = min_b P(w, b) is lam-strongly convex
+        # with gradient g_w - c g_b, pg its minimal-norm subgradient on w >= 0
+        gw = g[:d] - c * g[d] if fit_intercept else g[:d]
+        pg = np.where(x[:d] > 0.0, gw, np.minimum(gw, 0.0))
+        gb = g[d] if fit_intercept else 0.0
+        return 0.5 * gb * gb + float(pg @ pg) / (2.0 * lam)
+
     x, n_iter = _bounded_lbfgs(f, x0, bounds, free, tol=tol, max_iter=max_iter,
-                               what="Ridge(positive=True)")
+                               what="Ridge(positive=True)", bound=bound if lam > 0 else None)
     return x[:d].copy(), float(x[d]), n_iter
 
 
@@ -1628,8 +1700,8 @@ class LinearRegression(_Regressor):
     positive : bool, default=False
         Constrain the coefficients to be non-negative (scikit-learn's meaning; it solves
         NNLS exactly, we by bounded L-BFGS-B in float64 to the projected-gradient ``tol``, as
-        :class:`Ridge` with ``alpha=0``); ``solver`` ``"auto"`` or ``"lbfgs"``, no ``comm``
-        nor GPU.
+        :class:`Ridge` with ``alpha=0``: no strong convexity, hence no certified bound);
+        ``solver`` ``"auto"`` or ``"lbfgs"``, no ``comm`` nor GPU.
     """
 
     def __init__(self, *, fit_intercept=True, positive=False, solver="auto", max_iter=200,

@@ -34,6 +34,16 @@ The trace (one row per evaluation) records the training and held-out loss, examp
 primitives' gflop/s and the fraction of the machine's roofline a step achieves (the model's own
 cost model, ``model.cost(batch)``, where it has one; ``roofline_gauge``); ``early_stopping``
 stops after ``patience`` evaluations without improvement.
+
+Certified stop (``tol``): for a GLM with a smooth loss and an :class:`L2Regularizer` of
+positive weight, ``Learner(..., tol=1e-4)`` computes the duality gap of the training objective
+(:func:`roofline.glm.primal_certificate`, from the sums of one gradient pass over the training
+examples, every rank's with ``comm``) at the end of each pass, after each L-BFGS iteration
+(from the iteration's own pass) and every ``certify_every`` minibatches, and stops once
+``gap / |P| <= tol``: the model is then within ``tol`` (relative) of the optimum, the meaning
+``tol`` has in every :func:`~roofline.glm.fit_glm` solver.  The trace's ``certificate``
+column records each check; a run that ends above ``tol`` warns
+(:class:`~sklearn.exceptions.ConvergenceWarning`) and reports ``converged=False``.
 """
 
 from __future__ import annotations
@@ -45,16 +55,19 @@ import math
 import os
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
-from roofline import gmat
+from roofline import glm, gmat
 from roofline.datasources import ToDevice
 from roofline.gmat import Options, option
 
 from ._checkpoint import load_checkpoint, save_checkpoint
+from ._mixins import L1Regularizer, L2Regularizer, Mixin
 from ._parallel import ModelSync, check_comm
 
 __all__ = ["Learner", "LearnerOptions", "TrainResult"]
@@ -119,6 +132,16 @@ class LearnerOptions(Options):
                                    "most frequent features (counted in the first pass) are "
                                    "exchanged every sync, the next b every 2nd, the next 2b "
                                    "every 4th, ...; every feature at pass ends", low=0)
+    tol: float | None = option(None, "certified stop: stop when the relative duality gap of "
+                                     "the training objective (glm.primal_certificate, over "
+                                     "every rank's training examples) is at most tol, checked "
+                                     "at pass ends (L-BFGS: every iteration) and every "
+                                     "certify_every minibatches; None: no certificate",
+                               kind=float, low=0.0, low_open=True)
+    certify_every: int = option(0, "with tol, minibatch optimizers in one process: also check "
+                                   "the certificate every N training minibatches (0: at pass "
+                                   "ends only); each check is one pass over the training "
+                                   "source", low=0)
     shard: str = option("auto", "data-parallel training: 'batches' = rank r trains on "
                                 "minibatches i % size == r of the source; 'none' = the source "
                                 "already holds this rank's part; 'auto' = 'none' for a source "
@@ -153,6 +176,13 @@ class TrainResult:
         Whether the held-out loss stopped the run before ``n_passes``.
     best_heldout_loss : float
         The lowest held-out loss of the trace (NaN without held-out data).
+    converged : bool or None
+        With the ``tol`` option: whether the last certificate met it (the run stopped on it,
+        or L-BFGS's own test stopped at a point that meets it); ``None`` without ``tol``.
+    certificate : float
+        With ``tol``: the last relative duality gap ``gap / |P|`` of the training objective
+        (:meth:`Learner.certificate`), a bound on the model's relative suboptimality; NaN
+        without ``tol``.
     """
 
     trace: list = field(default_factory=list)
@@ -163,6 +193,8 @@ class TrainResult:
     examples_per_s: float = 0.0
     stopped_early: bool = False
     best_heldout_loss: float = math.nan
+    converged: bool | None = None
+    certificate: float = math.nan
 
     def _last(self, key) -> float:
         """The last finite ``key`` of the trace (a pass-end row right after an evaluation has
@@ -187,6 +219,8 @@ class TrainResult:
             parts.append(f"roofline_fraction={frac:.3g}")
         if self.stopped_early:
             parts.append("stopped_early=True")
+        if self.converged is not None:
+            parts += [f"converged={self.converged}", f"certificate={self.certificate:.3g}"]
         parts.append(f"trace=[{len(self.trace)} rows]")
         return f"TrainResult({', '.join(parts)})"
 
@@ -442,6 +476,11 @@ class Learner:
         self._gauge_t = [0.0, 0]  # step time, steps since last record (roofline gauge)
         self._last_batch = None
         self._ho = [0.0, 0.0]  # held-out loss, weight since last record (holdout_every)
+        # the certified stop (opts.tol): the L2 strength, the last relative gap and its step
+        self._alpha = self._cert_alpha() if o.tol is not None else None
+        self._cert_last = math.nan
+        self._cert_step = -1
+        self._cert_stop = False
         n_ex = getattr(self.datasource, "n_examples", None)
         total = n_ex * o.n_passes if (n_ex and not self.optimizer.batch) else None
         disable = None if o.progress else True
@@ -474,9 +513,17 @@ class Learner:
                         raise ValueError(f"the training examples of pass {p + 1} have total "
                                          f"weight {weight!r}: example weights must be "
                                          f"non-negative and not all zero")
-                    # a pass cut short by early stopping was recorded when it stopped
-                    rec = (self.trace[-1] if self._stop and self.trace
-                           else self._record(force_heldout=True))
+                    # a pass cut short by early stopping (or the certificate) was recorded
+                    # when it stopped
+                    cut = self._stop and bool(self.trace)
+                    cert = None
+                    if o.tol is not None and not cut:
+                        cert = (self._cert_last if self._cert_step == self._steps
+                                else self._certify())
+                    rec = (self.trace[-1] if cut
+                           else self._record(force_heldout=True, certificate=cert))
+                    if cert is not None and cert <= o.tol:
+                        self._stop = self._cert_stop = True
                     if self.parallel:  # the ranks stop together
                         self._stop = self._any_rank(self._stop)
                     info = {"pass": p, **rec}
@@ -488,17 +535,29 @@ class Learner:
                         break
             if self._sync is not None:
                 self._sync.finish()
+            converged = None
+            if o.tol is not None:
+                if self._cert_step != self._steps:  # the model moved since the last check
+                    self._certify()
+                converged = bool(self._cert_last <= o.tol)
         finally:
             self._pbar.close()
             self._pbar = None
         dt = time.perf_counter() - self._t0
+        if converged is False:
+            warnings.warn(f"the training stopped with a relative duality gap of "
+                          f"{self._cert_last:.3g} > tol={o.tol:g} after {passes} passes "
+                          f"({self._steps} steps); raise n_passes (the optimizer's limits) or "
+                          f"tol", ConvergenceWarning, stacklevel=3)
         best = min((r["heldout_loss"] for r in self.trace
                     if not math.isnan(r["heldout_loss"])), default=math.nan)
         return TrainResult(
             trace=list(self.trace), n_passes=passes, n_steps=self._steps,
             n_examples=self._examples, seconds=dt,
             examples_per_s=self._examples / dt if dt > 0 else math.nan,
-            stopped_early=self._stop, best_heldout_loss=best,
+            stopped_early=self._stop and not self._cert_stop, best_heldout_loss=best,
+            converged=converged,
+            certificate=self._cert_last if o.tol is not None else math.nan,
         )
 
     def _checkpoint_path(self) -> str:
@@ -514,6 +573,121 @@ class Learner:
 
     def _any_rank(self, flag: bool) -> bool:
         return bool(self.comm.allreduce(np.array([float(bool(flag))]))[0] > 0)
+
+    # -- the certified stop (opts.tol) ---------------------------------------------------------
+    def _cert_alpha(self) -> float:
+        """The L2 strength ``alpha`` of the training objective ``mean loss + alpha/2 ||W||^2``
+        that the certificate bounds; a ValueError naming ``tol`` where there is no
+        certificate (not a GLM, a non-smooth loss or penalty, no L2 term)."""
+        model = self.model
+        if not all(hasattr(model, a) for a in ("coef", "intercept", "loss_name")):
+            raise ValueError(f"Learner(tol=...) certifies GLMs (a model with coef, intercept "
+                             f"and loss_name), got {type(model).__name__}")
+        loss = model.loss_name
+        if loss not in glm.SMOOTH_LOSSES:
+            raise ValueError(f"Learner(tol=...): the duality-gap certificate needs a smooth "
+                             f"loss {glm.SMOOTH_LOSSES}, got loss={loss!r} (use the "
+                             f"optimizer's own stopping rule, or a fit_glm solver)")
+        alpha = 0.0
+        for m in self.mixins:
+            if isinstance(m, L2Regularizer):
+                alpha += float(m.l2)
+            elif isinstance(m, L1Regularizer) and float(m.l1) == 0.0:
+                continue
+            elif not getattr(m, "smooth", True) or type(m).penalty is not Mixin.penalty:
+                raise ValueError(f"Learner(tol=...): the certificate covers the L2 objective "
+                                 f"only; the mixin {m!r} adds another term (fit L1 / elastic "
+                                 f"net with fit_glm, whose tol is the same certificate)")
+        if not alpha > 0:
+            raise ValueError("Learner(tol=...) needs an L2Regularizer of positive weight: the "
+                             "duality gap bounds the suboptimality through the L2 term "
+                             "(without one, use the optimizer's own stopping rule)")
+        if self.parallel and self.opts.elastic < 1:
+            raise ValueError(f"Learner(tol=..., comm=...) needs elastic=1 (model averaging: "
+                             f"one model to certify), got elastic={self.opts.elastic}")
+        if self.parallel and self.opts.certify_every:
+            raise ValueError("Learner(comm=...) checks tol at pass ends only: certify_every "
+                             f"must be 0, got {self.opts.certify_every}")
+        return alpha
+
+    def _own_training_batches(self):
+        """This rank's training minibatches (held-out ones and, data-parallel, the other
+        ranks' excluded), on the model's device; not counted as trained examples."""
+        size, rank = (self.comm.size, self.comm.rank) if self.parallel else (1, 0)
+        shard = self.parallel and getattr(self, "_shard", True)
+        for i, batch in enumerate(self.datasource):
+            if self._is_heldout(i) or (shard and i % size != rank):
+                continue
+            yield self._on_model_device(batch)
+
+    def _cert_sums(self):
+        """A new accumulator of the certificate's sums at the current model
+        (:class:`_CertSums`: ``add(batch)`` for each training minibatch)."""
+        return _CertSums(self.model)
+
+    def certificate(self) -> tuple[float, float]:
+        """The training objective and its certified duality gap at the current model.
+
+        ``P = mean loss + alpha/2 ||W||^2`` over the training minibatches (held-out ones
+        excluded; with ``comm``, over every rank's, collectively) and ``gap`` with ``P - P* <=
+        gap`` (:func:`roofline.glm.primal_certificate`, summed over the outputs): the quantity
+        ``tol`` bounds, ``gap / |P|``.  One pass over the training source.
+
+        Returns
+        -------
+        P, gap : float
+
+        Raises
+        ------
+        ValueError
+            Where the objective has no certificate: a model that is not a GLM, a non-smooth
+            loss (the hinge), a mixin other than :class:`L2Regularizer` adding a term (L1),
+            no L2 term, or, with ``comm``, ``elastic < 1``.
+        """
+        self._setup()
+        return self._certificate(self._cert_alpha())
+
+    def _certificate(self, alpha, sums=None):
+        """``(P, gap)`` from ``sums`` (a :class:`_CertSums` of this rank's training
+        examples at the current model; computed by a pass when None), reduced over the
+        ranks."""
+        if sums is None:
+            sums = self._cert_sums()
+            for batch in self._own_training_batches():
+                sums.add(batch)
+        U, S, W = sums.U, sums.S, sums.W
+        if self.parallel:
+            tot = self.comm.allreduce(np.concatenate([U.ravel(), S.ravel(), [W]]))
+            U = tot[:U.size].reshape(U.shape)
+            S = tot[U.size:-1].reshape(S.shape)
+            W = float(tot[-1])
+        if not W > 0:
+            raise ValueError(f"the certificate needs training examples of positive total "
+                             f"weight, got {W!r}")
+        model = self.model
+        coef = np.asarray(gmat.to_device(model.coef, "cpu"), dtype=np.float64)
+        fit_b = bool(model.opts.fit_intercept)
+        b = np.asarray(gmat.to_device(model.intercept, "cpu"), dtype=np.float64)
+        P = gap = 0.0
+        for r in range(coef.shape[0]):
+            p, g = glm.primal_certificate(S[r, 0], S[r, 1], S[r, 2], S[r, 3],
+                                          float(U[r] @ U[r]), coef[r],
+                                          float(b[r]) if fit_b else 0.0, n=W, alpha=alpha,
+                                          fit_intercept=fit_b)
+            P += p
+            gap += g
+        return float(P), float(gap)
+
+    def _certify(self, sums=None) -> float:
+        """Check the certificate at the current model: the relative gap ``gap / |P|``
+        (recorded as the last certificate)."""
+        P, gap = self._certificate(self._alpha, sums)
+        rel = gap / abs(P) if P != 0 else (0.0 if gap == 0 else math.inf)
+        self._cert_last = float(rel)
+        self._cert_step = self._steps
+        logger.info("step %d: objective %.8g, relative duality gap %.3e (tol %g)", self._steps,
+                    P, rel, self.opts.tol)
+        return self._cert_last
 
     def _run_pass(self):
         self._pass_weight = 0.0
@@ -580,16 +754,28 @@ class Learner:
             info = {"loss_sum": ls, "weight_sum": ws, "n_examples": batch.n_examples}
             for m in self.mixins:
                 m.on_step(self, info)
-        if o.eval_every and self._steps % o.eval_every == 0:
-            self._record()
+        cert = None
+        if o.tol is not None and o.certify_every and self._steps % o.certify_every == 0:
+            cert = self._certify()
+        if (o.eval_every and self._steps % o.eval_every == 0) or cert is not None:
+            self._record(certificate=cert)
+            if cert is not None and cert <= o.tol:
+                self._stop = self._cert_stop = True
             if self._stop:
                 return True
         return False
 
-    def _after_batch_iteration(self, iteration: int, objective: float) -> bool:
-        """Called by batch optimizers after each iteration; returns True to stop."""
+    def _after_batch_iteration(self, iteration: int, objective: float, cert_sums=None) -> bool:
+        """Called by batch optimizers after each iteration; returns True to stop.
+
+        ``cert_sums``: the certificate's sums (:meth:`_cert_sums`) of the iteration's own
+        pass, when the optimizer computed them at this iterate (with ``tol``; else a pass
+        computes them)."""
         self._steps = iteration
-        rec = self._record(force_heldout=True, objective=objective)
+        cert = None if self.opts.tol is None else self._certify(cert_sums)
+        rec = self._record(force_heldout=True, objective=objective, certificate=cert)
+        if cert is not None and cert <= self.opts.tol:
+            self._stop = self._cert_stop = True
         info = {"pass": iteration - 1, **rec}
         for m in self.mixins:
             m.on_pass_end(self, info)
@@ -597,8 +783,9 @@ class Learner:
             self.save_checkpoint(self.opts.checkpoint, extra={"iteration": iteration})
         return self._stop
 
-    def _record(self, force_heldout=False, objective=None) -> dict:
-        """Append one row to the trace (held-out loss, throughput) and check early stopping."""
+    def _record(self, force_heldout=False, objective=None, certificate=None) -> dict:
+        """Append one row to the trace (held-out loss, throughput, with ``tol`` the
+        ``certificate``: NaN where none was computed) and check early stopping."""
         heldout = math.nan
         if self.heldout is not None or (self.optimizer.batch and self.opts.holdout_every):
             if force_heldout or self.heldout is not None:
@@ -622,6 +809,8 @@ class Learner:
             "gflops": self._flops / self._step_time / 1e9 if self._step_time > 0 else math.nan,
             "roofline_fraction": self._roofline_fraction(),
         }
+        if self.opts.tol is not None:
+            rec["certificate"] = math.nan if certificate is None else float(certificate)
         self.trace.append(rec)
         if self._pbar is not None and not self._pbar.disable:
             post = {"heldout": f"{heldout:.4f}", "gflops": f"{rec['gflops']:.2f}"}
@@ -843,3 +1032,51 @@ class Learner:
     def __repr__(self):
         return (f"Learner({self.datasource!r}, {self.model!r}, {self.optimizer!r}, "
                 f"mixins={self.mixins!r})")
+
+
+class _CertSums:
+    """The sums :func:`roofline.glm.primal_certificate` takes, over minibatches, at the
+    current model (host float64): per output ``r`` the loss sum, the conjugate sum of the dual
+    point ``a = -loss'(z)``, ``g_b = sum s loss'``, ``h_b = sum s loss''`` (``S[r]``), the
+    loss part of the gradient ``U[r] = X S loss'(z)`` and the total weight ``W`` (the
+    weighted mean loss is ``L / W``: the certificate's ``n`` is ``W``)."""
+
+    def __init__(self, model):
+        k, d = model.coef.shape
+        self.model = model
+        self.loss = model.loss_name
+        self.code = glm.loss_code(self.loss)
+        self.U = np.zeros((k, d))
+        self.S = np.zeros((k, 4))
+        self.W = 0.0
+
+    def _labels(self, y):
+        """Margin-form labels ((k, m) float64) from the GLM form."""
+        if self.loss == "squared":
+            return y
+        if self.loss == "logistic" and not np.all((y == 0) | (y == 1)):
+            raise ValueError("Learner(tol=...): the logistic certificate needs labels in "
+                             "{0, 1} (soft labels have none here)")
+        return np.where(y > 0, 1.0, -1.0)
+
+    def add(self, batch):
+        """Add one minibatch (on the model's device) at the current model."""
+        m = batch.n_examples
+        if m == 0:
+            return
+        k = self.U.shape[0]
+        z = np.asarray(gmat.to_device(self.model.linear(batch.X), "cpu"),
+                       dtype=np.float64).reshape(k, m)
+        y = self._labels(np.asarray(gmat.to_device(batch.y, "cpu"),
+                                    dtype=np.float64).reshape(k, m))
+        w = (None if batch.w is None
+             else np.ascontiguousarray(gmat.to_device(batch.w, "cpu"), dtype=np.float64))
+        X = gmat.to_device(batch.X, "cpu")
+        for r in range(k):
+            L, g, h, dl, _ = glm.newton.loss_derivs(np.ascontiguousarray(z[r]),
+                                                    np.ascontiguousarray(y[r]), self.code,
+                                                    sw=w)
+            C = glm.newton.conj_sum(-dl, np.ascontiguousarray(y[r]), self.code, sw=w)
+            self.U[r] += np.asarray(X @ (dl if w is None else dl * w)).ravel()
+            self.S[r] += (L, C, g, h)
+        self.W += float(m) if w is None else float(w.sum())

@@ -491,7 +491,7 @@ class LBFGS(Optimizer):
         self.result = None
         self.scale = None
 
-    def objective(self, learner, with_grad=True, feature_scale=None):
+    def objective(self, learner, with_grad=True, feature_scale=None, cert=None):
         """Objective (and gradient as ``(G, g0)``) of the current model over one training pass.
 
         ``feature_scale`` (host float64 array of ``n_features``), when given, is updated in
@@ -505,6 +505,9 @@ class LBFGS(Optimizer):
             Also compute the gradient.
         feature_scale : numpy.ndarray of float64, shape (n_features,), optional
             Updated in place as above.
+        cert : object, optional
+            An accumulator of the certificate's sums (the learner's ``_cert_sums()``, with
+            the learner's ``tol``): each minibatch of the pass is also added to it.
 
         Returns
         -------
@@ -533,6 +536,8 @@ class LBFGS(Optimizer):
                 ls, ws = model.loss(batch, cache)
             if feature_scale is not None:
                 _max_abs_rows(batch.X, feature_scale)
+            if cert is not None:
+                cert.add(batch)
             loss += ls
             weight += ws
             examples += batch.n_examples
@@ -624,15 +629,22 @@ class LBFGS(Optimizer):
         x0 = gmat.to_device(model.coef, "cpu").astype(np.float64).ravel(order="F")
         if fit_b:
             x0 = np.concatenate([x0, gmat.to_device(model.intercept, "cpu").astype(np.float64)])
+        # with the learner's tol, each evaluation's pass also sums the certificate's terms
+        # at its point (``cert_at``: the point, the sums), for the iteration that ends there
+        certify = getattr(learner.opts, "tol", None) is not None
+        cert_at = [None, None]
         # first evaluation at x0 here: it also measures the features' scales
         s = np.zeros(n, dtype=np.float64)
-        f0, G, g0 = self.objective(learner, feature_scale=s)
+        sums = learner._cert_sums() if certify else None
+        f0, G, g0 = self.objective(learner, feature_scale=s, cert=sums)
         first = [(f0, flat(G, g0))]
         sig = self._sigma(s)
         if sig is not None:
             sigma = np.concatenate([np.repeat(sig, k), np.ones(k)]) if fit_b else np.repeat(sig, k)
             logger.info("L-BFGS: preconditioning %d features (largest |value| %.3g)",
                         int((sig > 1).sum()), float(s.max()))
+        if certify:
+            cert_at[:] = [x0 if sigma is None else x0 * sigma, sums]
         self.scale = sig
         if not np.isfinite(f0) or not np.isfinite(first[0][1]).all():
             checked(f0 if not np.isfinite(f0) else np.inf, x0)
@@ -642,15 +654,21 @@ class LBFGS(Optimizer):
                 f, grad = first.pop()
             else:
                 unpack(x)
-                f, G, g0 = self.objective(learner)
+                sums = learner._cert_sums() if certify else None
+                f, G, g0 = self.objective(learner, cert=sums)
                 grad = flat(G, g0)
+                if certify:
+                    cert_at[:] = [np.array(x, copy=True), sums]
             checked(f, x)
             return f, (grad if sigma is None else grad / sigma)
 
         def callback(intermediate_result):
             unpack(intermediate_result.x)
             self.t += 1
-            if learner._after_batch_iteration(self.t, float(intermediate_result.fun)):
+            at = cert_at[1] if (cert_at[0] is not None
+                                and np.array_equal(cert_at[0], intermediate_result.x)) else None
+            if learner._after_batch_iteration(self.t, float(intermediate_result.fun),
+                                              cert_sums=at):
                 raise StopIteration
 
         max_fun = self.opts.max_passes or (2 * self.opts.max_iter + 20)

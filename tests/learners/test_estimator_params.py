@@ -65,7 +65,7 @@ def test_linear_svc_class_weight_matches_liblinear(class_weight):
     """Binary LinearSVC: liblinear's per-class C (``"balanced"`` counting samples, not their
     weights), with liblinear's regularised intercept (``intercept_scaling=1``)."""
     X, y = _imbalanced()
-    ours = LinearSVC(C=0.5, class_weight=class_weight, intercept_scaling=1.0, tol=1e-10,
+    ours = LinearSVC(C=0.5, class_weight=class_weight, intercept_scaling=1.0, tol=1e-14,
                      max_iter=1000).fit(X, y)
     sk = sksvm.LinearSVC(C=0.5, class_weight=class_weight, tol=1e-12,
                          max_iter=200_000).fit(X, y)
@@ -165,11 +165,11 @@ def _warm_vs_cold(make, X, y, first, second):
 
 
 CLASSIFIERS = {
-    "newton": lambda **kw: LogisticRegression(tol=1e-9, fit_intercept=False, **kw),
-    "lbfgs": lambda **kw: LogisticRegression(solver="lbfgs", tol=1e-9, max_iter=500, **kw),
+    "newton": lambda **kw: LogisticRegression(tol=1e-14, fit_intercept=False, **kw),
+    "lbfgs": lambda **kw: LogisticRegression(solver="lbfgs", tol=1e-14, max_iter=500, **kw),
     "l1-scd": lambda **kw: LogisticRegression(penalty="l1", solver="scd", tol=1e-9,
                                               max_iter=2000, random_state=0, **kw),
-    "svc-newton": lambda **kw: LinearSVC(tol=1e-9, fit_intercept=False, **kw),
+    "svc-newton": lambda **kw: LinearSVC(tol=1e-14, fit_intercept=False, **kw),
 }
 
 
@@ -349,7 +349,7 @@ def test_intercept_scaling_matches_liblinear(scaling):
                                  tol=1e-12, max_iter=10_000).fit(X, y)
     np.testing.assert_allclose(ours.coef_, sk.coef_, atol=ATOL)
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=ATOL)
-    svc = LinearSVC(C=0.5, intercept_scaling=scaling, tol=1e-10).fit(X, y)
+    svc = LinearSVC(C=0.5, intercept_scaling=scaling, tol=1e-14).fit(X, y)
     sksvc = sksvm.LinearSVC(C=0.5, intercept_scaling=scaling, tol=1e-12,
                             max_iter=200_000).fit(X, y)
     np.testing.assert_allclose(svc.coef_, sksvc.coef_, atol=ATOL)

@@ -84,7 +84,7 @@ def test_logistic_regression_matches_sklearn(sparse):
 
 def test_multiclass_ovr_is_one_vs_rest():
     X, y = make_classification(300, 10, n_informative=6, n_classes=3, random_state=1)
-    ours = LogisticRegression(C=2.0, tol=1e-10, max_iter=1000, multi_class="ovr").fit(X, y)
+    ours = LogisticRegression(C=2.0, tol=1e-14, max_iter=1000, multi_class="ovr").fit(X, y)
     sk = OneVsRestClassifier(sklm.LogisticRegression(C=2.0, tol=1e-12, max_iter=10_000)).fit(X, y)
     coef = np.vstack([e.coef_ for e in sk.estimators_])
     np.testing.assert_allclose(ours.coef_, coef, rtol=1e-4, atol=1e-5)
