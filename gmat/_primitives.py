@@ -11,16 +11,19 @@ one pass over the operand: the only cost over the Fortran layout, largest where 
 itself is cheapest), and ``out=`` may be Fortran- or C-ordered (the kernels store either).
 
 ``A*S^T`` on an ``S`` it has seen before gathers instead of scattering: on the second call with
-the same validated ``S`` it builds ``S``'s transposed index (its CSR arrays, a counting sort)
-and keeps it on the matrix object with copies of ``S``'s arrays; every later call runs the
-same gather as ``A*S`` over the transposed index (register-blocked for ``k`` of a cache line
-or more, :func:`roofline.kernels.csc_gather_mult_checked`; the sparse-times-vector kernel at
-``k = 1``, :func:`roofline.kernels.csc_gather_vec_checked`), with no scatter and no atomics,
-and in the same pass compares ``S``'s arrays with those copies: exact, so an in-place edit
-anywhere is seen, the result is dropped and the call scatters instead (the index is rebuilt
-on the next call).  Each gathered column of the index compares as many of ``S``'s entries
-as it gathers, so the compare streams beside the gather's random reads rather than costing
-a pass of its own.  ``AST_REUSE = False`` turns this off.
+the same validated ``S`` and ``k`` of at least a cache line (16 float32, 8 float64) it builds
+``S``'s transposed index (its CSR arrays, a counting sort) and keeps it on the matrix object
+with copies of ``S``'s arrays; every later call runs the same register-blocked gather as
+``A*S`` over the transposed index (:func:`roofline.kernels.csc_gather_mult_checked`), with
+no scatter and no atomics, and in the same pass compares ``S``'s arrays with those copies:
+exact, so an in-place edit anywhere is seen, the result is dropped and the call scatters
+instead (the index is rebuilt on the next call).  The columns of the index compare as many
+of ``S``'s entries as they gather, in vectorised stretches, so the compare streams beside
+the gather's random reads rather than costing a pass of its own.  ``AST_REUSE = False``
+turns this off.  At ``k = 1`` A*S^T always scatters by row slabs
+(:func:`roofline.kernels.csc_scatter_vec`: one read of ``S``, which the gather plus the
+check cannot beat), and ``A*S`` at ``k = 1`` is the sparse-times-vector kernel
+:func:`roofline.kernels.csc_gather_vec`.
 """
 
 from __future__ import annotations
@@ -57,9 +60,6 @@ _CHUNKS_PER_THREAD = 8
 #: (``python benchmarks/primitives.py --small`` prints both).
 PARALLEL_MIN_WORK = 1 << 17
 
-
-#: k = 1 A*S^T uses per-thread private outputs only with at least this many nonzeros per row.
-_PRIVATE_MIN_NNZ_PER_ROW = 16
 
 #: A*S^T with 2 <= k and rows of at most this many bytes runs by output blocks
 #: (:func:`roofline.kernels.csc_mult_t_blocked`); wider rows use the row-slab kernel
@@ -315,20 +315,15 @@ def _mult_ast(A, S, out):
         return out
     nnz = int(S.indptr[-1])
     with kernels.limit_threads(_threads_for((nnz + n) * k)) as threads:
-        # the reused index feeds the register-blocked gather (and the k = 1 one): 1 < k below
-        # a cache line scatters faster
-        index = _ast_index(S) if k == 1 or k >= _gather_width(A.dtype) else None
+        # the reused index feeds the register-blocked gather: narrower k scatter faster (at
+        # k = 1 the row-slab scatter reads S once, the gather its index and the exact check:
+        # measured here, the slabs 1.3-1.4x faster than gather + check)
+        index = _ast_index(S) if k >= _gather_width(A.dtype) else None
         if index is not None and _gather_kept(A, S, index, out, threads):
             return out  # S seen before and unchanged: gathered over its transposed index
         if k == 1:
-            # private per-thread outputs cost n zeroes and n adds per extra thread: worth it
-            # only when the scatter is much longer than the output (measured here: at
-            # nnz = 4 n two threads were 1.3x slower than one)
-            parts = max(1, min(threads, m)) if nnz >= _PRIVATE_MIN_NNZ_PER_ROW * n else 1
-            bounds = _chunks(S.indptr, parts)
-            private = _scratch("mult_ast_private", (parts - 1, n), A.dtype)  # per thread
-            faults = kernels.csc_mult_t_vec(A.reshape(-1), S.indptr, S.indices, S.data,
-                                            out.reshape(-1), private, bounds)
+            faults = kernels.csc_scatter_vec(A.reshape(-1), S.indptr, S.indices, S.data,
+                                             out.reshape(-1), _slabs(S, threads))
         else:
             # the scatter kernels write rows of out.T: a C-ordered out gets them by transposition
             outT = out.T if out.flags.f_contiguous else _scratch("mult_ast_outT", (n, k),
@@ -336,19 +331,24 @@ def _mult_ast(A, S, out):
             if k * A.dtype.itemsize <= BLOCKED_AST_MAX_ROW_BYTES:
                 faults = _mult_ast_blocked(_transposed_c(A, "A"), S, outT, threads)
             else:
-                n_slabs = min(n, threads)
-                slabs = kernels.row_slabs_into(
-                    S.indices, nnz, n, _scratch("slabs", (n_slabs + 1,), np.int64),
-                    _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed: reused
-                )
                 seen = _scratch("mult_ast_seen", (n,), np.uint8)
                 faults = kernels.csc_mult_t(_transposed_c(A, "A"), S.indptr, S.indices,
-                                            S.data, outT, slabs, seen)
+                                            S.data, outT, _slabs(S, threads), seen)
             if not out.flags.f_contiguous:
                 kernels.transpose_into(outT, out)
     if faults:
         raise _out_of_range(S)
     return out
+
+
+def _slabs(S, threads):
+    """Output row slabs of about equal entries, one per thread, in reused buffers."""
+    n = S.shape[0]
+    return kernels.row_slabs_into(
+        S.indices, int(S.indptr[-1]), n,
+        _scratch("slabs", (max(1, min(n, threads)) + 1,), np.int64),
+        _scratch("slab_sample", (kernels.SLAB_SAMPLE,), np.int64),  # fixed size: reused
+    )
 
 
 def _value_bits(data):
@@ -407,19 +407,14 @@ def _gather_kept(A, S, index, out, threads):
     Returns False, with ``out`` meaningless and the index dropped, when ``S`` changed (the
     caller scatters instead)."""
     n = S.shape[0]
-    k = 1 if A.ndim == 1 else A.shape[0]
     t_indptr, t_indices, t_data, fresh = index[:4]
     bounds = _chunks(t_indptr, min(n, threads * _CHUNKS_PER_THREAD))
     if fresh:
         faults, changed = _gather(A, t_indptr, t_indices, t_data, out, bounds, "A"), False
     else:
         check = [a for pair in zip(_source_arrays(S), index[4:], strict=True) for a in pair]
-        if k == 1:
-            faults, changed = kernels.csc_gather_vec_checked(
-                A.reshape(-1), t_indptr, t_indices, t_data, out.reshape(-1), bounds, *check)
-        else:
-            faults, changed = kernels.csc_gather_mult_checked(
-                _transposed_c(A, "A"), t_indptr, t_indices, t_data, out.T, bounds, *check)
+        faults, changed = kernels.csc_gather_mult_checked(
+            _transposed_c(A, "A"), t_indptr, t_indices, t_data, out.T, bounds, *check)
     if changed or faults:  # S edited in place: scatter now, rebuild on the next call
         getattr(S, _INDEX_ATTR)["index"] = None
         return False

@@ -11,6 +11,11 @@ accumulators in memory, whose load / FMA / store chain per entry runtime-``k`` l
 break (measured here, 2^20 x 100k Zipf float32 on two threads: 1.3-1.7x slower at k = 16).
 The entries' rows are prefetched ``GATHER_DISTANCE`` entries ahead across column boundaries.
 
+At ``k = 1`` :func:`csc_gather_vec` is the sparse-times-vector kernel of ``A*S`` (two running
+sums per column) and :func:`csc_scatter_vec` that of ``A*S^T`` (row slabs: ``S`` read once, no
+private copies).  :func:`csc_gather_mult_checked` is the gather over a kept transposed index
+that also proves, in the same pass, that the matrix it was built from is unchanged.
+
 The other kernels give gmat every dense layout at the speed of the preferred one:
 :func:`transpose_into` (a tiled parallel transposition, for C-ordered dense operands and
 outputs), :func:`csc_transpose_index` (the CSR arrays of a CSC matrix, by counting sort) and
@@ -29,6 +34,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ._csc import _first_at_least
 from ._simd import lanes
 from ._threads import parallel_njit
 
@@ -40,7 +46,7 @@ __all__ = [
     "csc_gather_mult",
     "csc_gather_mult_checked",
     "csc_gather_vec",
-    "csc_gather_vec_checked",
+    "csc_scatter_vec",
     "csc_transpose_index",
     "transpose_into",
 ]
@@ -53,6 +59,10 @@ GATHER_DISTANCE = 16
 #: Cache lines of the output column one pass over a column's entries accumulates in registers
 #: (8 lines: 8 AVX-512 registers, or 16 AVX2 ones).
 GATHER_VECTORS = 8
+#: Entries the checked gathers compare at a time: the compare of a run of gathered columns
+#: waits until their entries reach this many, so it runs as one vectorised stretch (columns of
+#: a transposed index are short: ~4 entries on 2^20 x 100k data).
+CHECK_BLOCK = 512
 
 
 def _intp(context, builder, val, ty):
@@ -255,10 +265,12 @@ def _dot_column(a, indices, data, lo, hi, un):
 
 @njit(inline="always", cache=True, nogil=True)
 def _differ(cur, kept, lo, hi):
-    """True when ``cur[lo:hi]`` and ``kept[lo:hi]`` differ (integer arrays; one branch at the
-    end, so the compare streams alongside whatever else the loop does)."""
+    """True when ``cur[lo:hi]`` and ``kept[lo:hi]`` differ (integer arrays; the range is clipped
+    to both).  No branch inside and unsigned positions, so the loop is vectorised (measured
+    here: a signed position's wraparound test made it 10x slower)."""
     d = cur.dtype.type(0)
-    for p in range(lo, hi):
+    start = np.uint64(max(lo, 0))
+    for p in range(start, np.uint64(max(min(hi, cur.shape[0], kept.shape[0]), start))):
         d |= cur[p] ^ kept[p]
     return d != 0
 
@@ -302,49 +314,6 @@ def csc_gather_vec(a, indptr, indices, data, out, bounds):
     return faults
 
 
-@parallel_njit(cache=True, nogil=True)
-def csc_gather_vec_checked(a, indptr, indices, data, out, bounds, cur_ptr, kept_ptr,
-                           cur_ind, kept_ind, cur_bits, kept_bits):
-    """:func:`csc_gather_vec` over a kept index that also checks, in the same pass, that the
-    arrays it was built from are unchanged.
-
-    ``cur_*`` are the source matrix's arrays now (``indptr``, ``indices[:nnz]`` and the bits of
-    ``data[:nnz]``, see :func:`csc_gather_mult_checked`), ``kept_*`` the copies taken when the
-    index was built.  Each column ``j`` of the index also compares the positions
-    ``[indptr[j], indptr[j + 1])`` of ``cur_ind`` / ``cur_bits`` with the copies: the columns
-    partition ``[0, nnz)``, so every stored entry is compared exactly once, streaming beside
-    the gather's random reads; each thread chunk compares its share of ``cur_ptr`` too.
-    Returns ``(faults, changed)``: with ``changed`` the output is meaningless (nothing is read
-    outside the arrays either way).
-    """
-    nnz = indptr[indptr.shape[0] - 1]
-    if not _check_lengths(indptr, nnz, cur_ptr, kept_ptr, cur_ind, kept_ind, cur_bits,
-                          kept_bits):
-        return 0, True
-    un = np.uint64(a.shape[0])
-    limit = min(indices.shape[0], data.shape[0])
-    n_chunks = bounds.shape[0] - 1
-    n_ptr = cur_ptr.shape[0]
-    faults = 0
-    changed = 0
-    for c in prange(n_chunks):
-        diff = _differ(cur_ptr, kept_ptr, (n_ptr * c) // n_chunks, (n_ptr * (c + 1)) // n_chunks)
-        for j in range(bounds[c], bounds[c + 1]):
-            lo = indptr[j]
-            hi = indptr[j + 1]
-            if lo < 0 or hi < lo or hi > limit:
-                faults += 1
-                hi = lo
-            acc, bad = _dot_column(a, indices, data, lo, hi, un)
-            out[j] = acc
-            if bad:
-                faults += 1
-            diff |= _differ(cur_ind, kept_ind, lo, hi) | _differ(cur_bits, kept_bits, lo, hi)
-        if diff:
-            changed += 1
-    return faults, changed > 0
-
-
 @parallel_njit(**_FLAGS)
 def csc_gather_mult_checked(XT, indptr, indices, data, outT, bounds, cur_ptr, kept_ptr,
                             cur_ind, kept_ind, cur_bits, kept_bits):
@@ -376,6 +345,7 @@ def csc_gather_mult_checked(XT, indptr, indices, data, outT, bounds, cur_ptr, ke
     changed = 0
     for c in prange(n_chunks):
         diff = _differ(cur_ptr, kept_ptr, (n_ptr * c) // n_chunks, (n_ptr * (c + 1)) // n_chunks)
+        done = indptr[bounds[c]]
         p_end = min(indptr[bounds[c + 1]], limit) - GATHER_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
             lo = indptr[j]
@@ -400,10 +370,56 @@ def csc_gather_mult_checked(XT, indptr, indices, data, outT, bounds, cur_ptr, ke
                         outT[j, kk] += v * XT[i, kk]
             if bad:
                 faults += 1
-            diff |= _differ(cur_ind, kept_ind, lo, hi) | _differ(cur_bits, kept_bits, lo, hi)
+            if hi - done >= CHECK_BLOCK:
+                diff |= _differ(cur_ind, kept_ind, done, hi) | _differ(cur_bits, kept_bits,
+                                                                        done, hi)
+                done = hi
+        end = indptr[bounds[c + 1]]
+        diff |= _differ(cur_ind, kept_ind, done, end) | _differ(cur_bits, kept_bits, done, end)
         if diff:
             changed += 1
     return faults, changed > 0
+
+
+@parallel_njit(cache=True, nogil=True)
+def csc_scatter_vec(a, indptr, indices, data, out, slabs):
+    """``out[i] = sum_{(i, j) in S} data * a[j]`` (``A*S^T`` at ``k = 1`` over ``S``'s CSC
+    arrays, sparse-transpose times vector) by row slabs.
+
+    Thread ``t`` owns the output rows ``slabs[t]:slabs[t + 1]`` (balanced by entries,
+    :func:`~roofline.kernels.row_slabs_into`): it zeroes them, then walks every column from its
+    first row ``>= slabs[t]`` (a binary search in the sorted column) to its first row past the
+    slab, so ``S`` is read about once in all, no thread writes another's rows, and no private
+    copies or reduction pass are needed.  Returns the number of faults (columns outside the
+    arrays, skipped; row indices out of range or unsorted past the slab end: the column's
+    remaining entries are skipped).
+    """
+    n = out.shape[0]
+    m = indptr.shape[0] - 1
+    limit = min(indices.shape[0], data.shape[0])
+    faults = 0
+    for s in prange(slabs.shape[0] - 1):
+        r0 = slabs[s]
+        r1 = slabs[s + 1]
+        width = np.uint64(r1 - r0)
+        for i in range(r0, r1):
+            out[i] = 0
+        for j in range(min(m, a.shape[0])):
+            lo = indptr[j]
+            hi = indptr[j + 1]
+            if lo < 0 or hi < lo or hi > limit:
+                faults += 1
+                continue
+            aj = a[j]
+            lo = _first_at_least(indices, lo, hi, r0)
+            for p in range(np.uint64(lo), np.uint64(hi)):
+                i = indices[p]
+                if np.uint64(i - r0) >= width:  # past the slab (or out of range: a fault)
+                    if i < 0 or i >= n:
+                        faults += 1
+                    break
+                out[np.uint64(i)] += data[p] * aj
+    return faults
 
 
 #: Values one tile of :func:`transpose_into` moves (4096: 16 KiB of float32, in L1).
