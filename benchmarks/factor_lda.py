@@ -47,9 +47,10 @@ stopped); and online VB with Spark's schedule (``online-S``: ``learning_offset``
 ``learning_decay`` 0.51, minibatches of 5% of the documents). A peer's "Roofline s" is the
 earliest time at which one of the runs first reaches the peer's final perplexity (the run is
 named). ``ratio`` = peer s / Roofline s ("not reached" when Roofline never gets there).
-``roofline`` = the primitives' roofline time of the E-step's work (SDDMM + A*S over every
-nonzero visit, A*S^T for the sufficient statistics; :func:`roofline.gmat.cost_sddmm` etc. on the
-measured machine) over the measured training time.
+``roofline`` = online VB's roofline fraction: the sum over its steps of
+:meth:`LDA.cost`'s roofline time (compulsory bytes of the E-step's SDDMM, A*S and A*S^T and
+the M-step; ``4 K`` flops per nonzero visit of the E-step's iterations; on the measured
+machine) over the steps' measured time.
 
 Times are wall-clock seconds on whatever machine runs it; say how loaded it was next to any
 figure recorded from it.
@@ -281,21 +282,19 @@ def run_roofline(Xtr, K, evaluate, a, offset=10.0, decay=0.7, batch_size=None):
     warm = LDA(n_components=K, dtype="float32")
     warm.init(X.shape[0])
     warm.update(Minibatch(batches[0]))
-    trace, spent, visits, steps = [], 0.0, 0, 0
+    machine = gmat.machine_roofline()
+    trace, spent, bound, steps = [], 0.0, 0.0, 0
     for _ in range(a.max_passes):
         for Xb in batches:
             t = time.perf_counter()
             model.update(Minibatch(Xb))
             spent += time.perf_counter() - t
-            visits += model.last_estep["nnz_work"]
+            bound += model.cost(Minibatch(Xb)).roofline_time(machine)
             steps += 1
             if steps % a.eval_every == 0 or Xb is batches[-1]:
                 trace.append((spent, evaluate(model.components_)))
-    # the primitives' roofline time of the same work, per nonzero visited (first minibatch)
-    b0, machine = batches[0], gmat.machine_roofline()
-    per_nnz = ((gmat.cost_sddmm(b0, K, scale=False).roofline_time(machine)
-                + gmat.cost_mult_as(b0, K).roofline_time(machine)) / max(1, b0.nnz))
-    return trace, per_nnz * visits / spent
+    # the steps' roofline time (LDA.cost: compulsory bytes, the E-step's flops) over their time
+    return trace, bound / spent
 
 
 def run_roofline_batch(Xtr, K, evaluate, a):
@@ -333,7 +332,7 @@ def bench(name, X, a, peers):
     """Every peer, then Roofline's three runs on ``X`` (documents x words), printed; returns one
     result dict per peer: ``model, data, peer, peer_s, quality`` (the peer's held-out
     perplexity), ``ours_s`` (Roofline's earliest time to it, None when not reached), ``how``
-    (which run), ``ratio``, ``fraction`` (online VB's primitives' roofline fraction)."""
+    (which run), ``ratio``, ``fraction`` (online VB's roofline fraction, :meth:`LDA.cost`)."""
     K = a.topics
     Xtr, Xh = split(X)
     tokens = int(X.sum())
@@ -355,7 +354,7 @@ def bench(name, X, a, peers):
     trace, frac = run_roofline(Xtr, K, evaluate, a)
     best = min(p for _, p in trace)
     print(f"Roofline online VB: {len(trace)} evaluations, best perplexity {best:.2f}, final "
-          f"{trace[-1][1]:.2f} after {trace[-1][0]:.2f} s; primitives' roofline fraction "
+          f"{trace[-1][1]:.2f} after {trace[-1][0]:.2f} s; roofline fraction (LDA.cost) "
           f"{100 * frac:.1f}%")
     strace, _ = run_roofline(Xtr, K, evaluate, a, offset=1024.0, decay=0.51,
                              batch_size=max(16, Xtr.shape[0] // 20))
