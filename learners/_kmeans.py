@@ -91,6 +91,184 @@ def _assign(DT, cnorm, xnorm, labels, mind):
         mind[j] = d if d > 0.0 else 0.0
 
 
+@njit(cache=True, parallel=True)
+def _csc_assign_fused(indptr, indices, data, C, cnorm, xnorm, cols, labels, mind, second):
+    """The sparse E-step fused with its ``A*S``: for each column ``j`` in ``cols`` (CSC
+    ``indptr, indices, data``), the ``k`` products ``c^T x_j`` accumulate in float64 from
+    ``C`` (k x n, each feature's ``k`` values contiguous), then ``labels[j]`` is the nearest
+    center (the first minimum wins), ``mind[j]`` its squared distance and ``second[j]`` the
+    squared distance to the second nearest (``inf`` when ``k == 1``), both clipped at 0.  No
+    ``k x m`` block is written; the results land at the columns' own positions."""
+    s = cols.shape[0]
+    k = C.shape[0]
+    nblk = (s + 255) // 256
+    for b in prange(nblk):
+        acc = np.empty(k, np.float64)
+        for q in range(b * 256, min(s, (b + 1) * 256)):
+            j = cols[q]
+            acc[:] = 0.0
+            for p in range(indptr[j], indptr[j + 1]):
+                v = np.float64(data[p])
+                i = indices[p]
+                for c in range(k):
+                    acc[c] += v * C[c, i]
+            best = np.inf
+            sec = np.inf
+            bi = 0
+            for c in range(k):
+                d = cnorm[c] - 2.0 * acc[c]
+                if d < best:
+                    sec = best
+                    best = d
+                    bi = c
+                elif d < sec:
+                    sec = d
+            labels[j] = bi
+            d = best + xnorm[j]
+            mind[j] = d if d > 0.0 else 0.0
+            d = sec + xnorm[j]
+            second[j] = d if d > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _dot_col(indptr, indices, data, C, j, c):
+    """``c^T x_j`` in float64, accumulated in the order of :func:`_csc_assign_fused` (the
+    same rounding: its keys and these compare bit for bit)."""
+    acc = 0.0
+    for p in range(indptr[j], indptr[j + 1]):
+        acc += np.float64(data[p]) * C[c, indices[p]]
+    return acc
+
+
+@njit(cache=True, parallel=True)
+def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin, first,
+                 labels, U, L, counts):
+    """One E-step of Elkan's k-means (Elkan 2003) over CSC columns, with lazily moved bounds.
+
+    The bounds are stored relative to ``cum`` (each center's cumulative drift): the upper
+    bound on ``||x_j - c_{labels_j}||`` is ``U[j] + cum[labels_j]`` and the lower bound on
+    ``||x_j - c||`` is ``L[j, c] - cum[c]``, so moving the centers costs ``O(k)``, not
+    ``O(m k)``.  A center ``c`` is examined only when neither its lower bound nor half the
+    distance ``halfcc[a, c]`` between the centers exceeds the upper bound by the example's
+    rounding ``margin[j]``; an examined pair costs one sparse dot product, and an example
+    with more than one candidate gets all ``k`` products at once (one gather of each
+    feature's ``k`` center values costs about what a single product does).  The keys compared
+    are Lloyd's (``cnorm[c] - 2 c^T x_j``, the first minimum wins), so ``labels`` equal the
+    fused Lloyd E-step's bit for bit.  ``first``: compute every distance (the bounds' start).
+    ``counts[b]``: dot products computed by block ``b`` (``k`` per example when first)."""
+    m = labels.shape[0]
+    k = C.shape[0]
+    nblk = (m + 255) // 256
+    for b in prange(nblk):
+        acc = np.empty(k, np.float64)
+        cnt = 0
+        for j in range(b * 256, min(m, (b + 1) * 256)):
+            xn = xnorm[j]
+            if first:
+                acc[:] = 0.0
+                for p in range(indptr[j], indptr[j + 1]):
+                    v = np.float64(data[p])
+                    i = indices[p]
+                    for c in range(k):
+                        acc[c] += v * C[c, i]
+                best = np.inf
+                bi = 0
+                for c in range(k):
+                    e = cnorm[c] - 2.0 * acc[c]
+                    d = e + xn
+                    L[j, c] = math.sqrt(d if d > 0.0 else 0.0) + cum[c]
+                    if e < best:
+                        best = e
+                        bi = c
+                labels[j] = bi
+                U[j] = L[j, bi] - 2.0 * cum[bi]
+                cnt += k
+                continue
+            a = labels[j]
+            mg = margin[j]
+            u = U[j] + cum[a]
+            if u + mg < s[a]:
+                continue
+            n_cand = 0
+            for c in range(k):
+                if c != a and u + mg >= L[j, c] - cum[c] and u + mg >= halfcc[a, c]:
+                    n_cand += 1
+            if n_cand == 0:
+                continue
+            if n_cand > 1:  # every distance at once: k values per gathered feature
+                acc[:] = 0.0
+                for p in range(indptr[j], indptr[j + 1]):
+                    v = np.float64(data[p])
+                    i = indices[p]
+                    for c in range(k):
+                        acc[c] += v * C[c, i]
+                best = np.inf
+                bi = 0
+                for c in range(k):
+                    e = cnorm[c] - 2.0 * acc[c]
+                    d = e + xn
+                    L[j, c] = math.sqrt(d if d > 0.0 else 0.0) + cum[c]
+                    if e < best:
+                        best = e
+                        bi = c
+                labels[j] = bi
+                U[j] = L[j, bi] - 2.0 * cum[bi]
+                cnt += k
+                continue
+            tight = False
+            ea = 0.0
+            for c in range(k):
+                if c == a:
+                    continue
+                lc = L[j, c] - cum[c]
+                if u + mg < lc or u + mg < halfcc[a, c]:
+                    continue
+                if not tight:
+                    ea = cnorm[a] - 2.0 * _dot_col(indptr, indices, data, C, j, a)
+                    d = ea + xn
+                    u = math.sqrt(d if d > 0.0 else 0.0)
+                    L[j, a] = u + cum[a]
+                    tight = True
+                    cnt += 1
+                    if u + mg < lc or u + mg < halfcc[a, c]:
+                        continue
+                ec = cnorm[c] - 2.0 * _dot_col(indptr, indices, data, C, j, c)
+                cnt += 1
+                d = ec + xn
+                dc = math.sqrt(d if d > 0.0 else 0.0)
+                L[j, c] = dc + cum[c]
+                if ec < ea or (ec == ea and c < a):
+                    a = c
+                    ea = ec
+                    u = dc
+            labels[j] = a
+            U[j] = u - cum[a]
+        counts[b] = cnt
+
+
+@njit(cache=True)
+def _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum, members):
+    """Move the examples whose label changed (``labels_old[j] -> labels[j]``) between the
+    clusters' sums, weights and member counts; returns how many moved."""
+    moved = 0
+    for j in range(labels.shape[0]):
+        a = labels[j]
+        b = labels_old[j]
+        if a == b:
+            continue
+        moved += 1
+        wj = w[j]
+        for p in range(indptr[j], indptr[j + 1]):
+            v = wj * data[p]
+            sums[a, indices[p]] += v
+            sums[b, indices[p]] -= v
+        wsum[a] += wj
+        wsum[b] -= wj
+        members[a] += 1
+        members[b] -= 1
+    return moved
+
+
 @njit(cache=True)
 def _cluster_order(labels, k, starts, order):
     """Counting sort of ``labels``: ``order[starts[c]:starts[c+1]]`` are the examples of
@@ -159,6 +337,8 @@ _assign_serial = njit(cache=True)(_assign.py_func)
 _csc_cluster_sums_serial = njit(cache=True)(_csc_cluster_sums.py_func)
 _dense_cluster_sums_serial = njit(cache=True)(_dense_cluster_sums.py_func)
 _csc_sqnorms_serial = njit(cache=True)(_csc_sqnorms.py_func)
+_csc_assign_fused_serial = njit(cache=True)(_csc_assign_fused.py_func)
+_elkan_estep_serial = njit(cache=True)(_elkan_estep.py_func)
 
 
 def _pick(parallel, serial, work):
@@ -210,6 +390,9 @@ def _chunks(X, w, chunk=None):
         return
     m = X.shape[1]
     chunk = chunk or m
+    if chunk >= m:  # the whole matrix: no copy
+        yield X, w
+        return
     for s in range(0, m, chunk):
         e = min(s + chunk, m)
         Xp = gmat.slice_columns(X, s, e, "X") if gmat.is_sparse(X) else X[:, s:e]
@@ -480,14 +663,24 @@ class KMeansModel(CPUFactorModelMixin, Model):
             cnorm = self._cnorm()
         if xnorm is None:
             xnorm = _sqnorms(X)
-        if gmat.is_sparse(X):
-            D = gmat.mult_as(self.centers, X, cache=cache, tag="kmeans.dist")
+        if gmat.is_sparse(X):  # A*S fused with the argmin: no k x m block
+            self._assign_columns(X, np.arange(m, dtype=np.int64), labels, mind,
+                                 np.empty(m, np.float64), cnorm, xnorm)
+            return labels, mind
         else:
             D = (cache.empty((k, m), self.dtype, tag="kmeans.dist", order="F", like=X)
                  if cache is not None else np.empty((k, m), self.dtype, order="F"))
             np.matmul(self.centers, X, out=D)
         _pick(_assign, _assign_serial, k * m)(D.T, cnorm, xnorm, labels, mind)
         return labels, mind
+
+    def _assign_columns(self, X, cols, labels, mind, second, cnorm, xnorm):
+        """The fused sparse E-step (:func:`_csc_assign_fused`) over the columns ``cols``."""
+        work = self.opts.n_clusters * (int(X.nnz) if cols.size == X.shape[1]
+                                       else int(X.nnz * cols.size / max(X.shape[1], 1)))
+        _pick(_csc_assign_fused, _csc_assign_fused_serial, work)(
+            X.indptr, X.indices, X.data, self.centers, cnorm, xnorm, cols, labels, mind,
+            second)
 
     def _sums_into(self, X, w, labels, sums, wsum, order=None, starts=None):
         k, m = self.opts.n_clusters, X.shape[1]
@@ -660,13 +853,18 @@ class KMeansModel(CPUFactorModelMixin, Model):
         init : array (k, n_features), optional
             Starting centers; by default the current ones when set, else seeded from ``X``
             (a matrix) with ``opts.init``.
-        algorithm : {"lloyd", "hamerly"}
+        algorithm : {"lloyd", "hamerly", "elkan"}
             ``"hamerly"`` (a matrix, single process): the same iterations, but each example
             keeps an upper bound on its distance to its center and a lower bound on the
             others (Hamerly 2010, moved by the centers' drift); only the examples whose bounds
-            overlap get their ``k`` distances recomputed (``A*S`` over those columns).  The
-            labels are Lloyd's (the bounds carry a rounding margin); ``inertia_trace`` holds
-            only the final inertia.
+            overlap get their ``k`` distances recomputed (``A*S`` over those columns).
+            ``"elkan"`` (a matrix, single process): the same iterations with Elkan's ``k``
+            lower bounds per example (Elkan 2003) and the centers' half distances; only the
+            (example, center) pairs whose bounds overlap cost a sparse dot product (the best
+            choice for sparse high-dimensional data, where Hamerly's single bound is weak).
+            With either, the labels are Lloyd's (the bounds carry a rounding margin; the
+            sparse keys compare bit for bit with Lloyd's), and ``inertia_trace`` holds only
+            the final inertia.
 
         Returns
         -------
@@ -674,8 +872,9 @@ class KMeansModel(CPUFactorModelMixin, Model):
             ``labels`` (this rank's examples; None for a DataSource), ``inertia``,
             ``n_iter``, ``converged``, ``inertia_trace``.
         """
-        if algorithm not in ("lloyd", "hamerly"):
-            raise ValueError(f"algorithm must be 'lloyd' or 'hamerly', got {algorithm!r}")
+        if algorithm not in ("lloyd", "hamerly", "elkan"):
+            raise ValueError(f"algorithm must be 'lloyd', 'hamerly' or 'elkan', got "
+                             f"{algorithm!r}")
         with one_blas_thread():
             return self._fit(X, sample_weight, max_iter, tol, comm, init, algorithm)
 
@@ -695,7 +894,9 @@ class KMeansModel(CPUFactorModelMixin, Model):
         if is_matrix:
             self._check_ready(X)
             w_all = _weights(sample_weight, X.shape[1])
-            chunk = max(256, _CHUNK_VALUES // self.opts.n_clusters)
+            # the sparse E-step writes no k x m block: one chunk
+            chunk = (X.shape[1] if gmat.is_sparse(X)
+                     else max(256, _CHUNK_VALUES // self.opts.n_clusters))
             xnorm_all = _sqnorms(X)
             m_local = X.shape[1]
         else:
@@ -705,6 +906,8 @@ class KMeansModel(CPUFactorModelMixin, Model):
         k = self.opts.n_clusters
         if algorithm == "hamerly" and is_matrix and comm is None:
             return self._fit_hamerly(X, w_all, xnorm_all, max_iter, tol)
+        if algorithm == "elkan" and is_matrix and comm is None:
+            return self._fit_elkan(X, w_all, xnorm_all, max_iter, tol)
         labels_old = None
         trace = []
         converged = strict = False
@@ -781,9 +984,17 @@ class KMeansModel(CPUFactorModelMixin, Model):
         converged = False
         n_iter = 0
         need = np.arange(m)
+        sparse = gmat.is_sparse(X)
+        d_up = np.empty(m)
+        d_low = np.empty(m)
         self._recomputed = []
         for it in range(max_iter):
-            if need.size:
+            if need.size and sparse:  # the fused kernel over the overlapping columns
+                self._assign_columns(X, need.astype(np.int64, copy=False), labels, d_up,
+                                     d_low, self._cnorm(), xnorm)
+                upper[need] = np.sqrt(d_up[need])
+                lower[need] = np.sqrt(d_low[need])
+            elif need.size:
                 for s0 in range(0, need.size, max(256, _CHUNK_VALUES // k)):
                     idx = need[s0: s0 + max(256, _CHUNK_VALUES // k)]
                     full = self._distances_of(X, idx, xnorm)
@@ -839,6 +1050,105 @@ class KMeansModel(CPUFactorModelMixin, Model):
         labels, mind = self.assign(X)  # the final labels and inertia (an extra pass)
         final = float(mind @ w)
         logger.info("k-means Hamerly: %d passes, inertia %.6g, converged %s", n_iter, final,
+                    converged)
+        return KMeansResult(labels=labels, inertia=final, n_iter=n_iter, converged=converged,
+                            inertia_trace=[final])
+
+    def _fit_elkan(self, X, w, xnorm, max_iter, tol):
+        """Lloyd's iterations with Elkan's bounds (see :meth:`fit`)."""
+        k, m = self.opts.n_clusters, X.shape[1]
+        n = X.shape[0]
+        if gmat.is_sparse(X):
+            indptr, indices, data = X.indptr, X.indices, X.data
+        else:  # a dense matrix as CSC arrays (no copy of the values)
+            Xf = np.asfortranarray(X)
+            indptr = np.arange(0, n * m + 1, n, dtype=np.int64)
+            indices = np.tile(np.arange(n, dtype=np.int32), m)
+            data = Xf.ravel(order="F")
+        eps = float(np.finfo(self.dtype).eps)
+        labels = np.zeros(m, np.int32)
+        U = np.zeros(m)
+        L = np.zeros((m, k))
+        cum = np.zeros(k)
+        halfcc = np.zeros((k, k))
+        s_half = np.zeros(k)
+        margin = np.zeros(m)
+        xroot = np.sqrt(xnorm)
+        nblk = (m + 255) // 256
+        counts = np.zeros(max(nblk, 1), np.int64)
+        order = np.empty(m, np.int64)
+        starts = np.empty(k + 1, np.int64)
+        kernel = _pick(_elkan_estep, _elkan_estep_serial, k * int(data.size))
+        labels_old = None
+        converged = False
+        n_iter = 0
+        first = fresh = True
+        self._recomputed = []
+        for it in range(max_iter):
+            cn = self._cnorm()
+            if not first:
+                C64 = np.asarray(self.centers, np.float64)
+                dcc = cn[:, None] + cn[None, :] - 2.0 * (C64 @ C64.T)
+                np.maximum(dcc, 0.0, out=dcc)
+                np.sqrt(dcc, out=dcc)
+                halfcc[...] = 0.5 * dcc
+                np.fill_diagonal(dcc, np.inf)
+                s_half[...] = 0.5 * dcc.min(axis=1) if k > 1 else np.inf
+            # rounding of the distances (|sqrt(a) - sqrt(b)| <= sqrt(|a - b|), and
+            # sqrt(a + b) <= sqrt(a) + sqrt(b)), of the centers' half distances and of the
+            # bounds' drift sums
+            rc = math.sqrt(float(cn.max()))
+            np.multiply(xroot, math.sqrt(64 * eps) + 64 * eps, out=margin)
+            margin += 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc)
+            counts[:] = 0
+            kernel(indptr, indices, data, self.centers, cn, xnorm, cum, halfcc, s_half, margin,
+                   first, labels, U, L, counts)
+            self._recomputed.append(int(counts.sum()))
+            if getattr(self, "_trace_labels", None) is not None:  # the tests' record
+                self._trace_labels.append(labels.copy())
+            first = False
+            # the M-step's sums: moved incrementally when few labels changed (the sums of the
+            # other examples are unchanged), else afresh (bounding the rounding drift)
+            n_moved = m if labels_old is None else int(np.count_nonzero(labels != labels_old))
+            if fresh or 4 * n_moved > m or it % 16 == 0:
+                fresh = False
+                sums = np.zeros((k, n))
+                wsum = np.zeros(k)
+                self._sums_into(X, w, labels, sums, wsum, order, starts)
+                members = np.diff(starts)
+            elif n_moved:
+                _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum,
+                               members)
+            if np.any(members == 0):  # relocation needs exact distances: a full E-step
+                labs, mind = self.assign(X)
+                labels[:] = labs
+                sums[...] = 0
+                wsum[...] = 0
+                self._sums_into(X, w, labels, sums, wsum, order, starts)
+                self._relocate_empty(X, w, labels, mind, sums, wsum, None)
+                fresh = True  # the next sums afresh (the relocated examples moved)
+                first = True  # the bounds restart from the new centers
+            new = sums / wsum[:, None]
+            C_old = np.array(self.centers, np.float64)
+            delta = np.sqrt(((new - C_old) ** 2).sum(axis=1))
+            shift = float((delta ** 2).sum())
+            self.centers[...] = new
+            self.counts = wsum
+            if self.centers.dtype != np.float64:  # how far the stored centers moved
+                delta = np.sqrt(((np.asarray(self.centers, np.float64) - C_old) ** 2).sum(
+                    axis=1))
+            cum += delta
+            n_iter = it + 1
+            if labels_old is not None and n_moved == 0:
+                converged = True
+                break
+            if shift <= tol:
+                converged = True
+                break
+            labels_old = labels.copy()
+        labels, mind = self.assign(X)  # the final labels and inertia (an extra pass)
+        final = float(mind @ w)
+        logger.info("k-means Elkan: %d passes, inertia %.6g, converged %s", n_iter, final,
                     converged)
         return KMeansResult(labels=labels, inertia=final, n_iter=n_iter, converged=converged,
                             inertia_trace=[final])
@@ -1135,9 +1445,10 @@ class KMeans(_KMeansBase):
     comm : roofline.comm.Communicator, optional
         Distributed Lloyd: each rank passes its own samples to :meth:`fit`; the centers are the
         same on every rank.
-    algorithm : {"lloyd", "hamerly"}, default="lloyd"
-        ``"hamerly"``: the same iterations with Hamerly's distance bounds, recomputing only the
-        samples whose assignment may change (single process; see :meth:`KMeansModel.fit`).
+    algorithm : {"lloyd", "hamerly", "elkan"}, default="lloyd"
+        ``"hamerly"`` / ``"elkan"``: the same iterations with Hamerly's or Elkan's distance
+        bounds, computing only the distances that may change an assignment (single process;
+        see :meth:`KMeansModel.fit`).
 
     Attributes
     ----------

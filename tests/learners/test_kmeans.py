@@ -16,7 +16,10 @@ from roofline.learners._kmeans import (
     MiniBatchKMeans,
     _assign,
     _cluster_order,
+    _csc_assign_fused,
+    _csc_assign_fused_serial,
     _csc_cluster_sums,
+    _csc_move_sums,
     _dense_cluster_sums,
     kmeans_plusplus,
 )
@@ -68,6 +71,55 @@ def test_assign_kernel_matches_numpy(dtype, m, k):
     np.testing.assert_array_equal(labels, np.argmin(full, axis=0))
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(mind, np.maximum(full.min(axis=0), 0), rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 9])
+def test_fused_sparse_assign_matches_numpy(dtype, k):
+    X = _powerlaw(400, 60, seed=k, dtype=dtype).T.tocsc()
+    m = X.shape[1]
+    rng = np.random.default_rng(k)
+    C = np.asfortranarray(rng.uniform(0, 2, (k, X.shape[0])).astype(dtype))
+    cnorm = np.einsum("ij,ij->i", C, C, dtype=np.float64)
+    xnorm = np.asarray(X.multiply(X).sum(axis=0), np.float64).ravel()
+    full = cnorm[:, None] + xnorm[None, :] - 2.0 * (C.astype(np.float64) @ X.toarray())
+    cols = np.arange(0, m, 3, dtype=np.int64)  # a subset: the others stay untouched
+    for kern in (_csc_assign_fused, _csc_assign_fused_serial):
+        labels = np.full(m, -1, np.int32)
+        mind, second = np.full(m, -1.0), np.full(m, -1.0)
+        kern(X.indptr, X.indices, X.data, C, cnorm, xnorm, cols, labels, mind, second)
+        np.testing.assert_array_equal(labels[cols], np.argmin(full[:, cols], axis=0))
+        srt = np.sort(np.maximum(full[:, cols], 0), axis=0)
+        np.testing.assert_allclose(mind[cols], srt[0], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(second[cols], srt[1] if k > 1 else np.inf, rtol=1e-9,
+                                   atol=1e-9)
+        rest = np.setdiff1d(np.arange(m), cols)
+        assert np.all(labels[rest] == -1) and np.all(mind[rest] == -1)
+
+
+def test_move_sums_equals_fresh_sums():
+    X = _powerlaw(300, 50, seed=4).T.tocsc()
+    m, k = X.shape[1], 5
+    rng = np.random.default_rng(2)
+    old = rng.integers(0, k, m).astype(np.int32)
+    new = old.copy()
+    new[rng.choice(m, 40, replace=False)] = rng.integers(0, k, 40)
+    w = rng.uniform(0.5, 2, m)
+
+    def fresh(labels):
+        order, starts = np.empty(m, np.int64), np.empty(k + 1, np.int64)
+        _cluster_order(labels, k, starts, order)
+        sums, wsum = np.zeros((k, X.shape[0])), np.zeros(k)
+        _csc_cluster_sums(X.indptr, X.indices, X.data, w, order, starts, sums, wsum)
+        return sums, wsum, np.diff(starts)
+
+    sums, wsum, members = fresh(old)
+    moved = _csc_move_sums(X.indptr, X.indices, X.data, w, new, old, sums, wsum, members)
+    assert moved == np.count_nonzero(new != old)
+    ref_sums, ref_wsum, ref_members = fresh(new)
+    np.testing.assert_allclose(sums, ref_sums, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(wsum, ref_wsum, rtol=1e-12)
+    np.testing.assert_array_equal(members, ref_members)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -142,11 +194,56 @@ def test_inertia_equals_scikit_learn_from_the_same_init(dtype, kind):
     assert sum(ham._model_._recomputed) < ham.n_iter_ * X.shape[0]  # some were skipped
 
 
-def test_empty_cluster_is_relocated_as_scikit_learn_does():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 12])
+def test_elkan_gives_lloyds_labels_exactly_on_sparse_data(dtype, k):
+    Xr = _powerlaw(3000, 400, seed=k, dtype=dtype)
+    X = Xr.T.tocsc()
+    init = np.asarray(Xr[np.arange(0, 3000, 3000 // k)[:k]].todense(), dtype=dtype) + 0.01
+    model = KMeansModel(n_clusters=k, dtype=np.dtype(dtype).name)
+    model.init(X.shape[0])
+    model._trace_labels = []
+    res = model.fit(X, init=init, tol=0, max_iter=300, algorithm="elkan")
+    assert sum(model._recomputed) < res.n_iter * k * X.shape[1] / 2  # most were skipped
+    # Lloyd step by step (its E-step is KMeansModel.assign): every iteration's labels agree
+    lloyd = KMeansModel(n_clusters=k, dtype=np.dtype(dtype).name)
+    lloyd.init(X.shape[0])
+    lloyd.set_parameters(init)
+    Xd = X.toarray().astype(np.float64)
+    for it, elkan_labels in enumerate(model._trace_labels):
+        labels, _ = lloyd.assign(X)
+        np.testing.assert_array_equal(elkan_labels, labels, err_msg=f"iteration {it}")
+        onehot = np.zeros((k, X.shape[1]))
+        onehot[labels, np.arange(X.shape[1])] = 1.0
+        lloyd.centers[...] = (onehot @ Xd.T) / onehot.sum(axis=1)[:, None]
+    assert res.converged and len(model._trace_labels) == res.n_iter
+    rtol = 1e-6 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(model.centers, lloyd.centers, rtol=rtol, atol=rtol)
+    ref = SKKMeans(k, init=init, n_init=1, tol=0, max_iter=300).fit(Xr)
+    assert res.n_iter == ref.n_iter_
+    assert abs(res.inertia - ref.inertia_) <= rtol * ref.inertia_
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_elkan_estimator_matches_scikit_learn(sparse):
+    Xr = _powerlaw(1500, 300, seed=8)
+    X = Xr if sparse else Xr.toarray()
+    init = np.asarray(Xr[np.arange(0, 1500, 150)].todense()) + 0.01
+    ref = SKKMeans(10, init=init, n_init=1, tol=1e-4).fit(X)
+    ours = KMeans(10, init=init, tol=1e-4, algorithm="elkan").fit(X)
+    assert ours.n_iter_ == ref.n_iter_
+    assert abs(ours.inertia_ - ref.inertia_) <= 1e-6 * ref.inertia_
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-6,
+                               atol=1e-6)
+    np.testing.assert_array_equal(ours.labels_, ours.predict(X))
+
+
+@pytest.mark.parametrize("algorithm", ["lloyd", "elkan"])
+def test_empty_cluster_is_relocated_as_scikit_learn_does(algorithm):
     X, _ = _blobs(n_per=40, k=3, d=4, seed=7)
     init = np.vstack([X[:2], [[1e3] * 4]])  # the third center attracts nobody
     ref = SKKMeans(3, init=init, n_init=1, tol=0).fit(X)
-    ours = KMeans(3, init=init, tol=0).fit(X)
+    ours = KMeans(3, init=init, tol=0, algorithm=algorithm).fit(X)
     assert abs(ours.inertia_ - ref.inertia_) <= 1e-9 * ref.inertia_
     assert len(np.unique(ours.labels_)) == 3
 
@@ -312,7 +409,7 @@ def test_bad_input_gets_clear_errors():
     with pytest.raises(ValueError, match="n_clusters"):
         KMeans(0).fit(X)
     with pytest.raises(ValueError, match="algorithm"):
-        KMeans(2, algorithm="elkan").fit(X)
+        KMeans(2, algorithm="elkans").fit(X)
     model = KMeansModel(n_clusters=2, dtype="float32")
     model.set_parameters(np.zeros((2, 3)))
     with pytest.raises(TypeError, match="dtype"):
