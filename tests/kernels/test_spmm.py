@@ -179,3 +179,152 @@ def test_arrays_equal():
     assert kernels.arrays_equal(a[:0], a[:0])
     z = np.array([0.0, 1.0]).view(np.uint64)
     assert not kernels.arrays_equal(z, np.array([-0.0, 1.0]).view(np.uint64))  # bit for bit
+
+
+# ---------------------------------------------------------------------------------------------
+# k = 1: csc_gather_vec (A*S) and csc_scatter_vec (A*S^T by row slabs)
+
+
+def _vec_sets(rng, dtype, itype):
+    """Random shapes with empty rows / columns, a Zipf matrix, and degenerate ones."""
+    return [_csc(rng, 300, 90, 0.05, dtype, itype), _csc(rng, 57, 400, 0.3, dtype, itype),
+            _zipf(4000, 700, dtype, itype), _csc(rng, 7, 5, 0.0, dtype, itype),
+            _csc(rng, 1, 30, 0.5, dtype, itype), _csc(rng, 40, 1, 0.5, dtype, itype)]
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_gather_vec_matches_scipy(dtype, itype):
+    rng = np.random.default_rng(10)
+    for S in _vec_sets(rng, dtype, itype):
+        n, m = S.shape
+        a = rng.standard_normal(n).astype(dtype)
+        for n_chunks in (1, 3, 16):
+            out = np.full(m, np.nan, dtype)
+            bounds = kernels.nnz_chunks(S.indptr, max(1, min(m, n_chunks)))
+            assert kernels.csc_gather_vec(a, S.indptr, S.indices, S.data, out, bounds) == 0
+            _close(out, S.T.astype(np.float64) @ a.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_scatter_vec_matches_scipy(dtype, itype):
+    """Every slab count (rows split by entries, one slab, more slabs than needed) overwrites
+    the whole output (NaN before) with scipy's ``S @ a``."""
+    rng = np.random.default_rng(11)
+    for S in _vec_sets(rng, dtype, itype):
+        n, m = S.shape
+        a = rng.standard_normal(m).astype(dtype)
+        for n_slabs in (1, 2, 3, 7):
+            out = np.full(n, np.nan, dtype)
+            slabs = kernels.row_slabs(S.indices, S.nnz, n, max(1, min(n, n_slabs)))
+            assert kernels.csc_scatter_vec(a, S.indptr, S.indices, S.data, out, slabs) == 0
+            _close(out, S.astype(np.float64) @ a.astype(np.float64), dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 80), m=st.integers(1, 60), density=st.floats(0.0, 0.7),
+       seed=st.integers(0, 2**16), f64=st.booleans(), i64=st.booleans(),
+       parts=st.integers(1, 6))
+def test_vec_kernels_random_shapes(n, m, density, seed, f64, i64, parts):
+    dtype = np.float64 if f64 else np.float32
+    rng = np.random.default_rng(seed)
+    S = _csc(rng, n, m, density, dtype, np.int64 if i64 else np.int32)
+    a = rng.standard_normal(n).astype(dtype)
+    d = rng.standard_normal(m).astype(dtype)
+    out = np.full(m, np.nan, dtype)
+    assert kernels.csc_gather_vec(a, S.indptr, S.indices, S.data, out,
+                                  kernels.nnz_chunks(S.indptr, min(m, parts))) == 0
+    _close(out, S.T.astype(np.float64) @ a.astype(np.float64), dtype)
+    out = np.full(n, np.nan, dtype)
+    assert kernels.csc_scatter_vec(d, S.indptr, S.indices, S.data, out,
+                                   kernels.row_slabs(S.indices, S.nnz, n, min(n, parts))) == 0
+    _close(out, S.astype(np.float64) @ d.astype(np.float64), dtype)
+
+
+def test_vec_kernels_faults_never_read_outside(dtype):
+    """Out-of-range and negative indices, and an ``indptr`` range outside the arrays, are
+    faults, not crashes; the columns (A*S) the faults are not in stay right."""
+    rng = np.random.default_rng(12)
+    S = _csc(rng, 200, 30, 0.1, dtype, np.int32, empty=False)
+    a = rng.standard_normal(200).astype(dtype)
+    d = rng.standard_normal(30).astype(dtype)
+    ref = S.T.astype(np.float64) @ a.astype(np.float64)
+    bad = S.copy()
+    bad.indices[bad.indptr[3]] = 2**30
+    bad.indices[bad.indptr[7] + 1] = -5
+    out = np.empty(30, dtype)
+    assert kernels.csc_gather_vec(a, bad.indptr, bad.indices, bad.data, out,
+                                  kernels.nnz_chunks(bad.indptr, 4)) == 2
+    ok = [j for j in range(30) if j not in (3, 7)]
+    _close(out[ok], ref[ok], dtype)
+    slabs = np.array([0, 100, 200], np.int64)
+    assert kernels.csc_scatter_vec(d, bad.indptr, bad.indices, bad.data, np.empty(200, dtype),
+                                   slabs) >= 1
+    bad = S.copy()
+    bad.indptr[5] = 10**9
+    assert kernels.csc_gather_vec(a, bad.indptr, bad.indices, bad.data, out,
+                                  kernels.nnz_chunks(S.indptr, 4)) >= 1
+    assert kernels.csc_scatter_vec(d, bad.indptr, bad.indices, bad.data, np.empty(200, dtype),
+                                   slabs) >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# csc_gather_mult_checked: the gather over a kept transposed index, with the exact check
+
+
+def _kept(S):
+    """The transposed index of ``S`` and copies of the arrays it compares (gmat's layout)."""
+    n = S.shape[0]
+    t = (np.empty(n + 1, np.int64), np.empty(S.nnz, np.int32), np.empty(S.nnz, S.dtype))
+    assert kernels.csc_transpose_index(S.indptr, S.indices, S.data, n, *t)
+    return t, (S.indptr.copy(), S.indices.copy(), _bits(S.data).copy())
+
+
+def _bits(x):
+    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
+
+
+def _run_checked(X, S, t, kept, n_chunks=5):
+    k = X.shape[0]
+    n = S.shape[0]
+    out = np.full((k, n), np.nan, X.dtype, order="F")
+    cur = (S.indptr, S.indices[:S.nnz], _bits(S.data[:S.nnz]))
+    check = [a for pair in zip(cur, kept, strict=True) for a in pair]
+    faults, changed = kernels.csc_gather_mult_checked(
+        np.ascontiguousarray(X.T), *t, out.T, kernels.nnz_chunks(t[0], max(1, min(n, n_chunks))),
+        *check)
+    return faults, changed, out
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_gather_mult_checked_sees_every_edit(dtype, itype):
+    """Unchanged: the gather's result (A*S^T) and ``changed`` False.  Any edit of ``S``'s
+    arrays, at the first, a middle or the last entry, or a changed length: ``changed``."""
+    rng = np.random.default_rng(13)
+    lw = 64 // np.dtype(dtype).itemsize
+    for S in (_zipf(3000, 500, dtype, itype), _csc(rng, 1500, 200, 0.02, dtype, itype)):
+        t, kept = _kept(S)
+        for k in (lw, 2 * lw + 3, 8 * lw):
+            D = rng.standard_normal((k, S.shape[1])).astype(dtype)
+            for n_chunks in (1, 5, 64):
+                faults, changed, out = _run_checked(D, S, t, kept, n_chunks)
+                assert (faults, changed) == (0, False)
+                _close(out, np.asarray(S.astype(np.float64) @ D.T.astype(np.float64)).T, dtype)
+        D = rng.standard_normal((lw, S.shape[1])).astype(dtype)
+        for pos in (0, S.nnz // 2, S.nnz - 1):
+            E = S.copy()
+            E.data[pos] = -E.data[pos]
+            assert _run_checked(D, E, t, kept)[1]
+            E = S.copy()
+            E.data[pos] = np.copysign(0.0, E.data[pos]) if E.data[pos] == 0 else E.data[pos]
+            E.data[pos] = np.nextafter(E.data[pos], np.inf)  # the smallest change
+            assert _run_checked(D, E, t, kept)[1]
+            E = S.copy()
+            E.indices[pos] += 1 if E.indices[pos] + 1 < S.shape[0] else -1
+            assert _run_checked(D, E, t, kept)[1]
+        for j in (1, S.shape[1] // 2, S.shape[1] - 1):
+            E = S.copy()
+            E.indptr[j] += 1
+            assert _run_checked(D, E, t, kept)[1]
+        E = S.copy()
+        E.indptr[-1] -= 1  # one entry fewer: lengths differ, nothing compared out of range
+        assert _run_checked(D, E, t, kept)[1]
