@@ -29,11 +29,14 @@ same index arrays, no copy, times a dense tensor; ``torch.set_num_threads`` to t
 a naive numba loop (``prange`` over output columns, ``fastmath``), each call the best of
 ``--repeat`` runs over ``--rounds`` interleaved rounds. A*S^T's peers run on a transposed (CSR)
 copy of ``S`` made outside the timing; gmat runs on ``S`` as given, on its first use (the scatter
-kernel) and on reuse (the transposed index it keeps). Ratios are gmat's time over the peer's (below
-1: gmat faster). A peer that is not installed is skipped with the reason printed. Beside gmat's
-fraction of the DRAM roofline, ``level`` names the cache level that holds the call's working set
-and ``% lvl`` is gmat's fraction of that level's roofline (the cache-aware roofline: the bound for
-a call repeated on the same operands, as the timing loop repeats it).
+kernel) and on reuse (the transposed index it keeps, its exact check of ``S`` inside the gather's
+pass; the row "A*S^T apart" runs that check as a pass of its own, gmat's other choice, for
+comparison; at k = 1 and 1 < k < 64 bytes gmat keeps no index, so both rows scatter). Ratios are
+gmat's time over the peer's (below 1: gmat faster). A peer that is not installed is skipped with
+the reason printed. Beside gmat's fraction of the DRAM roofline, ``level`` names the cache level
+that holds the call's working set and ``% lvl`` is gmat's fraction of that level's roofline (the
+cache-aware roofline: the bound for a call repeated on the same operands, as the timing loop
+repeats it).
 """
 
 from __future__ import annotations
@@ -307,6 +310,13 @@ def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machin
         finally:
             prim.AST_REUSE = True
 
+    def ast_check_apart(D):
+        prim.AST_CHECK_IN_GATHER = False
+        try:
+            return gmat.mult_ast(D, S, out=out_ast)
+        finally:
+            prim.AST_CHECK_IN_GATHER = True
+
     cases = {
         "A*S": dict(F=lambda: gmat.mult_as(A_F, S, out=out_as),
                     C=lambda: gmat.mult_as(A_C, S, out=out_as),
@@ -322,6 +332,11 @@ def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machin
                       torch=(lambda: peers["T_R"] @ torch.from_numpy(D_F.T)) if torch else None,
                       naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data, nv_ast),
                       cost=gmat.cost_mult_ast(S, k)),
+        # the reused index with its exact check as a pass of its own (gmat's other choice)
+        "A*S^T apart": dict(F=lambda: ast_check_apart(D_F), C=lambda: ast_check_apart(D_C),
+                            naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data,
+                                                       nv_ast),
+                            cost=gmat.cost_mult_ast(S, k)),
         "SDDMM": dict(F=lambda: gmat.sddmm(S, A_F, D_F, out=out_sd),
                       C=lambda: gmat.sddmm(S, A_C, D_C, out=out_sd),
                       naive=lambda: naive_sddmm(A_F.T, D_F.T, S.indptr, S.indices, S.data,

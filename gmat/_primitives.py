@@ -71,6 +71,11 @@ BLOCKED_AST_MAX_ROW_BYTES = 128
 #: Whether A*S^T keeps the transposed index of an ``S`` used again (see the module docstring).
 AST_REUSE = True
 
+#: Whether the reused index's exact check of ``S`` runs inside the gather's pass (``True``) or
+#: as a pass of its own before it (``False``: :func:`roofline.kernels.arrays_equal` on each
+#: array; ``python benchmarks/primitives.py --peers`` times both side by side).
+AST_CHECK_IN_GATHER = True
+
 #: Copies of C-ordered dense operands up to this size stay in the calling thread's default
 #: cache between calls (a first touch of fresh pages costs as much as the transposition).
 _DENSE_COPY_CACHE_MAX_BYTES = 1 << 29
@@ -411,6 +416,10 @@ def _gather_kept(A, S, index, out, threads):
     bounds = _chunks(t_indptr, min(n, threads * _CHUNKS_PER_THREAD))
     if fresh:
         faults, changed = _gather(A, t_indptr, t_indices, t_data, out, bounds, "A"), False
+    elif not AST_CHECK_IN_GATHER:
+        changed = not all(kernels.arrays_equal(a, b)
+                          for a, b in zip(_source_arrays(S), index[4:], strict=True))
+        faults = 0 if changed else _gather(A, t_indptr, t_indices, t_data, out, bounds, "A")
     else:
         check = [a for pair in zip(_source_arrays(S), index[4:], strict=True) for a in pair]
         faults, changed = kernels.csc_gather_mult_checked(

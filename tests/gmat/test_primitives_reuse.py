@@ -167,3 +167,21 @@ def test_reuse_off_and_small_k_keep_no_index(dtype, monkeypatch):
     for _ in range(3):
         _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
     assert _kept_index(S) is None
+
+
+def test_check_apart_sees_edits(dtype, monkeypatch):
+    """``AST_CHECK_IN_GATHER = False`` (the check as a pass of its own): right, and an edit
+    drops the index."""
+    monkeypatch.setattr(prim, "AST_CHECK_IN_GATHER", False)
+    calls = _spy_checked(monkeypatch)
+    rng = np.random.default_rng(7)
+    S = _csc(rng, 800, 150, 0.05, dtype)
+    A = np.asarray(rng.standard_normal((16, 150)), dtype=dtype, order="F")
+    for step in range(6):
+        _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
+        if step == 3:
+            assert _kept_index(S) is not None
+            S.data[S.nnz // 2] *= 3
+            _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
+            assert _kept_index(S) is None
+    assert calls == []
