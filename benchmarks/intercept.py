@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
@@ -93,6 +94,7 @@ def main(argv=None):
     ref["reg"] = float(r.objective[-1])
 
     rows = []
+    load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
 
     def timed(fn):
         t = time.perf_counter()
@@ -158,6 +160,7 @@ def main(argv=None):
             return "scikit-learn lbfgs (tol=1e-6)", m.coef_[0], float(m.intercept_[0])
         run("LogisticRegression (scikit-learn)", True, sk)
 
+    load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
     base = {name: sec for name, fi, _, sec, _ in rows if not fi}
     print(f"\n{'row':36s} {'intercept':9s} {'solver run':34s} {'seconds':>8s} "
           f"{'rel. subopt.':>12s} {'vs no intercept':>15s}")
@@ -168,7 +171,8 @@ def main(argv=None):
     print("\nintercept_scaling=1: liblinear's regularised constant feature (another problem; "
           "suboptimality against its own optimum).  Wall seconds of one call (the median of "
           f"{max(args.repeat, 1)} interleaved calls for the rows with a ratio, and their worst "
-          "suboptimality); the machine may be loaded.")
+          "suboptimality); the machine may be loaded: load average (1, 5, 15 min) "
+          f"{load[0]} before the timed rows, {load[1]} after.")
 
 
 if __name__ == "__main__":
