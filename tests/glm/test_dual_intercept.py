@@ -317,3 +317,157 @@ def test_intercept_settles_when_checked_every_sweep(check_every):
     P_star = float(ref.objective[-1])
     assert (res.objective[-1] - P_star) / P_star <= 1e-6
     assert abs(res.intercept - ref.intercept) <= 1e-2
+
+
+# -- session 8: the cheaper checks and the first move of b ------------------------------------
+
+
+@pytest.mark.parametrize("share", [0.2, 0.8])
+def test_balanced_dual_scatters_the_smaller_sign(share):
+    """The scaled point's ``X a'`` comes from a scatter over the examples of one sign only,
+    the fewer of the two (``X a_s = v - X a_o``), and is the same vector either way."""
+    X, y = DATA["sparse-hot"]
+    X = X.tocsc()
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(y.size) < share, 1.0, -1.0)
+    pb = GLMProblem(X, y, LOSS_CODES["logistic"], False, 1e-2, True, None, primal=False)
+    seen = []
+    xdot = pb.xdot
+
+    def counting(a, out=None):
+        seen.append(int(np.count_nonzero(a)))
+        return xdot(a, out)
+
+    for scale in (0.2, 0.9):  # sum a of either sign
+        beta = rng.uniform(0, 1, y.size)
+        beta[y > 0] *= scale
+        beta[y < 0] *= 1.1 - scale
+        a = y * beta
+        v = pb.dual_point(a)
+        pb.xdot = counting
+        seen.clear()
+        a2, u = pb.balanced_dual(a, v)
+        pb.xdot = xdot
+        assert seen == [min(np.count_nonzero(y > 0), np.count_nonzero(y < 0))]
+        assert abs(a2.sum()) <= 1e-9 * np.abs(a).sum()
+        np.testing.assert_allclose(u, pb.xdot(a2), rtol=1e-10, atol=1e-10)
+
+
+def test_vdot_is_the_dot_product():
+    from roofline.glm._problem import vdot
+
+    rng = np.random.default_rng(0)
+    x, z = rng.standard_normal(100_003), rng.standard_normal(100_003)
+    assert vdot(x, z) == pytest.approx(float(np.dot(x, z)), rel=1e-12)
+    assert vdot(x[::3], z[::3]) == pytest.approx(float(np.dot(x[::3], z[::3])), rel=1e-12)
+
+
+def _fixed_b_optimum(X, y, loss, pb, b, sweeps=300):
+    a, v = np.zeros(y.size), np.zeros(X.shape[0])
+    colsq = np.asarray(X.multiply(X).sum(axis=0)).ravel() if sp.issparse(X) else (X * X).sum(0)
+    rng = np.random.default_rng(0)
+    for _ in range(sweeps):
+        glm.cd.dual_epoch(X, y, a, v, rng.permutation(y.size).astype(np.int64), loss=loss,
+                          lam_n=pb.lam_n, colsq=colsq, offset=b)
+    return a, pb.dual_point(a), colsq
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_curvature_bounds_hold(name, loss):
+    """``FreeIntercept``'s bounds on ``f''(b) = 1^T M^{-1} 1`` (``M`` the fixed-``b`` dual's
+    Hessian): ``_lower <= f'' <= _upper``, computed exactly from the dense ``M``; where the
+    hot features move with ``b`` ``f''`` is far below Newton's ``h`` and the geometric mean
+    of the bounds is closer to it than ``h`` is."""
+    from roofline.glm._scd import FreeIntercept, null_intercept
+
+    X, y = _targets(name, loss)
+    Xs = sp.csc_matrix(X)
+    code = LOSS_CODES[loss]
+    pb = GLMProblem(Xs, y, code, False, 1e-3, True, None, primal=False)
+    b0 = null_intercept(pb)
+    a, v, colsq = _fixed_b_optimum(Xs, y, code, pb, b0)
+    Xd = Xs.toarray()
+    rng = np.random.default_rng(2)
+    points = [a]
+    if loss == "logistic":  # feasible points off the optimum too
+        points.append(y * rng.uniform(0.05, 0.95, y.size))
+    for pt in points:
+        icb = FreeIntercept(pb, colsq, b0)
+        if loss == "logistic":
+            beta = np.clip(pt * y, 1e-6, 1 - 1e-6)
+            H = 1.0 / (beta * (1.0 - beta))
+        else:
+            H = np.ones(y.size)
+        M = np.diag(H) + Xd.T @ Xd / pb.lam_n
+        exact = float(np.ones(y.size) @ np.linalg.solve(M, np.ones(y.size)))
+        low, high = icb._lower(pt), icb._upper(pt)
+        assert 0.0 < low <= exact * (1 + 1e-9)
+        assert exact <= high * (1 + 1e-9)
+        if name == "sparse-hot":
+            assert exact < 0.2 * high
+            assert abs(np.log(np.sqrt(low * high) / exact)) < abs(np.log(high / exact))
+
+
+def test_the_first_move_of_b_is_not_negligible():
+    """From the fixed-``b`` dual optimum at :func:`null_intercept` on data whose hot features
+    move with ``b``, the first move (no secant slope yet) goes a good part of the way to
+    ``b*`` (the geometric mean of two bounds of ``f''``: it may pass ``b*``, by at most half
+    the distance here); with Newton's ``h`` alone it moved a small fraction."""
+    from roofline.glm import _scd
+
+    X, y = DATA["sparse-hot"]
+    X = X.tocsc()
+    alpha = 1e-3
+    b_star = float(glm.fit_glm(X, y, loss="logistic", alpha=alpha, solver="newton",
+                               tol=1e-13).intercept)
+    pb = GLMProblem(X, y, LOSS_CODES["logistic"], False, alpha, True, None, primal=False)
+    b0 = _scd.null_intercept(pb)
+    a, v, colsq = _fixed_b_optimum(X, y, 1, pb, b0)
+    parts = pb.dual_parts(a, v, b0)
+    steps = {}
+    for bounds in (True, False):
+        icb = _scd.FreeIntercept(pb, colsq, b0)
+        icb.radius = np.inf  # the step itself, not the trust radius
+        old = _scd._FREE_FIRST_BOUNDS
+        _scd._FREE_FIRST_BOUNDS = bounds
+        try:
+            assert icb.at_check(a, v, parts)
+        finally:
+            _scd._FREE_FIRST_BOUNDS = old
+        steps[bounds] = (icb.b - b0) / (b_star - b0)
+    assert 0.25 <= steps[True] <= 1.5  # (here 1.19: 19% past b*, which S's sign then shows)
+    assert steps[False] < 0.1  # (0.066)
+
+
+def test_the_projection_waits_a_check_after_a_move():
+    """No projected certificate (its conjugate-gradient steps cost a scatter and a gather
+    each) at the check right after ``b`` moved: ``sum a`` has not settled there."""
+    from roofline.glm import _scd
+
+    X, y = DATA["sparse-hot"]
+    log = []
+    at_check, project = _scd.FreeIntercept.at_check, GLMProblem.projected_dual_gap
+
+    def at_check_logged(self, *args, **kw):
+        moved = at_check(self, *args, **kw)
+        log.append("moved" if moved else "stayed")
+        return moved
+
+    def project_logged(self, *args, **kw):
+        log.append("projected")
+        return project(self, *args, **kw)
+
+    try:
+        _scd.FreeIntercept.at_check = at_check_logged
+        GLMProblem.projected_dual_gap = project_logged
+        res = glm.fit_glm(X, y, loss="logistic", alpha=1e-3, solver="scd", tol=1e-7,
+                          max_iter=20000, random_state=0, stall_switch=False, check_every=1)
+    finally:
+        _scd.FreeIntercept.at_check, GLMProblem.projected_dual_gap = at_check, project
+    assert res.converged
+    assert "projected" in log and "moved" in log
+    for k, event in enumerate(log):
+        if event == "projected":
+            before = [e for e in log[:k] if e != "projected"]
+            assert not before or before[-1] == "stayed"
