@@ -51,7 +51,12 @@ def lda_digamma(x):
 def _exp_digamma6(x):
     """``exp(psi(x))`` for ``x > 0``, branch-free: ``psi(x) = psi(x + 6) - sum_{i<6} 1 / (x + i)``
     (the sum as one fraction), the asymptotic series at ``y = x + 6``, and
-    ``exp(log y + c) = y exp(c)``."""
+    ``exp(log y + c) = y exp(c)``.  From ``x = 1e6`` on, the series at ``x`` itself (its
+    first two terms are exact there to double precision; the shift's product ``x^6`` would
+    overflow above ``1e51``)."""
+    if x >= 1e6:
+        f = 1.0 / (x * x)
+        return x * math.exp(f * (-1.0 / 12.0 + f * (1.0 / 120.0)) - 0.5 / x)
     x1 = x + 1.0
     x2 = x + 2.0
     x3 = x + 3.0
