@@ -1059,6 +1059,36 @@ class _CertSums:
                              "{0, 1} (soft labels have none here)")
         return np.where(y > 0, 1.0, -1.0)
 
+    def add_pass(self, batch, loss_sum, G, D):
+        """Add a minibatch from the gradient pass an optimizer made at the current model
+        (:meth:`GLM.gradient`'s loss sum, summed gradient ``G`` and weighted derivatives
+        ``D``): with one output and a float64 model, no second product (``U`` is ``G``, the
+        curvature and the conjugates follow from the derivatives); else :meth:`add`."""
+        m = batch.n_examples
+        if m == 0:
+            return
+        if self.U.shape[0] != 1 or self.model.dtype != np.float64:
+            self.add(batch)
+            return
+        Dh = np.asarray(gmat.to_device(D, "cpu"), dtype=np.float64).reshape(m)
+        w = (None if batch.w is None
+             else np.ascontiguousarray(gmat.to_device(batch.w, "cpu"), dtype=np.float64))
+        dl = Dh if w is None else np.divide(Dh, w, out=np.zeros(m), where=w > 0)
+        y = np.ascontiguousarray(self._labels(np.asarray(gmat.to_device(batch.y, "cpu"),
+                                                         dtype=np.float64).reshape(1, m))[0])
+        C = glm.newton.conj_sum(-dl, y, self.code, sw=w)
+        if self.loss == "squared":
+            curv = np.ones(m)
+        elif self.loss == "logistic":  # l'' = p (1 - p), |l'| = p
+            a = np.abs(dl)
+            curv = a * (1.0 - a)
+        else:  # the squared hinge: 2 where the margin is active
+            curv = 2.0 * (dl != 0.0)
+        self.U[0] += np.asarray(gmat.to_device(G, "cpu"), dtype=np.float64).ravel()
+        self.S[0] += (float(loss_sum), C, float(Dh.sum()),
+                      float(curv.sum()) if w is None else float(w @ curv))
+        self.W += float(m) if w is None else float(w.sum())
+
     def add(self, batch):
         """Add one minibatch (on the model's device) at the current model."""
         m = batch.n_examples

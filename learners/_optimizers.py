@@ -529,15 +529,17 @@ class LBFGS(Optimizer):
         loss, weight, examples = 0.0, 0.0, 0
         for batch in learner.training_batches():
             if with_grad:
-                ls, ws, G, g0, _ = model.gradient(batch, cache)
+                ls, ws, G, g0, D = model.gradient(batch, cache)
                 Gs += G
                 g0s += g0
+                if cert is not None:  # from this pass's sums (before G's buffer is reused)
+                    cert.add_pass(batch, ls, G, D)
             else:
                 ls, ws = model.loss(batch, cache)
+                if cert is not None:
+                    cert.add(batch)
             if feature_scale is not None:
                 _max_abs_rows(batch.X, feature_scale)
-            if cert is not None:
-                cert.add(batch)
             loss += ls
             weight += ws
             examples += batch.n_examples
