@@ -531,6 +531,8 @@ class GLMProblem:
         #: :func:`cd.unit_columns` of ``X`` once a solver has them (the dual's record):
         #: the maps then skip the values of all-ones examples
         self.unit = None
+        #: the smaller class's examples as a CSC matrix of their own (:meth:`_minority`)
+        self._minority_cols = None
         if primal:
             self.Xt = cd.feature_major(X)
             self.colsq_primal = cd.col_sqnorms(self.Xt, parallel=self._parallel)
@@ -734,6 +736,21 @@ class GLMProblem:
             return a, v[: self.d]
         side = np.maximum(a, 0.0) if S > 0.0 else np.minimum(a, 0.0)
         theta = S / float(side.sum())
+        if (self.loss != SQUARED and self._minority() is not None
+                and float((a * self.y).min()) >= 0.0):
+            # the signs are the classes (the classification losses: y a in [0, 1] and more):
+            # the smaller class's examples, compacted once, scatter in ~a third of the time of
+            # the same examples picked out of X (200k Criteo-like x 2^18, 27% positives: 6 ms
+            # against 16 ms on the loaded machine; the copy costs ~15 ms once)
+            sign, idx, Xc, unit = self._minority()
+            xs = cd.matvec_t(Xc, np.ascontiguousarray(a[idx]), np.zeros(self.d), unit=unit)
+            if sign * S > 0.0:  # X a_s itself
+                xs *= -theta
+                xs += v[: self.d]
+            else:  # X a' = (1 - theta) v + theta X a_o
+                xs *= theta
+                xs += (1.0 - theta) * v[: self.d]
+            return a - theta * side, xs
         n_side = np.count_nonzero(side)
         if np.count_nonzero(a) - n_side < n_side:
             # X a' = v - theta (v - X a_o) = (1 - theta) v + theta X a_o
@@ -745,6 +762,22 @@ class GLMProblem:
             u *= -theta
             u += v[: self.d]
         return a - theta * side, u
+
+    def _minority(self):
+        """``(sign, idx, X_c, unit_c)``: the examples ``idx`` of the smaller class (labels of
+        sign ``sign``) and their columns of ``X`` copied into a CSC matrix of their own
+        (``unit_c`` their :attr:`unit` flags), made at the first call (the memory of those
+        columns: at most half of ``X``'s); None where a label is 0 (not two classes)."""
+        if self._minority_cols is None and not np.all(self.y != 0.0):
+            self._minority_cols = False
+        if self._minority_cols is None:
+            n_pos = int(np.count_nonzero(self.y > 0))
+            sign = 1.0 if n_pos <= self.n_local - n_pos else -1.0
+            idx = np.flatnonzero(self.y * sign > 0)
+            Xc = sp.csc_matrix(self.X[:, idx])
+            unit = None if self.unit is None else np.ascontiguousarray(self.unit[idx])
+            self._minority_cols = (sign, idx, Xc, unit)
+        return self._minority_cols or None
 
     def dual_certificate(self, parts, v, b=0.0):
         """``(P, gap)`` of a dual iterate from (all-reduced) :meth:`dual_parts`.

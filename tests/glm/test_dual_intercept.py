@@ -322,34 +322,45 @@ def test_intercept_settles_when_checked_every_sweep(check_every):
 # -- session 8: the cheaper checks and the first move of b ------------------------------------
 
 
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
 @pytest.mark.parametrize("share", [0.2, 0.8])
-def test_balanced_dual_scatters_the_smaller_sign(share):
+def test_balanced_dual_scatters_the_smaller_sign(loss, share, monkeypatch):
     """The scaled point's ``X a'`` comes from a scatter over the examples of one sign only,
-    the fewer of the two (``X a_s = v - X a_o``), and is the same vector either way."""
+    the fewer of the two (``X a_s = v - X a_o``): for the logistic the smaller class's
+    columns, compacted once; and is ``X a'`` either way, ``a'`` zero-sum and feasible."""
     X, y = DATA["sparse-hot"]
     X = X.tocsc()
     rng = np.random.default_rng(1)
     y = np.where(rng.random(y.size) < share, 1.0, -1.0)
-    pb = GLMProblem(X, y, LOSS_CODES["logistic"], False, 1e-2, True, None, primal=False)
-    seen = []
-    xdot = pb.xdot
+    pb = GLMProblem(X, y, LOSS_CODES[loss], False, 1e-2, True, None, primal=False)
+    scattered = []
+    matvec_t = glm.cd.matvec_t
 
-    def counting(a, out=None):
-        seen.append(int(np.count_nonzero(a)))
-        return xdot(a, out)
+    def counting(A, a, out, **kw):
+        scattered.append((int(np.count_nonzero(a)), A.shape[1]))
+        return matvec_t(A, a, out, **kw)
 
     for scale in (0.2, 0.9):  # sum a of either sign
-        beta = rng.uniform(0, 1, y.size)
-        beta[y > 0] *= scale
-        beta[y < 0] *= 1.1 - scale
-        a = y * beta
+        if loss == "logistic":
+            beta = rng.uniform(0, 1, y.size)
+            beta[y > 0] *= scale
+            beta[y < 0] *= 1.1 - scale
+            a = y * beta
+            smaller = min(np.count_nonzero(y > 0), np.count_nonzero(y < 0))
+        else:  # signs unrelated to the labels
+            a = np.where(rng.random(y.size) < share, scale, scale - 1.1)
+            a *= rng.uniform(0.5, 1.0, y.size)
+            smaller = min(np.count_nonzero(a > 0), np.count_nonzero(a < 0))
         v = pb.dual_point(a)
-        pb.xdot = counting
-        seen.clear()
+        scattered.clear()
+        monkeypatch.setattr(glm.cd, "matvec_t", counting)
         a2, u = pb.balanced_dual(a, v)
-        pb.xdot = xdot
-        assert seen == [min(np.count_nonzero(y > 0), np.count_nonzero(y < 0))]
+        monkeypatch.setattr(glm.cd, "matvec_t", matvec_t)
+        # (the logistic's scatter runs over the compacted columns of the smaller class)
+        assert scattered == [(smaller, smaller if loss == "logistic" else y.size)]
         assert abs(a2.sum()) <= 1e-9 * np.abs(a).sum()
+        if loss == "logistic":
+            assert (a2 * y).min() >= 0.0 and (a2 * y).max() <= 1.0
         np.testing.assert_allclose(u, pb.xdot(a2), rtol=1e-10, atol=1e-10)
 
 
