@@ -248,6 +248,23 @@ def _mu_codes_kernel(HT, NT, G, s, l1, l2, eps):
 #: Below this much work (multiply-adds) a kernel runs its serial twin on the calling thread.
 PARALLEL_MIN_WORK = 1 << 18
 
+#: Dense products below this many multiply-adds run on one BLAS thread.
+BLAS_THREADS_MIN_WORK = 1 << 26
+
+
+def _blas_threads(X, r):
+    """The BLAS threads for products with ``X``: one for sparse ``X`` (the dense products are
+    then ``r x r``) and for small dense ones (a multi-threaded BLAS waiting for busy cores
+    costs more than such a product: 50x measured on digits, 10 x 1797 x 64, on a loaded
+    2-core machine); the library's own choice for large dense products."""
+    import contextlib
+
+    from ._kmeans import one_blas_thread
+
+    if gmat.is_sparse(X) or r * int(np.prod(X.shape)) < BLAS_THREADS_MIN_WORK:
+        return one_blas_thread()
+    return contextlib.nullcontext()
+
 _hals_kernel_serial = njit(cache=True)(_hals_kernel.py_func)
 _mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
 
@@ -547,6 +564,10 @@ class NMFModel(CPUFactorModelMixin, Model):
         -------
         H : ndarray (r, m), Fortran order
         """
+        with _blas_threads(X, self.opts.n_components):
+            return self._transform(X, cache, max_iter, tol, H)
+
+    def _transform(self, X, cache, max_iter, tol, H):
         self._check_ready(X)
         check_nonnegative(X)
         o = self.opts
@@ -623,6 +644,10 @@ class NMFModel(CPUFactorModelMixin, Model):
         weight_sum : float
             The number of examples.
         """
+        with _blas_threads(batch.X, self.opts.n_components):
+            return self._update(batch, cache)
+
+    def _update(self, batch, cache):
         X = batch.X
         if self.components is None:
             self.init(X.shape[0])
@@ -707,12 +732,8 @@ class NMFModel(CPUFactorModelMixin, Model):
         NMFResult
             ``codes`` (r, m), ``n_iter``, ``divergence`` (over all ranks), ``trace``.
         """
-        if gmat.is_sparse(X):  # the dense products are then r x r: one BLAS thread
-            from ._kmeans import one_blas_thread
-
-            with one_blas_thread():
-                return self._fit(X, H, max_iter, tol, comm, update_components, callback)
-        return self._fit(X, H, max_iter, tol, comm, update_components, callback)
+        with _blas_threads(X, self.opts.n_components):
+            return self._fit(X, H, max_iter, tol, comm, update_components, callback)
 
     def _fit(self, X, H, max_iter, tol, comm, update_components, callback):
         check_nonnegative(X)
