@@ -447,6 +447,11 @@ class NMFOptions(Options):
     alpha_H: float = option(0.0, "regularisation of the components (scikit-learn's alpha_H)",
                             low=0.0)
     l1_ratio: float = option(0.0, "L1 share of the regularisation", low=0.0, high=1.0)
+    keep_codes: bool = option(False, "minibatch: keep each example's codes across passes "
+                                     "(``codes``, by the minibatch's ``start``) and warm-start "
+                                     "its next solve from them, as scikit-learn's "
+                                     "MiniBatchNMF does; needs the examples in the same order "
+                                     "every pass")
     cd_sweeps: int = option(1, "cd: HALS sweeps over the codes (then the components) per "
                                "product (1: scikit-learn's cd; more: Gillis and Glineur's "
                                "accelerated HALS, fewer sparse products to the same "
@@ -482,6 +487,9 @@ class NMFModel(CPUFactorModelMixin, Model):
     def __init__(self, opts: NMFOptions | None = None, **kwargs):
         self._setup(opts, kwargs)
         self._A = self._B = None
+        #: ``opts.keep_codes``: the codes (r x examples seen, Fortran order) kept across
+        #: passes; may be set before training (e.g. NNDSVD's codes).
+        self.codes = None
 
     @property
     def _n_rows(self):
@@ -660,7 +668,7 @@ class NMFModel(CPUFactorModelMixin, Model):
                 init = "random"
             Wt, _ = nmf_init(X, self.opts.n_components, init, self._rng)
             self.set_parameters(Wt)
-        H = self.transform(X, cache)
+        H = self._batch_codes(X, batch.start, cache)
         beta = self.beta
         Wt = self.components
         loss = beta_divergence(X, Wt, H, beta)
@@ -702,6 +710,26 @@ class NMFModel(CPUFactorModelMixin, Model):
                 Wt[Wt < _EPS64] = 0
         self._n_steps += 1
         return loss, float(X.shape[1])
+
+    def _batch_codes(self, X, start, cache):
+        """The minibatch's codes: solved afresh, or (``keep_codes``) warm-started from the
+        kept ones and stored back."""
+        if not self.opts.keep_codes:
+            return self.transform(X, cache)
+        r, m = self.opts.n_components, X.shape[1]
+        end = start + m
+        have = 0 if self.codes is None else self.codes.shape[1]
+        if end > have:  # examples seen for the first time: room, and the default start
+            grown = np.empty((r, end), self.dtype, order="F")
+            if have:
+                grown[:, :have] = self.codes
+            fresh = self.transform(X, cache, max_iter=0)
+            grown[:, max(have, start):end] = fresh[:, max(have, start) - start:]
+            self.codes = grown
+        H = np.array(self.codes[:, start:end], self.dtype, order="F")
+        H = self.transform(X, cache, H=H)
+        self.codes[:, start:end] = H
+        return H
 
     # -- full batch ---------------------------------------------------------------------------
     def fit(self, X, *, H=None, max_iter=200, tol=1e-4, comm=None, update_components=True,

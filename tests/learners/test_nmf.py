@@ -224,6 +224,49 @@ def test_minibatch_reaches_the_full_batch_objective(solver, beta):
         assert mb.reconstruction_err_ <= 0.1 * Xn
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_kept_codes_follow_scikit_learns_minibatch_nmf(sparse):
+    # keep_codes with one inner update per minibatch is scikit-learn's MiniBatchNMF
+    # (fresh_restarts=False): the same codes and components after two passes
+    X = _sparse_data(500, 70, seed=21)
+    X = X if sparse else X.toarray()
+    W0, H0 = _custom(*X.shape, 4, seed=22)
+    sk = SKMiniBatchNMF(4, init="custom", batch_size=100, max_iter=2, tol=0,
+                        max_no_improvement=None, forget_factor=0.7)
+    W_sk = sk.fit_transform(X, W=W0.copy(), H=H0.copy())
+    Xc = X.T.tocsc() if sparse else np.asfortranarray(X.T)
+    model = NMFModel(n_components=4, dtype="float64", inner_iter=1, keep_codes=True,
+                     rho=0.7 ** (100 / 500))
+    model.set_parameters(H0)
+    model.codes = np.asfortranarray(W0.T)
+    learner = Learner(MatSource(Xc, batch_size=100), model, ModelUpdate(), n_passes=2,
+                      progress=False)
+    learner.train()
+    assert sk.n_steps_ == model._n_steps == 10
+    np.testing.assert_allclose(model.components, sk.components_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.codes, W_sk.T, rtol=1e-9, atol=1e-12)
+    # without kept codes each minibatch starts afresh: a different run
+    other = NMFModel(n_components=4, dtype="float64", inner_iter=1, rho=0.7 ** (100 / 500))
+    other.set_parameters(H0)
+    Learner(MatSource(Xc, batch_size=100), other, ModelUpdate(), n_passes=2,
+            progress=False).train()
+    assert other.codes is None
+    assert not np.allclose(other.components, sk.components_, rtol=1e-3)
+
+
+def test_kept_codes_grow_with_the_examples_seen():
+    X = _sparse_data(250, 40, seed=23).T.tocsc()
+    model = NMFModel(n_components=3, dtype="float64", inner_iter=2, keep_codes=True)
+    learner = Learner(MatSource(X, batch_size=100), model, ModelUpdate(), n_passes=1,
+                      progress=False)
+    learner.train()
+    assert model.codes.shape == (3, 250) and np.all(model.codes >= 0)
+    first = beta_divergence(X, model.components, model.codes, 2)
+    learner.train()  # the second pass starts from the kept codes: the objective falls
+    assert model.codes.shape == (3, 250)
+    assert beta_divergence(X, model.components, model.codes, 2) < first
+
+
 def test_model_trains_in_a_learner_with_heldout_loss():
     X, _, _ = _planted(n_samples=1000, n_features=50, r=3, density=True, seed=12)
     Xc = X.T.tocsc()
