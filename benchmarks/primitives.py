@@ -29,9 +29,9 @@ same index arrays, no copy, times a dense tensor; ``torch.set_num_threads`` to t
 a naive numba loop (``prange`` over output columns, ``fastmath``), each call the best of
 ``--repeat`` runs over ``--rounds`` interleaved rounds. A*S^T's peers run on a transposed (CSR)
 copy of ``S`` made outside the timing; gmat runs on ``S`` as given, on its first use (the scatter
-kernel) and on reuse (the transposed index it keeps, its exact check of ``S`` inside the gather's
-pass; the row "A*S^T apart" runs that check as a pass of its own, gmat's other choice, for
-comparison; at k = 1 and 1 < k < 64 bytes gmat keeps no index, so both rows scatter). Ratios are
+kernel) and on reuse (the transposed index it keeps, with its exact check of ``S`` as a pass of
+its own; the row "A*S^T fused" runs that check inside the gather's pass, gmat's other choice, for
+comparison; at k = 1 and 1 < k < 64 bytes gmat keeps no index, so these rows scatter). Ratios are
 gmat's time over the peer's (below 1: gmat faster). A peer that is not installed is skipped with
 the reason printed. Beside gmat's fraction of the DRAM roofline, ``level`` names the cache level
 that holds the call's working set and ``% lvl`` is gmat's fraction of that level's roofline (the
@@ -268,7 +268,7 @@ def peers_table(args) -> int:
             print()
             print(f"## {data}, {dname}: {n} x {m}, nnz {S.nnz} ({S.nnz / max(m, 1):.1f} per "
                   f"example), index {S.indices.dtype}")
-            print(f"{'primitive':<10} {'k':>4} {'gmat F':>8} {'gmat C':>8} {'C/F':>5} "
+            print(f"{'primitive':<11} {'k':>4} {'gmat F':>8} {'gmat C':>8} {'C/F':>5} "
                   f"{'MKL':>8} {'x MKL':>6} {'torch':>8} {'x torch':>7} {'naive':>8} "
                   f"{'x naive':>7} {'roofline':>8} {'level':>5} {'% lvl':>6}")
             peers = {"mkl": mkl, "torch": torch, "T_ST": _torch_csr(torch, ST.tocsr(copy=False))
@@ -310,12 +310,13 @@ def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machin
         finally:
             prim.AST_REUSE = True
 
-    def ast_check_apart(D):
-        prim.AST_CHECK_IN_GATHER = False
+    def ast_other_check(D):
+        default = prim.AST_CHECK_IN_GATHER
+        prim.AST_CHECK_IN_GATHER = not default
         try:
             return gmat.mult_ast(D, S, out=out_ast)
         finally:
-            prim.AST_CHECK_IN_GATHER = True
+            prim.AST_CHECK_IN_GATHER = default
 
     cases = {
         "A*S": dict(F=lambda: gmat.mult_as(A_F, S, out=out_as),
@@ -332,11 +333,11 @@ def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machin
                       torch=(lambda: peers["T_R"] @ torch.from_numpy(D_F.T)) if torch else None,
                       naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data, nv_ast),
                       cost=gmat.cost_mult_ast(S, k)),
-        # the reused index with its exact check as a pass of its own (gmat's other choice)
-        "A*S^T apart": dict(F=lambda: ast_check_apart(D_F), C=lambda: ast_check_apart(D_C),
-                            naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data,
-                                                       nv_ast),
-                            cost=gmat.cost_mult_ast(S, k)),
+        # the reused index with gmat's other choice of exact check (prim.AST_CHECK_IN_GATHER)
+        "A*S^T " + ("apart" if prim.AST_CHECK_IN_GATHER else "fused"): dict(
+            F=lambda: ast_other_check(D_F), C=lambda: ast_other_check(D_C),
+            naive=lambda: naive_gather(D_F.T, R.indptr, R.indices, R.data, nv_ast),
+            cost=gmat.cost_mult_ast(S, k)),
         "SDDMM": dict(F=lambda: gmat.sddmm(S, A_F, D_F, out=out_sd),
                       C=lambda: gmat.sddmm(S, A_C, D_C, out=out_sd),
                       naive=lambda: naive_sddmm(A_F.T, D_F.T, S.indptr, S.indices, S.data,
@@ -362,7 +363,7 @@ def _peer_rows(S, ST, R, k, dtype, rng, peers, naive_gather, naive_sddmm, machin
                         else f"{t * 1e3:8.2f} {tf / t:>{w}.2f}")
         cost = case["cost"]
         frac = cost.roofline_time(machine) / tf
-        print(f"{name:<10} {k:>4} {tf * 1e3:8.2f} {tc * 1e3:8.2f} {tc / tf:5.2f} {cols[0]} "
+        print(f"{name:<11} {k:>4} {tf * 1e3:8.2f} {tc * 1e3:8.2f} {tc / tf:5.2f} {cols[0]} "
               f"{cols[1]} {cols[2]} {frac:8.1%} {cost.level(machine):>5} "
               f"{cost.level_fraction(tf, machine):6.1%}", flush=True)
 

@@ -15,12 +15,13 @@ the same validated ``S`` and ``k`` of at least a cache line (16 float32, 8 float
 ``S``'s transposed index (its CSR arrays, a counting sort) and keeps it on the matrix object
 with copies of ``S``'s arrays; every later call runs the same register-blocked gather as
 ``A*S`` over the transposed index (:func:`roofline.kernels.csc_gather_mult_checked`), with
-no scatter and no atomics, and in the same pass compares ``S``'s arrays with those copies:
-exact, so an in-place edit anywhere is seen, the result is dropped and the call scatters
-instead (the index is rebuilt on the next call).  The columns of the index compare as many
-of ``S``'s entries as they gather, in vectorised stretches, so the compare streams beside
-the gather's random reads rather than costing a pass of its own.  ``AST_REUSE = False``
-turns this off.  At ``k = 1`` A*S^T always scatters by row slabs
+no scatter and no atomics, after comparing ``S``'s arrays with those copies (one parallel
+pass, :func:`roofline.kernels.arrays_equal`): exact, so an in-place edit anywhere is seen and
+the call scatters instead (the index is rebuilt on the next call).  With
+``AST_CHECK_IN_GATHER = True`` the compare runs inside the gather's own pass instead
+(:func:`roofline.kernels.csc_gather_mult_checked`: the columns of the index compare as many
+of ``S``'s entries as they gather, in vectorised stretches; measured slower here, see the
+setting).  ``AST_REUSE = False`` turns reuse off.  At ``k = 1`` A*S^T always scatters by row slabs
 (:func:`roofline.kernels.csc_scatter_vec`: one read of ``S``, which the gather plus the
 check cannot beat), and ``A*S`` at ``k = 1`` is the sparse-times-vector kernel
 :func:`roofline.kernels.csc_gather_vec`.
@@ -71,10 +72,13 @@ BLOCKED_AST_MAX_ROW_BYTES = 128
 #: Whether A*S^T keeps the transposed index of an ``S`` used again (see the module docstring).
 AST_REUSE = True
 
-#: Whether the reused index's exact check of ``S`` runs inside the gather's pass (``True``) or
-#: as a pass of its own before it (``False``: :func:`roofline.kernels.arrays_equal` on each
-#: array; ``python benchmarks/primitives.py --peers`` times both side by side).
-AST_CHECK_IN_GATHER = True
+#: Whether the reused index's exact check of ``S`` runs inside the gather's pass (``True``:
+#: :func:`roofline.kernels.csc_gather_mult_checked`) or as a parallel pass of its own before
+#: the gather (``False``: :func:`roofline.kernels.arrays_equal` on each array).  Measured here
+#: (2^20 x 100k Zipf and uniform, float32 and float64, k = 16, loaded machine, one thread's CPU
+#: time and two threads' wall time): the pass of its own 2-17% faster, so it is the default;
+#: ``python benchmarks/primitives.py --peers`` times both side by side (row "A*S^T fused").
+AST_CHECK_IN_GATHER = False
 
 #: Copies of C-ordered dense operands up to this size stay in the calling thread's default
 #: cache between calls (a first touch of fresh pages costs as much as the transposition).
@@ -407,8 +411,9 @@ def _ast_index(S):
 
 
 def _gather_kept(A, S, index, out, threads):
-    """A*S^T by the gather over ``S``'s kept transposed index (see :func:`_ast_index`), the
-    exact check that ``S`` is unchanged fused into the same pass unless the index is fresh.
+    """A*S^T by the gather over ``S``'s kept transposed index (see :func:`_ast_index`) after
+    the exact check that ``S`` is unchanged (inside the gather's pass with
+    ``AST_CHECK_IN_GATHER``; none when the index is fresh).
     Returns False, with ``out`` meaningless and the index dropped, when ``S`` changed (the
     caller scatters instead)."""
     n = S.shape[0]

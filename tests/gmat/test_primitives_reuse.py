@@ -108,11 +108,13 @@ def _spy_checked(monkeypatch):
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("order", ["F", "C"])
-def test_reused_ast_checks_in_the_gather(dtype, itype, order, threads, monkeypatch):
-    """From the third call on, A*S^T at k >= a cache line runs the checked gather; it is
-    right, and every kind of in-place edit (a value by one ulp, a row index, an entry moved
-    between columns through ``indptr``) gives the fresh answer, drops the index and rebuilds
-    it on the next call."""
+@pytest.mark.parametrize("in_gather", [True, False], ids=["check-in-gather", "check-apart"])
+def test_reused_ast_sees_every_edit(dtype, itype, order, in_gather, threads, monkeypatch):
+    """From the third call on, A*S^T at k >= a cache line gathers over the kept index (with
+    ``AST_CHECK_IN_GATHER``: the checked gather); it is right, and every kind of in-place edit
+    (a value by one ulp, a row index, an entry moved between columns through ``indptr``) gives
+    the fresh answer, drops the index and rebuilds it on the next call."""
+    monkeypatch.setattr(prim, "AST_CHECK_IN_GATHER", in_gather)
     calls = _spy_checked(monkeypatch)
     rng = np.random.default_rng(4)
     lw = 64 // np.dtype(dtype).itemsize
@@ -121,17 +123,19 @@ def test_reused_ast_checks_in_the_gather(dtype, itype, order, threads, monkeypat
         A = np.asarray(rng.standard_normal((k, 400)), dtype=dtype, order=order)
         for _ in range(4):
             _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
-    assert calls and all(c == (0, False) for c in calls)
+    assert all(c == (0, False) for c in calls)
+    assert bool(calls) == in_gather
     A = np.asarray(rng.standard_normal((lw, 400)), dtype=dtype, order=order)
 
     def edited_once():
         n_calls = len(calls)
-        _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)  # the checked gather sees it
-        assert calls[n_calls:] == [(0, True)]
+        assert _kept_index(S) is not None
+        _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)  # the check sees the edit
+        assert calls[n_calls:] == ([(0, True)] if in_gather else [])
         assert _kept_index(S) is None
         _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)  # rebuilt (fresh: unchecked)
         _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)  # checked again
-        assert calls[-1] == (0, False)
+        assert calls[n_calls + 1:] == ([(0, False)] if in_gather else [])
 
     p = S.nnz // 3
     S.data[p] = np.nextafter(S.data[p], np.inf)
@@ -168,20 +172,3 @@ def test_reuse_off_and_small_k_keep_no_index(dtype, monkeypatch):
         _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
     assert _kept_index(S) is None
 
-
-def test_check_apart_sees_edits(dtype, monkeypatch):
-    """``AST_CHECK_IN_GATHER = False`` (the check as a pass of its own): right, and an edit
-    drops the index."""
-    monkeypatch.setattr(prim, "AST_CHECK_IN_GATHER", False)
-    calls = _spy_checked(monkeypatch)
-    rng = np.random.default_rng(7)
-    S = _csc(rng, 800, 150, 0.05, dtype)
-    A = np.asarray(rng.standard_normal((16, 150)), dtype=dtype, order="F")
-    for step in range(6):
-        _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
-        if step == 3:
-            assert _kept_index(S) is not None
-            S.data[S.nnz // 2] *= 3
-            _close(gmat.mult_ast(A, S), _ref_ast(A, S), dtype)
-            assert _kept_index(S) is None
-    assert calls == []
