@@ -8,15 +8,23 @@ recorded; then Roofline runs from the same start until its objective is at most 
 The ratio is the peer's time over Roofline's.  Objective evaluations that only the stopping
 check needs (minibatch passes, NMF iterations) are excluded from Roofline's time.
 
-Peers: scikit-learn ``KMeans`` (Lloyd), ``MiniBatchKMeans``, ``NMF`` (``cd``; ``mu`` with the
-KL loss), ``MiniBatchNMF``; Spark MLlib ``KMeans`` (RDD API, ``initialModel`` = the shared
-centers, ``local[2]``; data cached and counted before timing; the JVM start is not timed).
+Peers: scikit-learn ``KMeans`` (Lloyd and Elkan), ``MiniBatchKMeans``, ``NMF`` (``cd``;
+``mu`` with the KL loss), ``MiniBatchNMF``; Spark MLlib ``KMeans`` (RDD API, ``initialModel``
+= the shared centers, ``local[2]``; data cached and counted before timing; the JVM start is
+not timed).
+
+Roofline's full-batch k-means runs as Lloyd, with Hamerly's and with Elkan's bounds (the same
+iterations and labels); these five runs are interleaved ``--repeats`` times and the medians
+compared.  Online NMF runs twice: codes solved afresh per minibatch (10 inner iterations),
+and ``keep_codes=True`` (scikit-learn's algorithm: each example's codes kept across passes,
+one update per minibatch), the latter raced in minibatch steps.
 
 Run::
 
     python benchmarks/factor_kmeans_nmf.py                       # ~1e6 nonzeros
     python benchmarks/factor_kmeans_nmf.py --examples 200000 --nnz-per-example 50   # 1e7
     python benchmarks/factor_kmeans_nmf.py --no-spark
+    python benchmarks/factor_kmeans_nmf.py --no-spark --only kmeans --repeats 3
 
 The machine and its load matter: say which and how loaded next to any figure.
 """
@@ -37,7 +45,7 @@ import scipy.sparse as sp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from roofline import gmat  # noqa: E402
-from roofline.datasources import MatSource  # noqa: E402
+from roofline.datasources import MatSource, Minibatch  # noqa: E402
 from roofline.learners import (  # noqa: E402
     KMeans,
     KMeansModel,
@@ -65,6 +73,18 @@ def timed(fn):
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
+
+
+def race(fns, repeats):
+    """Each of ``fns`` (name -> callable) run ``repeats`` times, interleaved (A, B, ..., A,
+    B, ...); ``{name: (last result, median seconds)}``."""
+    times = {name: [] for name in fns}
+    out = {}
+    for _ in range(max(1, repeats)):
+        for name, fn in fns.items():
+            out[name], t = timed(fn)
+            times[name].append(t)
+    return {name: (out[name], float(np.median(times[name]))) for name in fns}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,19 +118,26 @@ def kmeans_suite(name, Xc, k, a, spark=None):
     (C0, _), t_pp = timed(lambda: kmeans_plusplus(Xc, k, rng=0))
     print(f"  k-means++ seeding: scikit-learn {t_sk_pp:.3f}s, roofline {t_pp:.3f}s "
           f"({t_sk_pp / t_pp:.2f}x)")
-    # Lloyd from the same centers, scikit-learn's tol: the same iterations on both sides
-    sk, t_sk = timed(lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4).fit(Xr))
-    ours, t_o = timed(lambda: KMeans(k, init=C0, tol=1e-4).fit(Xr))
-    row(name, "k-means Lloyd", "sklearn KMeans", t_sk, sk.inertia_, t_o, ours.inertia_,
-        f"{sk.n_iter_} / {ours.n_iter_} iterations")
-    # the same iterations with Hamerly's bounds, against scikit-learn's Lloyd and Elkan
-    ham, t_h = timed(lambda: KMeans(k, init=C0, tol=1e-4, algorithm="hamerly").fit(Xr))
-    row(name, "k-means Hamerly", "sklearn KMeans", t_sk, sk.inertia_, t_h, ham.inertia_,
-        f"{ham.n_iter_} iterations")
-    ske, t_ske = timed(lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4,
-                                        algorithm="elkan").fit(Xr))
-    row(name, "k-means Hamerly", "sklearn KMeans elkan", t_ske, ske.inertia_, t_h,
-        ham.inertia_, f"{ske.n_iter_} / {ham.n_iter_} iterations")
+    # Lloyd from the same centers, scikit-learn's tol: the same iterations on both sides;
+    # ours also with Hamerly's and Elkan's bounds (the same iterations and labels), against
+    # scikit-learn's Lloyd and Elkan; interleaved, median of --repeats runs each
+    runs = race({
+        "sk": lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4).fit(Xr),
+        "lloyd": lambda: KMeans(k, init=C0, tol=1e-4).fit(Xr),
+        "sk elkan": lambda: SKKMeans(k, init=C0, n_init=1, tol=1e-4,
+                                     algorithm="elkan").fit(Xr),
+        "hamerly": lambda: KMeans(k, init=C0, tol=1e-4, algorithm="hamerly").fit(Xr),
+        "elkan": lambda: KMeans(k, init=C0, tol=1e-4, algorithm="elkan").fit(Xr),
+    }, a.repeats)
+    (sk, t_sk), (ske, t_ske) = runs["sk"], runs["sk elkan"]
+    for alg, task in (("lloyd", "k-means Lloyd"), ("hamerly", "k-means Hamerly"),
+                      ("elkan", "k-means Elkan")):
+        ours, t_o = runs[alg]
+        row(name, task, "sklearn KMeans", t_sk, sk.inertia_, t_o, ours.inertia_,
+            f"{sk.n_iter_} / {ours.n_iter_} iterations")
+    ours, t_o = runs["elkan"]
+    row(name, "k-means Elkan", "sklearn KMeans elkan", t_ske, ske.inertia_, t_o,
+        ours.inertia_, f"{ske.n_iter_} / {ours.n_iter_} iterations")
     # minibatch: scikit-learn's defaults (batch 1024, its early stopping) from the same centers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -232,6 +259,32 @@ def nmf_suite(name, Xc, r, a):
     row(name, "NMF minibatch", "sklearn MiniBatchNMF", t_skm, target, t_train, err_of(model),
         f"{n} passes of batch 1024 (objective: codes by transform)")
 
+    # kept codes (keep_codes=True, one update per minibatch: scikit-learn's algorithm, its
+    # start W = the NNDSVDa codes), raced in minibatch steps: the first step count (checked
+    # every nb / 8 steps) whose objective reaches the peer's, then timed
+    m, bs = Xc.shape[1], 1024
+    nb = -(-m // bs)
+
+    def kept_steps(n_steps, stop=None, every=1):
+        model = NMFModel(n_components=r, dtype=Xc.dtype.name, inner_iter=1, keep_codes=True,
+                         rho=0.7 ** (min(bs, m) / m))
+        model.set_parameters(Wt0)
+        model.codes = np.array(H0, order="F")
+        for step in range(n_steps):
+            s0 = (step % nb) * bs
+            Xb = (gmat.slice_columns(Xc, s0, min(s0 + bs, m), "X") if sp.issparse(Xc)
+                  else Xc[:, s0:s0 + bs])
+            model.update(Minibatch(Xb, start=s0))
+            if stop is not None and (step + 1) % every == 0 and stop(model):
+                return step + 1, model
+        return n_steps, model
+
+    n, _ = kept_steps(a.max_passes * 10 * nb, lambda mdl: err_of(mdl) <= target,
+                      max(1, nb // 8))
+    (_, model), t_train = timed(lambda: kept_steps(n))
+    row(name, "NMF minibatch kept codes", "sklearn MiniBatchNMF", t_skm, target, t_train,
+        err_of(model), f"{skm.n_steps_} / {n} steps of batch 1024 (ours: codes by transform)")
+
 
 # ---------------------------------------------------------------------------------------------
 
@@ -263,6 +316,8 @@ def main():
     ap.add_argument("--rank", type=int, default=10, help="NMF components")
     ap.add_argument("--cd-sweeps", type=int, default=4, help="accelerated HALS sweeps")
     ap.add_argument("--max-passes", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="full-batch k-means: interleaved runs per contender (median)")
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--only", choices=("kmeans", "nmf"), default=None)
     a = ap.parse_args()
