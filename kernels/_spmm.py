@@ -399,8 +399,8 @@ def csc_scatter_vec(a, indptr, indices, data, out, slabs):
     limit = min(indices.shape[0], data.shape[0])
     faults = 0
     for s in prange(slabs.shape[0] - 1):
-        r0 = slabs[s]
-        r1 = slabs[s + 1]
+        r0 = min(max(slabs[s], 0), n)  # slabs outside [0, n] are clipped: no write outside
+        r1 = min(max(slabs[s + 1], r0), n)
         width = np.uint64(r1 - r0)
         for i in range(r0, r1):
             out[i] = 0

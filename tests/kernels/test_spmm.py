@@ -328,3 +328,15 @@ def test_gather_mult_checked_sees_every_edit(dtype, itype):
         E = S.copy()
         E.indptr[-1] -= 1  # one entry fewer: lengths differ, nothing compared out of range
         assert _run_checked(D, E, t, kept)[1]
+
+
+def test_scatter_vec_clips_slabs_to_the_output(dtype):
+    """Slab bounds past the output (a caller's mistake) write nothing outside it."""
+    rng = np.random.default_rng(14)
+    S = _csc(rng, 100, 40, 0.2, dtype, np.int32)
+    d = rng.standard_normal(40).astype(dtype)
+    big = np.full(160, 7.0, dtype)
+    slabs = np.array([-20, 60, 150], np.int64)
+    assert kernels.csc_scatter_vec(d, S.indptr, S.indices, S.data, big[:100], slabs) == 0
+    _close(big[:100], S.astype(np.float64) @ d.astype(np.float64), dtype)
+    assert (big[100:] == 7.0).all()
