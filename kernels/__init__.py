@@ -169,6 +169,7 @@ from ._softmax import (
 from ._spmm import (
     GATHER_DISTANCE,
     GATHER_VECTORS,
+    SCATTER_DISTANCE,
     TRANSPOSE_TILE,
     arrays_equal,
     csc_gather_mult,
@@ -197,6 +198,7 @@ __all__ = [
     "N_CAT",
     "N_INT",
     "PREFETCH_DISTANCE",
+    "SCATTER_DISTANCE",
     "SLAB_SAMPLE",
     "SQUARED",
     "SQUARED_HINGE",
