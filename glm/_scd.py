@@ -493,10 +493,11 @@ class FreeIntercept:
     constant: ``f''`` ~ ``h / 1000``), so that from :func:`null_intercept` a fit to a relative
     1e-4 barely needs to move it.  Until ``S = sum_i a_i`` has taken both signs, a move is a
     secant step on ``-S``, ``b += S / c``, ``c`` the geometric mean of the last
-    ``_FREE_SLOPES`` positive slopes of ``S`` between moves (Newton's curvature
-    ``h = sum_i l''(z_i)`` before the first: ``beta (1 - beta)`` for the logistic with
-    ``beta = y_i a_i``, 1 for the squared loss, for the hinge ``lam_n / ||x_i||^2`` over the
-    examples inside their box; an upper bound of ``f''``), at most the trust radius, which
+    ``_FREE_SLOPES`` positive slopes of ``S`` between moves (before the first, the geometric
+    mean of :meth:`_lower`'s bound of ``f''`` and Newton's curvature ``h = sum_i l''(z_i)``,
+    an upper bound: ``beta (1 - beta)`` for the logistic with ``beta = y_i a_i``, 1 for the
+    squared loss; for the hinge, ``h = lam_n / ||x_i||^2`` summed over the examples inside
+    their box, alone), at most the trust radius, which
     grows by ``_FREE_GROW`` while ``S`` keeps its sign and is half the last step when it
     changes.  Once the root is bracketed, regula falsi with Illinois' rule inside the bracket
     (the hinge's ``S`` is piecewise constant in ``b``: secant steps alone cycled around the
@@ -598,7 +599,7 @@ class FreeIntercept:
             self.best = (back, self.best[1] * _FREE_DIVERGED)  # not reverted again at once
             logger.debug("dual intercept: back to b = %.6g (the certificate grew)", back)
             return True
-        if S == 0.0 or not whole - fixed > _FREE_MOVE_SHARE * fixed:
+        if S == 0.0 or not whole - fixed > fixed:
             return False
         if smooth and self.settle is not None and fixed > 0.5 * self.settle:
             # the sweeps have not yet halved the fixed-b gap that the last move opened: S is
@@ -800,9 +801,7 @@ _FREE_SLOPES = 3
 # sum a persists.
 _FREE_RADIUS = 0.1
 _FREE_GROW = 1.5
-# b moves when the constraint's part of the certificate exceeds this times the fixed-b gap ...
-_FREE_MOVE_SHARE = 1.0
-# ... its first step, before any secant slope, takes for f'' the geometric mean of
+# ... and its first step, before any secant slope, takes for f'' the geometric mean of
 # _lower's bound and Newton's h (_upper): f'' lies between them, h alone made that step
 # negligible where frequent features move with b (Criteo-like, 200k x 2^18, C = 0.3: the
 # settled slope of sum a is ~54 against h ~ 1.9e4 and a lower bound ~1.2, so b moved by 0.0015
