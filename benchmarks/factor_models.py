@@ -22,7 +22,8 @@ issue's target (5x scikit-learn and gensim, 2x ``implicit``, 10x Spark).
 
     python benchmarks/factor_models.py --quick                    # 1e5 nonzeros, ~4 min
     python benchmarks/factor_models.py --size 1e6
-    python benchmarks/factor_models.py --size 1e7 --models mf lda
+    python benchmarks/factor_models.py --size 1e7 --models mf lda --no-spark \
+        --lda-peers sklearn-online gensim
 
 Times are wall-clock seconds on whatever machine runs it: say how loaded it was next to any
 figure recorded from it (``uptime`` is printed before and after).
@@ -62,26 +63,31 @@ def uptime() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def run_mf(nnz: int, quick: bool) -> list[dict]:
+def run_mf(nnz: int, quick: bool, no_spark: bool = False) -> list[dict]:
     # quick: MovieLens 100k (1e5 ratings) only, no synthetic set
-    args = factor_mf.parser().parse_args(["--sizes", "" if quick else str(nnz)])
+    args = factor_mf.parser().parse_args(["--sizes", "" if quick else str(nnz)]
+                                         + (["--no-spark"] if no_spark else []))
     return factor_mf.bench(factor_mf.datasets(args), args)
 
 
-def run_lda(nnz: int, quick: bool) -> list[dict]:
+def run_lda(nnz: int, quick: bool, peers=None) -> list[dict]:
     argv = ["--tokens", str(nnz)]
     if quick:
         argv += ["--no-real"]
+    if peers is not None:
+        argv += ["--peers", *peers]
     a = factor_lda.parser().parse_args(argv)
     return factor_lda.run_all(a)
 
 
-def run_kmeans_nmf(nnz: int, which: set, quick: bool) -> list[dict]:
+def run_kmeans_nmf(nnz: int, which: set, quick: bool, no_spark: bool = False) -> list[dict]:
     """``factor_kmeans_nmf.py`` as a subprocess; its closing markdown table read back."""
     per = 20
     cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                         "factor_kmeans_nmf.py"),
            "--examples", str(max(2000, nnz // per)), "--nnz-per-example", str(per)]
+    if no_spark:
+        cmd += ["--no-spark"]
     if which == {"kmeans"}:
         cmd += ["--only", "kmeans"]
     elif which == {"nmf"}:
@@ -145,7 +151,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="MF on MovieLens 100k only, LDA without the real corpus")
     ap.add_argument("--models", nargs="*", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--no-spark", action="store_true", help="leave Spark out (every model)")
+    ap.add_argument("--lda-peers", nargs="*", choices=factor_lda.PEERS, default=None,
+                    help="LDA's peers (default: all; e.g. leave sklearn-batch out at 1e7)")
     a = ap.parse_args(argv)
+    lda_peers = a.lda_peers
+    if a.no_spark:
+        lda_peers = [p for p in (lda_peers or factor_lda.PEERS) if p != "spark"]
     nnz = SIZES[a.size]
     print(f"# factor models, {a.size} nonzeros{' (quick)' if a.quick else ''}; "
           f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
@@ -153,12 +165,12 @@ def main(argv=None):
     rows = []
     t0 = time.perf_counter()
     if "mf" in a.models:
-        rows += run_mf(nnz, a.quick)
+        rows += run_mf(nnz, a.quick, a.no_spark)
     if "lda" in a.models:
-        rows += run_lda(nnz, a.quick)
+        rows += run_lda(nnz, a.quick, lda_peers)
     which = {m for m in a.models if m in ("kmeans", "nmf")}
     if which:
-        rows += run_kmeans_nmf(nnz, which, a.quick)
+        rows += run_kmeans_nmf(nnz, which, a.quick, a.no_spark)
     print(f"\n# {len(rows)} comparisons in {time.perf_counter() - t0:.0f} s; {uptime()} at "
           f"the end")
     print(table(rows))
