@@ -106,6 +106,12 @@ def to_column_layout(X, dtype):
     return X.T
 
 
+def _max_abs(Xc):
+    """The largest ``|value|`` of a (dense or sparse) matrix, 0 when it has none."""
+    data = Xc.data if sp.issparse(Xc) else Xc
+    return float(max(data.max(initial=0.0), -data.min(initial=0.0)))  # no |X| copy
+
+
 def _nonuniform(sw, comm=None):
     """``sw`` when the sample weights differ, ``None`` when they are all equal (the
     unweighted problem: the solvers' ``lambda`` already carries their sum).  With ``comm``,
@@ -427,9 +433,13 @@ class _GLMEstimator(BaseEstimator):
         model = GLM(loss=self._loss, n_outputs=k, fit_intercept=fi, dtype=dt.name)
         n = Xc.shape[1]
         # tol is the certified relative duality gap wherever the objective has one (an L2
-        # term and a smooth loss); partial_fit's single passes check nothing
+        # term and a smooth loss) and float64 can evaluate it: with feature values beyond
+        # LBFGS_AUTO_SCALE (L-BFGS's rescaled regime) the dual point's products X a would
+        # have to cancel to far below their rounding, so tol is L-BFGS's gradient test
+        # there; partial_fit's single passes check nothing
         certified = (passes is None and lam > 0
-                     and glm.resolve_loss(self._loss) in glm.SMOOTH_LOSSES)
+                     and glm.resolve_loss(self._loss) in glm.SMOOTH_LOSSES
+                     and _max_abs(Xc) <= glm.LBFGS_AUTO_SCALE)
         opt = self._make_optimizer(solver, certified)
         batch = max(n, 1) if solver == "lbfgs" else self.batch_size
         src = MatSource(Xc, Y.astype(dt, copy=False), sw.astype(dt, copy=False),
@@ -568,13 +578,15 @@ def _common_doc(extra=""):
         ``vw-hybrid``, and of ``lbfgs``, ``adagrad`` and ``sgd`` where the objective has a
         certificate (a smooth loss and ``lambda > 0``; ``adagrad``/``sgd`` check it at the end
         of each pass, one more pass over the data, and stop early when it is met).
-        Elsewhere: unregularised ``lbfgs`` (``LinearRegression``), ``lbfgs`` with the hinge and
-        the estimator-side L-BFGS-B without an L2 term (``positive=True`` with ``alpha=0``,
-        ``LinearSVC(penalty="l1")``) stop on the projected gradient's max-norm (mean-loss
-        scale), with no bound on the suboptimality; ``adagrad``/``sgd`` there run
-        ``max_iter`` passes; ``Ridge(positive=True)`` with ``alpha > 0`` stops on a certified
-        bound (see ``positive``); the multinomial fit on the relative gradient norm (see
-        ``multi_class``).  Each solver's meaning: the user guide, "What tol means".
+        Elsewhere: unregularised ``lbfgs`` (``LinearRegression``), ``lbfgs`` with the hinge or
+        with feature values beyond ``2^20`` (``glm.LBFGS_AUTO_SCALE``: float64 cannot evaluate
+        the certificate there) and the estimator-side L-BFGS-B without an L2 term
+        (``positive=True`` with ``alpha=0``, ``LinearSVC(penalty="l1")``) stop on the
+        projected gradient's max-norm (mean-loss scale), with no bound on the suboptimality;
+        ``adagrad``/``sgd`` there run ``max_iter`` passes; ``Ridge(positive=True)`` with
+        ``alpha > 0`` stops on a certified bound (see ``positive``); the multinomial fit on
+        the relative gradient norm (see ``multi_class``).  Each solver's meaning: the user
+        guide, "What tol means".
     batch_size : int, default=256
         Minibatch size of ``adagrad``/``sgd``.
     learning_rate : float, default=0.1

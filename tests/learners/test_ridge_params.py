@@ -44,7 +44,7 @@ def _scale(coef):
 def test_positive_matches_nnls_and_sklearn(n_targets, sparse, fit_intercept):
     X, y, sw = _data(n_targets)
     Xin = sp.csr_matrix(X) if sparse else X
-    ours = Ridge(alpha=3.0, positive=True, fit_intercept=fit_intercept, tol=1e-10,
+    ours = Ridge(alpha=3.0, positive=True, fit_intercept=fit_intercept, tol=1e-14,
                  max_iter=1000).fit(Xin, y, sample_weight=sw)
     sk = sklm.Ridge(alpha=3.0, positive=True, fit_intercept=fit_intercept,
                     tol=1e-12).fit(X, y, sample_weight=sw)
@@ -110,7 +110,7 @@ def test_positive_needs_auto_or_lbfgs(solver):
 def test_sklearn_solver_names_reach_sklearns_optimum(name, row, sparse):
     X, y, sw = _data()
     Xin = sp.csr_matrix(X) if sparse else X
-    ours = Ridge(alpha=3.0, solver=name, tol=1e-10, max_iter=2000).fit(Xin, y,
+    ours = Ridge(alpha=3.0, solver=name, tol=1e-14, max_iter=2000).fit(Xin, y,
                                                                        sample_weight=sw)
     sk = sklm.Ridge(alpha=3.0, solver="svd").fit(X, y, sample_weight=sw)
     if row is not None:
@@ -124,7 +124,7 @@ def test_svd_beyond_the_cholesky_rows_limit_runs_newton():
     rng = np.random.default_rng(0)
     X = sp.random(300, 2049, density=0.01, format="csr", random_state=1)
     y = rng.normal(size=300)
-    ours = Ridge(alpha=1.0, solver="svd", tol=1e-10, max_iter=500).fit(X, y)
+    ours = Ridge(alpha=1.0, solver="svd", tol=1e-14, max_iter=500).fit(X, y)
     assert ours.solver_ == "newton"
     sk = sklm.Ridge(alpha=1.0, solver="sparse_cg", tol=1e-12, max_iter=100_000).fit(X, y)
     np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=0, atol=1e-7 * _scale(sk.coef_))
@@ -142,7 +142,7 @@ def test_per_target_alpha_matches_sklearn(sparse):
     X, y, sw = _data(n_targets=3)
     Xin = sp.csr_matrix(X) if sparse else X
     alpha = np.array([0.1, 10.0, 300.0])
-    ours = Ridge(alpha=alpha, tol=1e-10, max_iter=1000).fit(Xin, y, sample_weight=sw)
+    ours = Ridge(alpha=alpha, tol=1e-14, max_iter=1000).fit(Xin, y, sample_weight=sw)
     sk = sklm.Ridge(alpha=alpha, solver="svd").fit(X, y, sample_weight=sw)
     assert ours.coef_.shape == (3, 15) and ours.intercept_.shape == (3,)
     np.testing.assert_allclose(ours.coef_, sk.coef_, rtol=0, atol=1e-8 * _scale(sk.coef_))
@@ -151,10 +151,10 @@ def test_per_target_alpha_matches_sklearn(sparse):
     # each target is its own fit: not the fit with any one of the alphas
     assert np.abs(ours.coef_[2] - Ridge(alpha=0.1).fit(X, y).coef_[2]).max() > 1.0
     # one alpha in a length-1 array is every target's; positive with a per-target alpha
-    one = Ridge(alpha=[3.0], tol=1e-10).fit(X, y)
-    np.testing.assert_allclose(one.coef_, Ridge(alpha=3.0, tol=1e-10).fit(X, y).coef_,
+    one = Ridge(alpha=[3.0], tol=1e-14).fit(X, y)
+    np.testing.assert_allclose(one.coef_, Ridge(alpha=3.0, tol=1e-14).fit(X, y).coef_,
                                rtol=0, atol=1e-10 * _scale(sk.coef_))
-    pos = Ridge(alpha=alpha, positive=True, tol=1e-10, max_iter=1000).fit(X, y)
+    pos = Ridge(alpha=alpha, positive=True, tol=1e-14, max_iter=1000).fit(X, y)
     skp = sklm.Ridge(alpha=alpha, positive=True, tol=1e-12).fit(X, y)
     np.testing.assert_allclose(pos.coef_, skp.coef_, rtol=0, atol=1e-6 * _scale(skp.coef_))
 

@@ -130,7 +130,10 @@ def _case_ids():
             # reference optimum for it here (tests/glm/test_dual_intercept.py checks it)
             free = solver in _FREE_INTERCEPT and loss != "hinge"
             for fi in (False, True) if free else (False,):
-                cases.append((loss, solver, fi))
+                # L-BFGS with an intercept: the slowest cases (its fit without one stays)
+                slow = solver == "lbfgs" and fi
+                cases.append(pytest.param(loss, solver, fi,
+                                          marks=[pytest.mark.slow] if slow else []))
     return cases
 
 
