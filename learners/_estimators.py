@@ -558,8 +558,8 @@ def _common_doc(extra=""):
         trust-region Newton-CG on the primal (smooth losses, any sample weights).
         ``cholesky``: ridge by its normal equations (exact; up to 2048 features).  ``auto``
         (the default) chooses from the data by the measured rule of ``glm/_auto.py``:
-        ``cholesky`` for ridge
-        with at most 1024 features, ``newton`` for the other smooth problems, the dual ``scd``
+        ``cholesky`` for ridge with at most 1024 features, ``newton`` for the other smooth
+        problems, the dual ``scd``
         for large sparse strongly regularised ones and for the hinge, ``lbfgs`` without
         regularisation, with feature values beyond ``2^20`` (it rescales them) or with
         non-uniform weights and the hinge, ``cocoa`` with ``comm``; the choice is logged and
