@@ -255,14 +255,28 @@ def test_kmeans_plusplus_spreads_the_centers():
     assert len(set(y[where[:, 1]])) == 6  # one seed in each well-separated cluster
 
 
-def test_sample_weight_equals_repeated_samples():
+@pytest.mark.parametrize("algorithm", ["lloyd", "elkan"])
+def test_sample_weight_equals_repeated_samples(algorithm):
     X, _ = _blobs(n_per=30, k=3, d=4, seed=4)
     init = X[:3]
     sw = np.random.default_rng(0).integers(1, 4, len(X))
-    a = KMeans(3, init=init, tol=0).fit(X, sample_weight=sw)
+    a = KMeans(3, init=init, tol=0, algorithm=algorithm).fit(X, sample_weight=sw)
     b = KMeans(3, init=init, tol=0).fit(np.repeat(X, sw, axis=0))
     np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-12)
     assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+
+
+def test_elkan_with_one_cluster_and_weighted_sparse_data():
+    Xr = _powerlaw(600, 80, seed=9)
+    sw = np.random.default_rng(1).uniform(0.5, 2, 600)
+    one = KMeans(1, init=np.ones((1, 80)), tol=0, algorithm="elkan").fit(Xr)
+    np.testing.assert_allclose(one.cluster_centers_[0], np.asarray(Xr.mean(axis=0)).ravel(),
+                               rtol=1e-12, atol=1e-15)
+    init = np.asarray(Xr[:6].todense()) + 0.01
+    ref = SKKMeans(6, init=init, n_init=1, tol=0).fit(Xr, sample_weight=sw)
+    ours = KMeans(6, init=init, tol=0, algorithm="elkan").fit(Xr, sample_weight=sw)
+    assert ours.n_iter_ == ref.n_iter_
+    assert abs(ours.inertia_ - ref.inertia_) <= 1e-9 * ref.inertia_
 
 
 # ---------------------------------------------------------------------------------------------
