@@ -334,7 +334,11 @@ def main():
     data = [(f"power-law {X.nnz:.2g} nnz", X), ("digits (sklearn)", digits)]
     # warm the numba kernels (compiled or loaded from the cache) outside the timings
     small = X[:, :2000].tocsc()
-    KMeans(3, init=small[:, :3].T.toarray(), max_iter=2).fit(small.T.tocsr())
+    for Xs in (small.T.tocsr(), digits.T.copy()):  # sparse and dense, every algorithm
+        init = Xs[:3].toarray() if sp.issparse(Xs) else Xs[:3]
+        for alg in ("lloyd", "hamerly", "elkan"):
+            for cols in (Xs, Xs[:200]):  # the parallel and the serial kernels
+                KMeans(3, init=init, max_iter=3, algorithm=alg).fit(cols)
     NMFModel(n_components=2, dtype="float64", solver="cd").fit(small, max_iter=2)
     NMFModel(n_components=2, dtype="float64", beta_loss="kullback-leibler").fit(small,
                                                                                 max_iter=2)

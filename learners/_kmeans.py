@@ -1089,7 +1089,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         counts = np.zeros(max(nblk, 1), np.int64)
         order = np.empty(m, np.int64)
         starts = np.empty(k + 1, np.int64)
-        kernel = _pick(_elkan_estep, _elkan_estep_serial, k * int(data.size))
+        nnz_per = data.size / max(m, 1)
         labels_old = None
         converged = False
         n_iter = 0
@@ -1112,6 +1112,11 @@ class KMeansModel(CPUFactorModelMixin, Model):
             np.multiply(xroot, math.sqrt(64 * eps) + 64 * eps, out=margin)
             margin += 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc)
             counts[:] = 0
+            # the parallel kernel only for much work: the full first pass, or as many dot
+            # products as the previous pass (late passes examine few pairs; waking the
+            # workers would cost more)
+            work = k * data.size if first else m * k + self._recomputed[-1] * nnz_per
+            kernel = _pick(_elkan_estep, _elkan_estep_serial, int(work))
             kernel(indptr, indices, data, self.centers, cn, xnorm, cum, halfcc, s_half, margin,
                    first, labels, U, L, counts)
             self._recomputed.append(int(counts.sum()))
