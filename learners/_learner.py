@@ -671,7 +671,7 @@ class Learner:
         P = gap = 0.0
         for r in range(coef.shape[0]):
             p, g = glm.primal_certificate(S[r, 0], S[r, 1], S[r, 2], S[r, 3],
-                                          float(U[r] @ U[r]), coef[r],
+                                          float(np.square(U[r]).sum()), coef[r],
                                           float(b[r]) if fit_b else 0.0, n=W, alpha=alpha,
                                           fit_intercept=fit_b)
             P += p
