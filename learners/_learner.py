@@ -38,8 +38,10 @@ stops after ``patience`` evaluations without improvement.
 Certified stop (``tol``): for a GLM with a smooth loss and an :class:`L2Regularizer` of
 positive weight, ``Learner(..., tol=1e-4)`` computes the duality gap of the training objective
 (:func:`roofline.glm.primal_certificate`, from the sums of one gradient pass over the training
-examples, every rank's with ``comm``) at the end of each pass, after each L-BFGS iteration
-(from the iteration's own pass) and every ``certify_every`` minibatches, and stops once
+examples, every rank's with ``comm``) at the end of passes 1, 2, 4, 8, ... and of the last
+(``certify_passes="every"``: of each pass; a check costs one pass over the training source),
+after each L-BFGS iteration (from the iteration's own pass, at no extra pass) and every
+``certify_every`` minibatches, and stops once
 ``gap / |P| <= tol``: the model is then within ``tol`` (relative) of the optimum, the meaning
 ``tol`` has in every :func:`~roofline.glm.fit_glm` solver.  The trace's ``certificate``
 column records each check; a run that ends above ``tol`` warns
@@ -142,6 +144,14 @@ class LearnerOptions(Options):
                                    "the certificate every N training minibatches (0: at pass "
                                    "ends only); each check is one pass over the training "
                                    "source", low=0)
+    certify_passes: str = option("doubling", "with tol, minibatch optimizers: which pass ends "
+                                             "check the certificate (one extra pass over the "
+                                             "training source each): 'doubling' = passes 1, 2, "
+                                             "4, 8, ... and the last (at most log2(passes) + 2 "
+                                             "checks, a stop at most one doubling late); "
+                                             "'every' = each pass end.  L-BFGS checks every "
+                                             "iteration from its own pass either way",
+                                 choices=("doubling", "every"))
     shard: str = option("auto", "data-parallel training: 'batches' = rank r trains on "
                                 "minibatches i % size == r of the source; 'none' = the source "
                                 "already holds this rank's part; 'auto' = 'none' for a source "
@@ -518,8 +528,10 @@ class Learner:
                     cut = self._stop and bool(self.trace)
                     cert = None
                     if o.tol is not None and not cut:
-                        cert = (self._cert_last if self._cert_step == self._steps
-                                else self._certify())
+                        if self._cert_step == self._steps:  # free: from the step's own pass
+                            cert = self._cert_last
+                        elif o.certify_passes == "every" or (p + 1) & p == 0:
+                            cert = self._certify()  # one more pass over the training source
                     rec = (self.trace[-1] if cut
                            else self._record(force_heldout=True, certificate=cert))
                     if cert is not None and cert <= o.tol:

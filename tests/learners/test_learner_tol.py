@@ -1,7 +1,8 @@
 """The minibatch learners' certified stop (``Learner(..., tol=)``, issue 31): the relative
-duality gap of the training objective (``glm.primal_certificate``) checked at pass ends,
-after each L-BFGS iteration and every ``certify_every`` minibatches, over every rank's
-examples with ``comm``; a converged run is within ``tol`` of the optimum."""
+duality gap of the training objective (``glm.primal_certificate``) checked at pass ends
+(1, 2, 4, 8, ... by default, each with ``certify_passes="every"``), after each L-BFGS
+iteration and every ``certify_every`` minibatches, over every rank's examples with
+``comm``; a converged run is within ``tol`` of the optimum."""
 
 import warnings
 
@@ -103,13 +104,16 @@ def test_lbfgs_stops_on_the_certificate_within_tol(name, loss):
     assert L.certificate() == pytest.approx((P, gap), rel=1e-9)
 
 
+@pytest.mark.parametrize("schedule", ["every", "doubling"])
 @pytest.mark.parametrize(("opt", "batch"), [(ADAGrad(lr=0.05), 100), (SGD(lr=0.5), 100)],
                          ids=["adagrad", "sgd"])
-def test_minibatch_optimizers_stop_on_a_loose_tol(opt, batch):
+def test_minibatch_optimizers_stop_on_a_loose_tol(opt, batch, schedule):
     """ADAGrad / SGD: the pass-end certificate stops them once 1e-2 is met, in fewer passes
-    than asked, within 1e-2 of the optimum (a well-conditioned problem, alpha = 1e-2)."""
+    than asked, within 1e-2 of the optimum (a well-conditioned problem, alpha = 1e-2); checked
+    at every pass end, or (the default) at passes 1, 2, 4, 8, ... only."""
     alpha = 1e-2
-    L = _learner("dense", "logistic", opt, batch=batch, alpha=alpha, n_passes=200, tol=1e-2)
+    L = _learner("dense", "logistic", opt, batch=batch, alpha=alpha, n_passes=200, tol=1e-2,
+                 certify_passes=schedule)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         res = L.train()
@@ -118,7 +122,24 @@ def test_minibatch_optimizers_stop_on_a_loose_tol(opt, batch):
     sub, _, _ = _suboptimality("dense", "logistic", L.model, alpha)
     assert -1e-10 <= sub <= 1e-2, sub
     rows = [r for r in res.trace if not np.isnan(r["certificate"])]
-    assert len(rows) == res.n_passes and rows[-1]["certificate"] <= 1e-2
+    assert rows[-1]["certificate"] <= 1e-2
+    if schedule == "every":
+        assert len(rows) == res.n_passes
+    else:  # checked passes (1-based): the powers of two, so the stop is at one of them
+        checked = [r["pass"] + 1 for r in rows]
+        assert checked == [2 ** i for i in range(len(rows))], checked
+        assert res.n_passes == checked[-1]
+
+
+def test_doubling_checks_the_last_pass_too():
+    """With the doubling schedule a run whose last pass is no power of two is still certified
+    at its end: ``converged`` and ``certificate`` describe the final model."""
+    L = _learner("dense", "logistic", ADAGrad(lr=0.05), batch=100, alpha=1e-2, n_passes=3,
+                 tol=1e-14)
+    with pytest.warns(ConvergenceWarning):
+        res = L.train()
+    assert res.n_passes == 3 and res.converged is False
+    assert res.certificate == pytest.approx(L.certificate()[1] / abs(L.certificate()[0]))
 
 
 def test_certify_every_stops_within_a_pass():
