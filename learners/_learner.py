@@ -106,7 +106,7 @@ class LearnerOptions(Options):
     roofline_gauge: str = option("auto", "the fraction of the machine's roofline a step "
                                          "achieves, in the trace (roofline_fraction) and the "
                                          "progress bar: the model's own cost model "
-                                         "(model.cost(batch): k-means, NMF, MF), else a GLM "
+                                         "(model.cost(batch): k-means, NMF, MF, LDA), else a GLM "
                                          "step's A*S and A*S^T; for sparse minibatches on the "
                                          "host.  'auto' and 'on': computed, with or without a "
                                          "progress bar (the machine's ceilings are measured "
@@ -866,7 +866,8 @@ class Learner:
 
         The model's own cost model when it has one (``model.cost(batch)``, a
         :class:`~roofline.gmat.Cost`: :class:`~roofline.learners.KMeansModel`,
-        :class:`~roofline.learners.NMFModel`, :class:`~roofline.learners.MFModel`), else a
+        :class:`~roofline.learners.NMFModel`, :class:`~roofline.learners.MFModel`,
+        :class:`~roofline.learners.LDA`), else a
         GLM step's primitives: ``A*S`` and ``A*S^T`` with ``model.n_outputs`` rows
         (:func:`~roofline.gmat.cost_mult_as`, :func:`~roofline.gmat.cost_mult_ast`).
 
