@@ -142,7 +142,7 @@ def _dot_col(indptr, indices, data, C, j, c):
 
 @njit(cache=True, parallel=True)
 def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin, first,
-                 labels, U, L, counts):
+                 labels, U, L, counts, Lmin, cummax):
     """One E-step of Elkan's k-means (Elkan 2003) over CSC columns, with lazily moved bounds.
 
     The bounds are stored relative to ``cum`` (each center's cumulative drift): the upper
@@ -155,7 +155,10 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
     feature's ``k`` center values costs about what a single product does).  The keys compared
     are Lloyd's (``cnorm[c] - 2 c^T x_j``, the first minimum wins), so ``labels`` equal the
     fused Lloyd E-step's bit for bit.  ``first``: compute every distance (the bounds' start).
-    ``counts[b]``: dot products computed by block ``b`` (``k`` per example when first)."""
+    ``counts[b]``: dot products computed by block ``b`` (``k`` per example when first).
+    ``Lmin[j]``: the smallest stored ``L[j, c]`` over the other centers, so that
+    ``Lmin[j] - cummax`` (``cummax`` the largest drift) bounds every other distance at once
+    (Hamerly's bound): an example it settles costs no scan of its ``k`` bounds."""
     m = labels.shape[0]
     k = C.shape[0]
     nblk = (m + 255) // 256
@@ -182,12 +185,17 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
                         bi = c
                 labels[j] = bi
                 U[j] = L[j, bi] - 2.0 * cum[bi]
+                lm = np.inf
+                for c in range(k):
+                    if c != bi and L[j, c] < lm:
+                        lm = L[j, c]
+                Lmin[j] = lm
                 cnt += k
                 continue
             a = labels[j]
             mg = margin[j]
             u = U[j] + cum[a]
-            if u + mg < s[a]:
+            if u + mg < s[a] or u + mg < Lmin[j] - cummax:
                 continue
             n_cand = 0
             for c in range(k):
@@ -213,6 +221,11 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
                         bi = c
                 labels[j] = bi
                 U[j] = L[j, bi] - 2.0 * cum[bi]
+                lm = np.inf
+                for c in range(k):
+                    if c != bi and L[j, c] < lm:
+                        lm = L[j, c]
+                Lmin[j] = lm
                 cnt += k
                 continue
             tight = False
@@ -243,6 +256,11 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
                     u = dc
             labels[j] = a
             U[j] = u - cum[a]
+            lm = np.inf
+            for c in range(k):
+                if c != a and L[j, c] < lm:
+                    lm = L[j, c]
+            Lmin[j] = lm
         counts[b] = cnt
 
 
@@ -1080,6 +1098,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         labels = np.zeros(m, np.int32)
         U = np.zeros(m)
         L = np.zeros((m, k))
+        Lmin = np.zeros(m)
         cum = np.zeros(k)
         halfcc = np.zeros((k, k))
         s_half = np.zeros(k)
@@ -1127,7 +1146,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
             work = k * data.size if first else m * k + self._recomputed[-1] * nnz_per
             kernel = _pick(_elkan_estep, _elkan_estep_serial, int(work))
             kernel(indptr, indices, data, self.centers, cn, xnorm, cum, halfcc, s_half, margin,
-                   first, labels, U, L, counts)
+                   first, labels, U, L, counts, Lmin, float(cum.max()))
             self._recomputed.append(int(counts.sum()))
             if getattr(self, "_trace_labels", None) is not None:  # the tests' record
                 self._trace_labels.append(labels.copy())
