@@ -160,3 +160,25 @@ def test_c_ordered_copies_are_reused():
     for _ in range(3):
         _close(gmat.mult_as(A, S), _ref_as(A, S), np.float32)
     assert cache.n_allocations == n
+
+
+def test_a_large_c_ordered_operand_is_named_once(monkeypatch, caplog):
+    """A C-ordered operand of at least LAYOUT_WARN_MIN_BYTES: the first call says (a logged
+    warning naming the operand and the fix) why it is slower than the Fortran layout, once per
+    process and operand; a Fortran-ordered or small one says nothing above debug."""
+    monkeypatch.setattr(prim, "_layout_said", set())
+    rng = np.random.default_rng(3)
+    S = _csc(rng, 300, 40, 0.05, np.float64)
+    A_c = np.ascontiguousarray(rng.standard_normal((16, 300)))
+    A_f = np.asfortranarray(A_c)
+    small = np.ascontiguousarray(rng.standard_normal((2, 300)))  # below the threshold
+    monkeypatch.setattr(prim, "LAYOUT_WARN_MIN_BYTES", A_c.nbytes)
+    with caplog.at_level("DEBUG", logger="roofline.gmat._primitives"):
+        _close(gmat.mult_as(A_f, S), _ref_as(A_f, S), np.float64)
+        _close(gmat.mult_as(small, S), _ref_as(small, S), np.float64)
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        for _ in range(3):
+            _close(gmat.mult_as(A_c, S), _ref_as(A_c, S), np.float64)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1, said
+    assert "A of shape (16, 300) is C-ordered" in said[0] and "asfortranarray" in said[0]
