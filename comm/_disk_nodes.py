@@ -648,6 +648,8 @@ class NodeStore:
 _AHEAD = struct.Struct("<4sB3x")  # an array message's header (_kylix._encode): dtype, ndim
 _DTYPES = {np.dtype(t).str.encode().ljust(4): np.dtype(t) for t in (
     "f8", "f4", "i8", "i4", "u8", "u4", "i2", "u2", "i1", "u1", "c16", "c8", "f2")}
+#: The wire code of each of those dtypes (looked up once per message, not built from its str).
+_CODES = {v: k for k, v in _DTYPES.items()}
 
 def _decode_array(buf):
     """The array in a message's payload ``buf`` (a view of it when aligned), as
@@ -680,8 +682,8 @@ def _encode1(a):
     :func:`~roofline.comm._kylix._encode`), without its general path's overheads for a
     contiguous 1-D array of a plain dtype."""
     if a.ndim == 1 and a.flags.c_contiguous:
-        code = a.dtype.str.encode().ljust(4)
-        if code in _DTYPES:
+        code = _CODES.get(a.dtype)
+        if code is not None:
             return [_AHEAD1.pack(code, 1, a.shape[0]), memoryview(a).cast("B")], \
                 _AHEAD1.size + a.nbytes
     bufs = _encode(a)
@@ -741,16 +743,20 @@ class _Spool:
         self._lock = threading.Lock()
         os.makedirs(dirpath, exist_ok=True)
 
-    def send(self, src, messages):
-        """Write ``messages`` (a list of ``(dst, bufs, nbytes)``: ``bufs`` the payload's
-        buffers, ``nbytes`` their length) of node ``src`` as packets.
+    def send(self, src, dsts, arrays):
+        """Write the array messages of node ``src``, ``arrays[j]`` to ``dsts[j]`` (a
+        :class:`_Gathered` or a numpy array, in the wire format of
+        :func:`~roofline.comm._kylix._encode`), as packets; returns the payload bytes sent to
+        nodes other than ``src``.
 
-        Messages that share the same ``bufs`` list (one array sent to several members) share
-        the payload's CRC-32, computed once."""
+        One array sent to several members (the same object) is encoded and its payload's
+        CRC-32 computed once.  Encoding, checksumming and packing run in one loop over the
+        messages (the per-message Python of a 1024-node round is most of its CPU beyond the
+        file calls)."""
         crc32 = _crc32_fn()
-        pack, mhead, mcrc = _MPRE.pack, _MHEAD.size, _MCRC.pack
-        cur, where, size, npk = [], [], 0, 0
-        found, payload_crc = {}, {}
+        pack, mhead, mcrc, ahead1, codes = _MPRE.pack, _MHEAD.size, _MCRC.pack, _AHEAD1, _CODES
+        cur, where, size, npk, sent = [], [], 0, 0, 0
+        found, cache = {}, {}
         phase, limit = self.phase, self.packet_bytes
 
         def flush():
@@ -764,24 +770,36 @@ class _Spool:
             cur, where, size = [], [], 0
             npk += 1
 
-        for dst, bufs, n in messages:
-            key = id(bufs)
-            crc = payload_crc.get(key)
-            if crc is None:
-                crc = 0
-                for b in bufs:
-                    crc = crc32(b, crc)
-                payload_crc[key] = crc
+        for dst, a in zip(dsts, arrays, strict=True):
+            key = id(a)
+            enc = cache.get(key)
+            if enc is None:
+                if type(a) is np.ndarray and a.ndim == 1 and a.flags.c_contiguous and (
+                        code := codes.get(a.dtype)) is not None:  # _encode1's fast path
+                    head = ahead1.pack(code, 1, a.shape[0])
+                    body = memoryview(a).cast("B")
+                    enc = cache[key] = ((head, body), ahead1.size + a.nbytes,
+                                        crc32(body, crc32(head)))
+                else:
+                    bufs, n = a.wire() if isinstance(a, _Gathered) else _encode1(a)
+                    crc = 0
+                    for buf in bufs:
+                        crc = crc32(buf, crc)
+                    enc = cache[key] = (bufs, n, crc)
+            bufs, n, crc = enc
+            if dst != src:
+                sent += n
             pre = pack(_MMAGIC, src, dst, phase, n)
-            where.append((dst, size, mhead + n))
-            cur.append(pre + mcrc(crc32(pre, crc)))
-            cur.extend(bufs)
-            size += mhead + n
+            n += mhead
+            where.append((dst, size, n))
+            cur += (pre + mcrc(crc32(pre, crc)), *bufs)
+            size += n
             if size >= limit:
                 flush()
         flush()
         with self._lock:
             self.index.update(found)
+        return sent
 
     def _open(self, path, src, dst):
         """The open packet ``path`` (marked in use: :meth:`_done`), opened on first need; the
@@ -832,15 +850,14 @@ class _Spool:
         one buffer (each message 64-byte aligned in it) with one ``pread`` each; the headers
         are checked together (numpy over all of them), the CRC-32s one per message."""
         index = self.index
-        where = []
-        for src in srcs:
-            w = index.get((src, dst))
-            if w is None:
-                raise MessageError(f"node {dst}: no message from node {src} in phase "
-                                   f"{self.phase}")
-            where.append(w)
+        try:
+            where = [index[(src, dst)] for src in srcs]
+        except KeyError:
+            src = next(s for s in srcs if (s, dst) not in index)
+            raise MessageError(f"node {dst}: no message from node {src} in phase "
+                               f"{self.phase}") from None
         m = len(where)
-        lens = np.fromiter((w[2] for w in where), np.int64, m)
+        lens = np.array([w[2] for w in where], np.int64).reshape(m)
         ats = np.zeros(m, np.int64)
         if m > 1:
             ats[1:] = np.cumsum(lens + (-lens) % _ALIGN)[:-1]
@@ -887,12 +904,12 @@ class _Spool:
             for i, (path, off, n) in enumerate(where):
                 self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
         crc32, mh, pre = _crc32_fn(), _MHEAD.size, _MPRE.size
-        for i, (at, n, crc) in enumerate(zip(at_list, got, heads["crc"].tolist(),
-                                             strict=True)):
-            if crc32(mv[at:at + pre], crc32(mv[at + mh:at + n])) != crc:
-                path, off, _ = where[i]
-                raise MessageError(f"{path}: the message from node {srcs[i]} to node {dst} "
-                                   "fails its CRC-32 (corrupted on disk)")
+        bad = [crc32(mv[at:at + pre], crc32(mv[at + mh:at + n])) != crc
+               for at, n, crc in zip(at_list, got, heads["crc"].tolist(), strict=True)]
+        if any(bad):
+            i = bad.index(True)
+            raise MessageError(f"{where[i][0]}: the message from node {srcs[i]} to node {dst} "
+                               "fails its CRC-32 (corrupted on disk)")
         return _decode_arrays(buf, ats + mh, lens - mh)
 
     def _check(self, buf, src, dst, path, off, n):
@@ -1528,20 +1545,10 @@ class _Run:
         """Node ``r`` sends ``out[j]`` (an array) to member ``j`` of its layer-``layer`` group
         (its own part to itself, kept on disk until its next turn)."""
         members = self.members(r, layer)
-        encoded, msgs = {}, []
-        for m, a in zip(members, out, strict=True):
-            enc = encoded.get(id(a))
-            if enc is None:  # one array sent to several members: encoded once
-                if isinstance(a, _Gathered):
-                    enc = encoded[id(a)] = a.wire()
-                else:
-                    enc = encoded[id(a)] = _encode1(a)
-            msgs.append((m, *enc))
-        nbytes = sum(msg[2] for msg in msgs if msg[0] != r)
+        nbytes = spool.send(r, members, out)
         with self._lock:
             self.layers[layer][field] += nbytes
             self.layers[layer]["messages"] += len(members) - 1
-        spool.send(r, msgs)
 
     def recv(self, spool, r, layer):
         """What the members of ``r``'s layer-``layer`` group sent it, in member order."""

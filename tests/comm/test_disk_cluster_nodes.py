@@ -226,13 +226,14 @@ def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch):
     cl.init(lambda r: {"w": np.full(1000, float(r))})
     real = _disk_nodes._Spool.send
 
-    def corrupting(self, src, messages):
-        real(self, src, messages)
+    def corrupting(self, src, *args):
+        sent = real(self, src, *args)
         if src == 2 and self.phase == 1:
             path = os.path.join(self.dir, "2-0.pkt")
             data = bytearray(open(path, "rb").read())
             data[200] ^= 0xFF
             open(path, "wb").write(bytes(data))
+        return sent
 
     monkeypatch.setattr(_disk_nodes._Spool, "send", corrupting)
     with pytest.raises(MessageError, match="from node 2 to node 0 fails its CRC-32"):
@@ -462,10 +463,11 @@ def test_a_missing_packet_is_a_message_error_and_closes_the_open_packets(tmp_pat
     cl.init(lambda r: {"w": np.full(1000, float(r))})
     real = _disk_nodes._Spool.send
 
-    def losing(self, src, messages):
-        real(self, src, messages)
+    def losing(self, src, *args):
+        sent = real(self, src, *args)
         if src == 3 and self.phase == 1:
             os.unlink(os.path.join(self.dir, "3-0.pkt"))  # its message to node 0
+        return sent
 
     monkeypatch.setattr(_disk_nodes._Spool, "send", losing)
     before = _open_fds()
