@@ -52,6 +52,7 @@ __all__ = [
     "dual_tpa_split",
     "feature_counts",
     "feature_major",
+    "free_parts",
     "grad",
     "greedy_pure_blocks",
     "intercept_step",
@@ -61,6 +62,7 @@ __all__ = [
     "primal_epoch",
     "primal_tpa",
     "reorder_features",
+    "scaled_side_conj",
     "unit_columns",
 ]
 
@@ -408,6 +410,69 @@ def loss_sum(z, y, loss):
     """
     _vector(y, _vector(z, None, "z").shape[0], "y")
     return kernels.cd_loss_sum(z, y, _loss(loss))
+
+
+def free_parts(z, scale, shift, a, y, loss):
+    """The per-example pass of a check of the dual with an unregularised intercept: the
+    margins ``z = z * scale + shift`` in place, with the loss and conjugate sums and the
+    balanced point's statistics (:func:`roofline.kernels.cd_free_parts`).
+
+    Parameters
+    ----------
+    z : ndarray of float64, shape (n,)
+        ``X^T v`` (rescaled in place to the margins).
+    scale, shift : float
+        ``z * scale + shift`` are the margins.
+    a, y : ndarray of float64, shape (n,)
+        Dual variables and labels (strided views allowed).
+    loss : {0, 1, 2}
+
+    Returns
+    -------
+    ndarray of float64, shape (8,)
+        ``[sum loss(z_i, y_i), C_pos, C_neg, C_zero, sum a, sum of the positive a_i, sum of
+        the negative a_i, min y_i a_i]``, ``C_*`` the sums of ``-loss*(-a_i; y_i)`` over the
+        examples whose ``a_i`` is positive, negative, zero.
+    """
+    n = _vector(z, None, "z").shape[0]
+    _vector(a, n, "a")
+    _vector(y, n, "y")
+    return kernels.cd_free_parts(z, float(scale), float(shift), a, y, _loss(loss),
+                                 np.empty(8))
+
+
+def scaled_side_conj(a, y, loss, theta, sign, idx, idx_side, gathered):
+    """``sum -loss*(-(1 - theta) a_i; y_i)`` over the examples with ``sign a_i > 0``, and
+    ``gathered = a[idx]`` (:func:`roofline.kernels.cd_scaled_side_conj`).
+
+    Parameters
+    ----------
+    a, y : ndarray of float64, shape (n,)
+        Dual variables and labels (strided views allowed).
+    loss : {0, 1, 2}
+    theta : float
+        The scaling of the side.
+    sign : float
+        +1 or -1, the sign of the side's ``a_i``.
+    idx : ndarray of int
+        Examples whose ``a_i`` are gathered.
+    idx_side : bool
+        Every example with ``sign a_i > 0`` is in ``idx`` (only ``idx`` is then read).
+    gathered : ndarray of float64, shape (len(idx),)
+        Receives ``a[idx]``.
+
+    Returns
+    -------
+    float
+    """
+    n = _vector(a, None, "a").shape[0]
+    _vector(y, n, "y")
+    _indices(idx, "idx")
+    _vector(gathered, idx.shape[0], "gathered")
+    if sign not in (1.0, -1.0):
+        raise ValueError(f"sign must be 1 or -1, got {sign!r}")
+    return kernels.cd_scaled_side_conj(a, y, _loss(loss), float(theta), float(sign), idx,
+                                       bool(idx_side), gathered)
 
 
 def conj_sum(a, y, loss):

@@ -688,15 +688,16 @@ class GLMProblem:
         # z = X^T (v / lam_n) + b without the d-vector w (a fresh array of 2^22 features costs
         # more in page faults than the product itself)
         z = self.margins(v[: self.d], 0.0)
-        z *= 1.0 / self.lam_n
-        if self.icpt:
-            z += self.icpt * v[self.d] / self.lam_n
+        shift = self.icpt * v[self.d] / self.lam_n if self.icpt else 0.0
         if b is not None:
             if self.levels is not None:
                 raise ValueError("a dual with an unregularised intercept takes no sample "
                                  "weights")
-            z += b
-            S = float(a.sum())
+            # one pass over the examples (a and y are strided columns of the solver's
+            # per-example records: each numpy pass over them reads all of the records)
+            f = cd.free_parts(z, 1.0 / self.lam_n, shift + b, a, self.y, self.loss)
+            S = float(f[4])
+            C = float(f[1] + f[2] + f[3])
             a2 = None
             if direction is not None and S != 0.0:
                 a2 = a - S * direction[0]
@@ -705,11 +706,13 @@ class GLMProblem:
                     a2 = None
                 else:
                     u = v[: self.d] - S * direction[1]
+                    C2 = cd.conj_sum(a2, self.y, self.loss)
             if a2 is None:
-                a2, u = self.balanced_dual(a, v, S)
-            return np.array([cd.loss_sum(z, self.y, self.loss),
-                             cd.conj_sum(a, self.y, self.loss), S,
-                             cd.conj_sum(a2, self.y, self.loss), vdot(u, u), vdot(v, v)])
+                C2, u = self._balanced_parts(a, v, f)
+            return np.array([f[0], C, S, C2, vdot(u, u), vdot(v, v)])
+        z *= 1.0 / self.lam_n
+        if shift:
+            z += shift
         if self.levels is not None:
             L = C = 0.0
             for c, idx, y in self.levels:
@@ -744,13 +747,7 @@ class GLMProblem:
             # against 16 ms on the loaded machine; the copy costs ~15 ms once)
             sign, idx, Xc, unit = self._minority()
             xs = cd.matvec_t(Xc, np.ascontiguousarray(a[idx]), np.zeros(self.d), unit=unit)
-            if sign * S > 0.0:  # X a_s itself
-                xs *= -theta
-                xs += v[: self.d]
-            else:  # X a' = (1 - theta) v + theta X a_o
-                xs *= theta
-                xs += (1.0 - theta) * v[: self.d]
-            return a - theta * side, xs
+            return a - theta * side, self._blend(xs, v, theta, sign * S > 0.0)
         n_side = np.count_nonzero(side)
         if np.count_nonzero(a) - n_side < n_side:
             # X a' = v - theta (v - X a_o) = (1 - theta) v + theta X a_o
@@ -762,6 +759,40 @@ class GLMProblem:
             u *= -theta
             u += v[: self.d]
         return a - theta * side, u
+
+    def _balanced_parts(self, a, v, f):
+        """``(sum -loss*(-a'), X a')`` at the point ``a'`` of :meth:`balanced_dual`, from the
+        statistics ``f`` of :func:`cd.free_parts` (``a'`` itself is not formed).
+
+        For the classification losses (``y a >= 0``, :meth:`_minority`) the conjugate sum of
+        ``a'`` is that of the side left as it is (from ``f``) plus the scaled side's, in one
+        pass that also gathers the smaller class's ``a`` for its scatter (over the smaller
+        class only, where that is the scaled side); else :meth:`balanced_dual`."""
+        S = float(f[4])
+        if S == 0.0:
+            return float(f[1] + f[2] + f[3]), v[: self.d]
+        if self.loss == SQUARED or not f[7] >= 0.0 or self._minority() is None:
+            a2, u = self.balanced_dual(a, v, S)
+            return cd.conj_sum(a2, self.y, self.loss), u
+        side = 1.0 if S > 0.0 else -1.0
+        theta = S / float(f[5] if S > 0.0 else f[6])
+        sign, idx, Xc, unit = self._minority()
+        xa = np.empty(idx.size)
+        c_side = cd.scaled_side_conj(a, self.y, self.loss, theta, side, idx, sign == side, xa)
+        C2 = float((f[2] if S > 0.0 else f[1]) + f[3]) + c_side
+        xs = cd.matvec_t(Xc, xa, np.zeros(self.d), unit=unit)
+        return C2, self._blend(xs, v, theta, sign * S > 0.0)
+
+    def _blend(self, xs, v, theta, scaled):
+        """``X a'`` from the smaller class's ``xs = X a_c`` (in place): ``v - theta xs`` where
+        that class is the scaled side, else ``(1 - theta) v + theta xs``."""
+        if scaled:  # X a_s itself
+            xs *= -theta
+            xs += v[: self.d]
+        else:  # X a' = (1 - theta) v + theta X a_o
+            xs *= theta
+            xs += (1.0 - theta) * v[: self.d]
+        return xs
 
     def _minority(self):
         """``(sign, idx, X_c, unit_c)``: the examples ``idx`` of the smaller class (labels of

@@ -47,6 +47,7 @@ __all__ = [
     "cd_dual_tpa",
     "cd_dual_tpa_split",
     "cd_feature_counts",
+    "cd_free_parts",
     "cd_frequency_order",
     "cd_grad",
     "cd_greedy_pure_blocks",
@@ -58,6 +59,7 @@ __all__ = [
     "cd_primal_epoch",
     "cd_primal_tpa",
     "cd_remap_indices",
+    "cd_scaled_side_conj",
     "cd_unit_columns",
 ]
 
@@ -143,6 +145,57 @@ def cd_conj_sum(alpha, y, loss):
     acc = 0.0
     for i in range(alpha.shape[0]):
         acc += margin_neg_conj(alpha[i], y[i], loss)
+    return acc
+
+
+@njit(**_FLAGS)
+def cd_free_parts(z, scale, shift, alpha, y, loss, out):
+    """One pass over the examples for the check of a dual with an unregularised intercept:
+    ``z[i] = z[i] * scale + shift`` (the margins at the intercept, in place), and ``out[:8] =
+    [sum l(z_i; y_i), C_pos, C_neg, C_zero, sum alpha_i, sum_{alpha_i > 0} alpha_i,
+    sum_{alpha_i < 0} alpha_i, min_i y_i alpha_i]`` with ``C_pos, C_neg, C_zero`` the sums of
+    ``-l*(-alpha_i; y_i)`` over the examples with ``alpha_i`` positive, negative and zero.
+    Returns ``out``."""
+    L = cp = cn = c0 = s = sp = sn = 0.0
+    ymin = np.inf
+    for i in range(z.shape[0]):
+        zi = z[i] * scale + shift
+        z[i] = zi
+        ai, yi = alpha[i], y[i]
+        L += margin_loss(zi, yi, loss)
+        c = margin_neg_conj(ai, yi, loss)
+        s += ai
+        if ai > 0.0:
+            cp += c
+            sp += ai
+        elif ai < 0.0:
+            cn += c
+            sn += ai
+        else:
+            c0 += c
+        ymin = min(ymin, yi * ai)
+    out[0], out[1], out[2], out[3] = L, cp, cn, c0
+    out[4], out[5], out[6], out[7] = s, sp, sn, ymin
+    return out
+
+
+@njit(**_FLAGS)
+def cd_scaled_side_conj(alpha, y, loss, theta, sign, idx, idx_side, gathered):
+    """``sum -l*(-(alpha_i - theta alpha_i); y_i)`` over the examples with ``sign alpha_i > 0``
+    (the side that the balanced dual point scales by ``1 - theta``), and ``gathered[k] =
+    alpha[idx[k]]``.  ``idx_side``: every example of that side is in ``idx`` (the smaller
+    class, its examples' ``alpha`` of one sign), whose loop alone then runs."""
+    acc = 0.0
+    for k in range(idx.shape[0]):
+        ai = alpha[idx[k]]
+        gathered[k] = ai
+        if idx_side and sign * ai > 0.0:
+            acc += margin_neg_conj(ai - theta * ai, y[idx[k]], loss)
+    if not idx_side:
+        for i in range(alpha.shape[0]):
+            ai = alpha[i]
+            if sign * ai > 0.0:
+                acc += margin_neg_conj(ai - theta * ai, y[i], loss)
     return acc
 
 

@@ -482,3 +482,53 @@ def test_the_projection_waits_a_check_after_a_move():
         if event == "projected":
             before = [e for e in log[:k] if e != "projected"]
             assert not before or before[-1] == "stayed"
+
+
+# -- session 8b: the check's per-example passes fused ------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge", "squared"])
+@pytest.mark.parametrize("share", [0.2, 0.8])
+def test_dual_parts_is_the_scaled_point_in_one_pass(loss, share, monkeypatch):
+    """A free intercept's check sums at the scaled point of :meth:`balanced_dual` as the
+    explicit formulas do, from strided dual variables (the solver's records); for the
+    classification losses without a second conjugate pass over all examples and without
+    forming ``a'``."""
+    X, _ = DATA["sparse-hot"]
+    X = X.tocsc()
+    rng = np.random.default_rng(3)
+    y = np.where(rng.random(X.shape[1]) < share, 1.0, -1.0)
+    if loss == "squared":
+        y = y + rng.normal(size=y.size)
+    pb = GLMProblem(X, y, LOSS_CODES[loss], False, 1e-2, True, None, primal=False)
+    calls = []
+    conj_sum = glm.cd.conj_sum
+
+    def counting(a, yy, lc):
+        calls.append(a.size)
+        return conj_sum(a, yy, lc)
+
+    for scale in (0.2, 0.9):  # sum a of either sign
+        rec = np.zeros((y.size, 8))
+        a = rec[:, 0]
+        if loss == "squared":
+            a[:] = rng.normal(size=y.size) + (scale - 0.5)
+        else:
+            beta = rng.uniform(0, 1, y.size)
+            beta[y > 0] *= scale
+            beta[y < 0] *= 1.1 - scale
+            beta[rng.random(y.size) < 0.1] = 0.0
+            a[:] = y * beta
+        v = pb.dual_point(a)
+        b = -0.4
+        calls.clear()
+        monkeypatch.setattr(glm.cd, "conj_sum", counting)
+        parts = pb.dual_parts(a, v, b)
+        monkeypatch.setattr(glm.cd, "conj_sum", conj_sum)
+        a2, u = pb.balanced_dual(a.copy(), v)
+        z = X.T @ (v / pb.lam_n) + b
+        want = [glm.cd.loss_sum(z, y, LOSS_CODES[loss]),
+                conj_sum(a.copy(), y, LOSS_CODES[loss]), a.sum(),
+                conj_sum(a2, y, LOSS_CODES[loss]), u @ u, v @ v]
+        np.testing.assert_allclose(parts, want, rtol=1e-10)
+        assert calls == ([] if loss != "squared" else [y.size])

@@ -238,3 +238,62 @@ def test_logistic_dual_step_is_exact_under_weak_regularisation(seed):
         got = _logistic_step_objective(b, beta, ym, q)
         assert 0.0 <= b <= 1.0
         assert got >= opt - 1e-12 * (1.0 + abs(opt)), (beta, ym, q, b, best)
+
+
+# -- session 8: the fused check of a dual with an unregularised intercept ---------------------
+
+
+def _feasible_duals(loss, n, rng):
+    """Labels and dual variables in the loss's domain (``y a in [0, 1]`` for the
+    classification losses), some zero, of both signs, as strided views (the solver's
+    per-example records)."""
+    y = rng.normal(size=n) if loss == 0 else np.where(rng.random(n) < 0.3, 1.0, -1.0)
+    a = rng.normal(size=n) if loss == 0 else y * rng.uniform(0.0, 1.0, n)
+    a[rng.random(n) < 0.1] = 0.0
+    rec = np.zeros((n, 8))
+    rec[:, 0], rec[:, 1] = a, y
+    return rec[:, 0], rec[:, 1]
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+def test_free_parts_is_the_sums_of_its_numpy_passes(loss):
+    rng = np.random.default_rng(10 + loss)
+    n = 301
+    a, y = _feasible_duals(loss, n, rng)
+    z0 = 2 * rng.normal(size=n)
+    z = z0.copy()
+    out = K.cd_free_parts(z, 0.7, -0.3, a, y, loss, np.empty(8))
+    zm = z0 * 0.7 - 0.3
+    np.testing.assert_allclose(z, zm, rtol=1e-15, atol=1e-15)
+    c = np.array([K.cd_conj_sum(a[i : i + 1], y[i : i + 1], loss) for i in range(n)])
+    want = [_loss_np(zm, y, loss).sum(), c[a > 0].sum(), c[a < 0].sum(), c[a == 0].sum(),
+            a.sum(), a[a > 0].sum(), a[a < 0].sum(), (a * y).min()]
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    assert out[1] + out[2] + out[3] == pytest.approx(K.cd_conj_sum(a, y, loss), rel=1e-12)
+    if loss:  # an infeasible a_i: -inf, as cd_conj_sum
+        a[3] = -0.5 * y[3]
+        out = K.cd_free_parts(z0.copy(), 1.0, 0.0, a, y, loss, np.empty(8))
+        assert -np.inf in out[1:3] and out[7] < 0
+
+
+@pytest.mark.parametrize("loss", [0, 1, 2])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_scaled_side_conj_scales_one_side(loss, sign):
+    rng = np.random.default_rng(20 + loss)
+    n = 257
+    a, y = _feasible_duals(loss, n, rng)
+    theta = 0.37
+    side = a * sign > 0
+    a2 = np.where(side, a - theta * a, a)
+    want = sum(K.cd_conj_sum(a2[i : i + 1], y[i : i + 1], loss) for i in np.flatnonzero(side))
+    idx = np.flatnonzero(rng.random(n) < 0.4)  # any examples: gathered only
+    got = np.full(idx.size, np.nan)
+    assert K.cd_scaled_side_conj(a, y, loss, theta, sign, idx, False, got) == pytest.approx(
+        want, rel=1e-12, abs=1e-12)
+    np.testing.assert_array_equal(got, a[idx])
+    if loss:  # the side's class in idx (its a_i share the labels' sign): idx alone is read
+        idx = np.flatnonzero(y * sign > 0)
+        got = np.full(idx.size, np.nan)
+        assert K.cd_scaled_side_conj(a, y, loss, theta, sign, idx, True, got) == pytest.approx(
+            want, rel=1e-12, abs=1e-12)
+        np.testing.assert_array_equal(got, a[idx])
