@@ -937,6 +937,10 @@ class KMeansModel(CPUFactorModelMixin, Model):
             return self._fit_hamerly(X, w_all, xnorm_all, max_iter, tol)
         if algorithm == "elkan" and is_matrix and comm is None:
             return self._fit_elkan(X, w_all, xnorm_all, max_iter, tol)
+        if algorithm != "lloyd":
+            logger.info("k-means: algorithm=%r bounds need one process's examples in memory; "
+                        "running Lloyd's iterations (the same labels) %s", algorithm,
+                        "over comm=" if is_matrix else "over the DataSource")
         labels_old = None
         trace = []
         converged = strict = False
