@@ -532,3 +532,27 @@ def test_dual_parts_is_the_scaled_point_in_one_pass(loss, share, monkeypatch):
                 conj_sum(a2, y, LOSS_CODES[loss]), u @ u, v @ v]
         np.testing.assert_allclose(parts, want, rtol=1e-10)
         assert calls == ([] if loss != "squared" else [y.size])
+
+
+@pytest.mark.parametrize("ratio, moves", [(0.4, False), (0.2, True)])
+def test_a_move_waits_until_the_fixed_gap_fell_to_a_quarter(ratio, moves):
+    """After a move of ``b`` the next one waits until the sweeps have brought the fixed-b gap
+    it opened down to ``_FREE_SETTLE`` (a quarter) of it: at half of it ``sum a`` was still on
+    its way (200k Criteo-like, C = 0.3, 1 seed in 8: a move at 0.495 of it overshot ``b`` and
+    took 31 sweeps for 25)."""
+    from roofline.glm import _scd
+
+    assert _scd._FREE_SETTLE == 0.25
+    X, y = DATA["sparse-hot"]
+    pb = GLMProblem(X.tocsc(), y, LOSS_CODES["logistic"], False, 1e-2, True, None, primal=False)
+    a = 0.5 * y
+    v = pb.dual_point(a)
+    icb = _scd.FreeIntercept(pb, np.ones(y.size), 0.0)
+    icb.settle, icb.settle_checks = 1.0, 0
+    n = pb.n
+    # fixed-b gap (L - C) / n = ratio; the scaled point's certificate 2 + ratio (the
+    # constraint's share the larger: a move is due but for the settling)
+    parts = np.array([ratio * n, 0.0, -5.0, -2.0 * n, 0.0, 0.0])
+    assert pb.fixed_intercept_gap(parts, v, 0.0) == pytest.approx(ratio)
+    assert icb.at_check(a, v, parts) is moves
+    assert (icb.b != 0.0) is moves
