@@ -216,28 +216,39 @@ def csc_gather_mult(XT, indptr, indices, data, outT, bounds):
     for c in prange(n_chunks):
         p_end = min(indptr[bounds[c + 1]], limit) - GATHER_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
-            lo = indptr[j]
-            hi = indptr[j + 1]
-            if lo < 0 or hi < lo or hi > limit:
-                faults += 1
-                lo = 0
-                hi = 0
-            bad = False
-            if kv > 0:
-                bad = _gather_column(outT, j, XT, indices, data, lo, hi, p_end, kv, lw)
-            if kv < k:
-                for kk in range(kv, k):
-                    outT[j, kk] = 0
-                for p in range(lo, hi):
-                    i = np.uint64(indices[p])
-                    if i >= un:
-                        bad = True
-                        break
-                    v = data[p]
-                    for kk in range(kv, k):
-                        outT[j, kk] += v * XT[i, kk]
-            if bad:
-                faults += 1
+            faults += _gather_one(outT, j, XT, indptr, indices, data, limit, p_end, k, kv, lw,
+                                  un)
+    return faults
+
+
+@njit(inline="always", cache=True, nogil=True)
+def _gather_one(outT, j, XT, indptr, indices, data, limit, p_end, k, kv, lw, un):
+    """Output column ``j`` of the gather: its first ``kv`` values in vector registers, the
+    last ``k - kv`` in a scalar pass.  Returns its faults: 1 for an ``indptr`` range outside
+    the arrays (output zero), 1 for an out-of-range index (output meaningless)."""
+    lo = indptr[j]
+    hi = indptr[j + 1]
+    faults = 0
+    if lo < 0 or hi < lo or hi > limit:
+        faults += 1
+        lo = 0
+        hi = 0
+    bad = False
+    if kv > 0:
+        bad = _gather_column(outT, j, XT, indices, data, lo, hi, p_end, kv, lw)
+    if kv < k:
+        for kk in range(kv, k):
+            outT[j, kk] = 0
+        for p in range(lo, hi):
+            i = np.uint64(indices[p])
+            if i >= un:
+                bad = True
+                break
+            v = data[p]
+            for kk in range(kv, k):
+                outT[j, kk] += v * XT[i, kk]
+    if bad:
+        faults += 1
     return faults
 
 
@@ -354,28 +365,11 @@ def csc_gather_mult_checked(XT, indptr, indices, data, outT, bounds, cur_ptr, ke
         done = indptr[bounds[c]]
         p_end = min(indptr[bounds[c + 1]], limit) - GATHER_DISTANCE
         for j in range(bounds[c], bounds[c + 1]):
-            lo = indptr[j]
             hi = indptr[j + 1]
-            if lo < 0 or hi < lo or hi > limit:
-                faults += 1
-                lo = 0
-                hi = 0
-            bad = False
-            if kv > 0:
-                bad = _gather_column(outT, j, XT, indices, data, lo, hi, p_end, kv, lw)
-            if kv < k:
-                for kk in range(kv, k):
-                    outT[j, kk] = 0
-                for p in range(lo, hi):
-                    i = np.uint64(indices[p])
-                    if i >= un:
-                        bad = True
-                        break
-                    v = data[p]
-                    for kk in range(kv, k):
-                        outT[j, kk] += v * XT[i, kk]
-            if bad:
-                faults += 1
+            if indptr[j] < 0 or hi < indptr[j] or hi > limit:
+                hi = 0  # a faulty range: counted by the gather, its entries not compared here
+            faults += _gather_one(outT, j, XT, indptr, indices, data, limit, p_end, k, kv, lw,
+                                  un)
             if hi - done >= CHECK_BLOCK:
                 diff |= _differ(cur_ind, kept_ind, done, hi) | _differ(cur_bits, kept_bits,
                                                                         done, hi)

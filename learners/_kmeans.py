@@ -140,6 +140,36 @@ def _dot_col(indptr, indices, data, C, j, c):
     return acc
 
 
+@njit(cache=True, inline="always")
+def _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L, Lmin):
+    """Every distance of example ``j`` at once (one gather of each of its features' ``k``
+    center values into ``acc``): its label by Lloyd's keys, and its bounds ``L[j]``, ``U[j]``,
+    ``Lmin[j]`` stored relative to ``cum`` (see :func:`_elkan_estep`)."""
+    k = C.shape[0]
+    acc[:] = 0.0
+    for p in range(indptr[j], indptr[j + 1]):
+        v = np.float64(data[p])
+        i = indices[p]
+        for c in range(k):
+            acc[c] += v * C[c, i]
+    best = np.inf
+    bi = 0
+    for c in range(k):
+        e = cnorm[c] - 2.0 * acc[c]
+        d = e + xn
+        L[j, c] = math.sqrt(d if d > 0.0 else 0.0) + cum[c]
+        if e < best:
+            best = e
+            bi = c
+    labels[j] = bi
+    U[j] = L[j, bi] - 2.0 * cum[bi]
+    lm = np.inf
+    for c in range(k):
+        if c != bi and L[j, c] < lm:
+            lm = L[j, c]
+    Lmin[j] = lm
+
+
 @njit(cache=True, parallel=True)
 def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin, first,
                  labels, U, L, counts, Lmin, cummax):
@@ -168,28 +198,8 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
         for j in range(b * 256, min(m, (b + 1) * 256)):
             xn = xnorm[j]
             if first:
-                acc[:] = 0.0
-                for p in range(indptr[j], indptr[j + 1]):
-                    v = np.float64(data[p])
-                    i = indices[p]
-                    for c in range(k):
-                        acc[c] += v * C[c, i]
-                best = np.inf
-                bi = 0
-                for c in range(k):
-                    e = cnorm[c] - 2.0 * acc[c]
-                    d = e + xn
-                    L[j, c] = math.sqrt(d if d > 0.0 else 0.0) + cum[c]
-                    if e < best:
-                        best = e
-                        bi = c
-                labels[j] = bi
-                U[j] = L[j, bi] - 2.0 * cum[bi]
-                lm = np.inf
-                for c in range(k):
-                    if c != bi and L[j, c] < lm:
-                        lm = L[j, c]
-                Lmin[j] = lm
+                _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L,
+                           Lmin)
                 cnt += k
                 continue
             a = labels[j]
@@ -204,28 +214,8 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
             if n_cand == 0:
                 continue
             if n_cand > 1:  # every distance at once: k values per gathered feature
-                acc[:] = 0.0
-                for p in range(indptr[j], indptr[j + 1]):
-                    v = np.float64(data[p])
-                    i = indices[p]
-                    for c in range(k):
-                        acc[c] += v * C[c, i]
-                best = np.inf
-                bi = 0
-                for c in range(k):
-                    e = cnorm[c] - 2.0 * acc[c]
-                    d = e + xn
-                    L[j, c] = math.sqrt(d if d > 0.0 else 0.0) + cum[c]
-                    if e < best:
-                        best = e
-                        bi = c
-                labels[j] = bi
-                U[j] = L[j, bi] - 2.0 * cum[bi]
-                lm = np.inf
-                for c in range(k):
-                    if c != bi and L[j, c] < lm:
-                        lm = L[j, c]
-                Lmin[j] = lm
+                _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L,
+                           Lmin)
                 cnt += k
                 continue
             tight = False
