@@ -429,16 +429,18 @@ def free_parts(z, scale, shift, a, y, loss):
 
     Returns
     -------
-    ndarray of float64, shape (8,)
+    ndarray of float64, shape (12,)
         ``[sum loss(z_i, y_i), C_pos, C_neg, C_zero, sum a, sum of the positive a_i, sum of
-        the negative a_i, min y_i a_i]``, ``C_*`` the sums of ``-loss*(-a_i; y_i)`` over the
-        examples whose ``a_i`` is positive, negative, zero.
+        the negative a_i, min y_i a_i, T1_pos, T2_pos, T1_neg, T2_neg]``, ``C_*`` the sums of
+        ``-loss*(-a_i; y_i)`` over the examples whose ``a_i`` is positive, negative, zero;
+        ``T*`` (the logistic; NaN for the other losses) those of ``beta H'(beta)`` and
+        ``beta / (1 - beta)``, ``beta = y_i a_i``, ``H`` the conjugate (the entropy).
     """
     n = _vector(z, None, "z").shape[0]
     _vector(a, n, "a")
     _vector(y, n, "y")
     return kernels.cd_free_parts(z, float(scale), float(shift), a, y, _loss(loss),
-                                 np.empty(8))
+                                 np.empty(12))
 
 
 def scaled_side_conj(a, y, loss, theta, sign, idx, idx_side, gathered):

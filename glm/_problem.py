@@ -416,6 +416,14 @@ positive = check_positive  # the solvers' short name
 # the certificate (module docstring: "Stopping certificate")
 
 
+# A free intercept's check bounds the logistic conjugates of the scaled side of the balanced
+# dual point (GLMProblem._balanced_parts) from the sums of its first pass where the scaling
+# theta is at most this (the bound's shortfall grows as theta^3 / (1 - theta)); else one more
+# pass over that side evaluates them.  On 200k Criteo-like examples (73% negatives, the scaled
+# side at most checks) the pass cost ~5 ms of a ~20 ms check (load ~4).
+_ENTROPY_BOUND_THETA = 1e-2
+
+
 def vdot(x, y):
     """``x^T y`` of two 1-D float64 arrays without BLAS (``np.einsum``'s own loop).
 
@@ -777,9 +785,22 @@ class GLMProblem:
         side = 1.0 if S > 0.0 else -1.0
         theta = S / float(f[5] if S > 0.0 else f[6])
         sign, idx, Xc, unit = self._minority()
-        xa = np.empty(idx.size)
-        c_side = cd.scaled_side_conj(a, self.y, self.loss, theta, side, idx, sign == side, xa)
-        C2 = float((f[2] if S > 0.0 else f[1]) + f[3]) + c_side
+        kept = float((f[2] if S > 0.0 else f[1]) + f[3])  # the side left as it is
+        t1, t2 = (f[8], f[9]) if S > 0.0 else (f[10], f[11])
+        if (self.loss == LOGISTIC and theta <= _ENTROPY_BOUND_THETA and np.isfinite(t1)
+                and np.isfinite(t2)):
+            # the scaled side's conjugates without a pass over it: the entropy H is concave,
+            # H'' = -1 / (xi (1 - xi)), and on [(1 - theta) beta, beta] xi (1 - xi) >=
+            # (1 - theta) beta (1 - beta), so H((1 - theta) beta) >= H(beta) - theta beta
+            # H'(beta) - theta^2 beta / (2 (1 - theta) (1 - beta)): a lower bound of D(a')
+            # (the certificate stays one), short of it by O(theta^3) (theta ~ 1e-4..1e-3)
+            c_side = float(f[1] if S > 0.0 else f[2])
+            C2 = kept + (c_side - theta * t1 - 0.5 * theta * theta / (1.0 - theta) * t2)
+            xa = a[idx]
+        else:
+            xa = np.empty(idx.size)
+            C2 = kept + cd.scaled_side_conj(a, self.y, self.loss, theta, side, idx,
+                                            sign == side, xa)
         xs = cd.matvec_t(Xc, xa, np.zeros(self.d), unit=unit)
         return C2, self._blend(xs, v, theta, sign * S > 0.0)
 

@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._losses import HINGE, SQUARED, margin_dloss, margin_loss, margin_neg_conj, sigmoid
+from ._losses import HINGE, LOGISTIC, SQUARED, margin_dloss, margin_loss, margin_neg_conj, sigmoid
 from ._prefetch import prefetch_row
 from ._threads import parallel_njit
 
@@ -155,27 +155,57 @@ def cd_free_parts(z, scale, shift, alpha, y, loss, out):
     [sum l(z_i; y_i), C_pos, C_neg, C_zero, sum alpha_i, sum_{alpha_i > 0} alpha_i,
     sum_{alpha_i < 0} alpha_i, min_i y_i alpha_i]`` with ``C_pos, C_neg, C_zero`` the sums of
     ``-l*(-alpha_i; y_i)`` over the examples with ``alpha_i`` positive, negative and zero.
-    Returns ``out``."""
+    For the logistic loss also ``out[8:12] = [T1_pos, T2_pos, T1_neg, T2_neg]``, the sums over
+    those examples of ``beta H'(beta)`` and ``beta / (1 - beta)`` (``beta = y_i alpha_i``,
+    ``H(beta) = -l*(-alpha_i)`` the entropy: a bound of the conjugates of ``(1 - theta)
+    alpha``, see :func:`cd_scaled_side_conj`); NaN for the other losses.  Returns ``out``."""
     L = cp = cn = c0 = s = sp = sn = 0.0
+    t1p = t2p = t1n = t2n = 0.0
     ymin = np.inf
+    logistic = loss == LOGISTIC
     for i in range(z.shape[0]):
         zi = z[i] * scale + shift
         z[i] = zi
         ai, yi = alpha[i], y[i]
         L += margin_loss(zi, yi, loss)
-        c = margin_neg_conj(ai, yi, loss)
+        t1 = t2 = 0.0
+        if logistic:
+            b = yi * ai
+            if b < 0.0 or b > 1.0:
+                c = -np.inf
+            elif b == 0.0:
+                c = 0.0
+            elif b == 1.0:
+                c = 0.0
+                t1 = -np.inf
+                t2 = np.inf
+            else:
+                lb, l1b = math.log(b), math.log(1.0 - b)
+                c = -(b * lb + (1.0 - b) * l1b)
+                t1 = b * (l1b - lb)
+                t2 = b / (1.0 - b)
+        else:
+            c = margin_neg_conj(ai, yi, loss)
         s += ai
         if ai > 0.0:
             cp += c
             sp += ai
+            t1p += t1
+            t2p += t2
         elif ai < 0.0:
             cn += c
             sn += ai
+            t1n += t1
+            t2n += t2
         else:
             c0 += c
         ymin = min(ymin, yi * ai)
     out[0], out[1], out[2], out[3] = L, cp, cn, c0
     out[4], out[5], out[6], out[7] = s, sp, sn, ymin
+    if logistic:
+        out[8], out[9], out[10], out[11] = t1p, t2p, t1n, t2n
+    else:
+        out[8] = out[9] = out[10] = out[11] = np.nan
     return out
 
 

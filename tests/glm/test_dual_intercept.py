@@ -508,7 +508,16 @@ def test_dual_parts_is_the_scaled_point_in_one_pass(loss, share, monkeypatch):
         calls.append(a.size)
         return conj_sum(a, yy, lc)
 
-    for scale in (0.2, 0.9):  # sum a of either sign
+    side_passes = []
+    side_conj = glm.cd.scaled_side_conj
+
+    def side_counting(*args):
+        side_passes.append(1)
+        return side_conj(*args)
+
+    # sum a of either sign, far from 0 and near it (theta ~ 1e-3: the logistic conjugates
+    # of the scaled side bounded from the first pass's sums)
+    for scale, near in ((0.2, False), (0.9, False), (0.2, True), (0.9, True)):
         rec = np.zeros((y.size, 8))
         a = rec[:, 0]
         if loss == "squared":
@@ -518,18 +527,34 @@ def test_dual_parts_is_the_scaled_point_in_one_pass(loss, share, monkeypatch):
             beta[y > 0] *= scale
             beta[y < 0] *= 1.1 - scale
             beta[rng.random(y.size) < 0.1] = 0.0
+            if near:  # the larger side scaled down to the other's sum, times 1 +- 1e-3
+                pos, neg = beta[y > 0].sum(), beta[y < 0].sum()
+                big = y > 0 if pos > neg else y < 0
+                beta[big] *= min(pos, neg) / max(pos, neg) * (1.0 + 4e-3 * (scale - 0.5))
             a[:] = y * beta
         v = pb.dual_point(a)
         b = -0.4
         calls.clear()
+        side_passes.clear()
         monkeypatch.setattr(glm.cd, "conj_sum", counting)
+        monkeypatch.setattr(glm.cd, "scaled_side_conj", side_counting)
         parts = pb.dual_parts(a, v, b)
         monkeypatch.setattr(glm.cd, "conj_sum", conj_sum)
+        monkeypatch.setattr(glm.cd, "scaled_side_conj", side_conj)
+        # a pass over the scaled side for the classification losses, but the logistic's
+        # near sum a = 0 (the squared loss: balanced_dual's point)
+        assert (side_passes != []) is (loss == "hinge" or (loss == "logistic" and not near))
         a2, u = pb.balanced_dual(a.copy(), v)
         z = X.T @ (v / pb.lam_n) + b
         want = [glm.cd.loss_sum(z, y, LOSS_CODES[loss]),
                 conj_sum(a.copy(), y, LOSS_CODES[loss]), a.sum(),
                 conj_sum(a2, y, LOSS_CODES[loss]), u @ u, v @ v]
+        theta = abs(a.sum()) / np.abs(a[a * a.sum() > 0]).sum()
+        if loss == "logistic" and theta <= 1e-2:
+            # a lower bound of the scaled point's conjugate sum (D(a') from below), close
+            assert parts[3] <= want[3] + 1e-12 * abs(want[3])
+            assert parts[3] >= want[3] - 10 * theta**3 * np.abs(a).sum() / (1 - 0.995)
+            want[3] = parts[3]
         np.testing.assert_allclose(parts, want, rtol=1e-10)
         assert calls == ([] if loss != "squared" else [y.size])
 

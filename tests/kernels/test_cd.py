@@ -262,17 +262,25 @@ def test_free_parts_is_the_sums_of_its_numpy_passes(loss):
     a, y = _feasible_duals(loss, n, rng)
     z0 = 2 * rng.normal(size=n)
     z = z0.copy()
-    out = K.cd_free_parts(z, 0.7, -0.3, a, y, loss, np.empty(8))
+    out = K.cd_free_parts(z, 0.7, -0.3, a, y, loss, np.empty(12))
     zm = z0 * 0.7 - 0.3
     np.testing.assert_allclose(z, zm, rtol=1e-15, atol=1e-15)
     c = np.array([K.cd_conj_sum(a[i : i + 1], y[i : i + 1], loss) for i in range(n)])
     want = [_loss_np(zm, y, loss).sum(), c[a > 0].sum(), c[a < 0].sum(), c[a == 0].sum(),
             a.sum(), a[a > 0].sum(), a[a < 0].sum(), (a * y).min()]
-    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out[:8], want, rtol=1e-12, atol=1e-12)
     assert out[1] + out[2] + out[3] == pytest.approx(K.cd_conj_sum(a, y, loss), rel=1e-12)
+    if loss == 1:  # beta H'(beta) and beta / (1 - beta), by sign of a (H the entropy)
+        beta = a * y
+        t1 = np.where(beta > 0, beta * (np.log1p(-beta) - np.log(np.maximum(beta, 1e-300))), 0)
+        t2 = beta / (1 - beta)
+        np.testing.assert_allclose(out[8:], [t1[a > 0].sum(), t2[a > 0].sum(),
+                                             t1[a < 0].sum(), t2[a < 0].sum()], rtol=1e-12)
+    else:
+        assert np.isnan(out[8:]).all()
     if loss:  # an infeasible a_i: -inf, as cd_conj_sum
         a[3] = -0.5 * y[3]
-        out = K.cd_free_parts(z0.copy(), 1.0, 0.0, a, y, loss, np.empty(8))
+        out = K.cd_free_parts(z0.copy(), 1.0, 0.0, a, y, loss, np.empty(12))
         assert -np.inf in out[1:3] and out[7] < 0
 
 
