@@ -804,11 +804,13 @@ _FREE_GROW = 1.5
 # ... and after a move it waits (two checks at most) until the sweeps have brought the
 # fixed-b gap that the move opened down to this fraction of it: S is still on its way before,
 # and a secant through it is not one.  Measured (Criteo-like, tol 1e-4, sweeps per seed): at
-# 200k, C = 0.3, 1 seed in 16 moved at 0.495 of it with sum a at -9.6 (-4.4 settled),
-# overshot b by 0.22 and took 31 sweeps, 25 with 0.25 (the other 15: 25 with either);
-# C = 1, 1 seed in 3: 54 -> 49; 100k, C = 0.3 and 3, 50k, C = 0.1 and 1, ridge at 100k: the
-# same sweeps with 0.5, 0.35 and 0.25.
-_FREE_SETTLE = 0.25
+# 200k, C = 0.3, 48 seeds: with 0.5, 1 seed in 16 of 0-15 moved at 0.495 of it with sum a at
+# -9.6 (-4.4 settled), overshot b by 0.22 and took 31 sweeps for 25, and 6 of the 7 seeds that
+# took 30-31 with 0.5 or 0.25 took 25 with 0.35; over all 48 seeds 0.35 took 30 sweeps in 2
+# (25 in the rest), 0.25 in 5 (it waited a second check where 0.35 moved); C = 1, 3 seeds:
+# 54 -> 49 in one; 100k, C = 0.3 and 3, 50k, C = 0.1 and 1, ridge at 100k: the same sweeps
+# with 0.5, 0.35 and 0.25.
+_FREE_SETTLE = 0.35
 # ... and its first step, before any secant slope, takes for f'' the geometric mean of
 # _lower's bound and Newton's h (_upper): f'' lies between them, h alone made that step
 # negligible where frequent features move with b (Criteo-like, 200k x 2^18, C = 0.3: the
