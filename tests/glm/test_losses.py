@@ -86,7 +86,7 @@ def test_alpha_conversion_errors():
 
 def test_public_surfaces():
     assert glm.cd.__all__ == sorted(glm.cd.__all__)
-    assert len(glm.cd.__all__) == 22 and not any(n.startswith("cd_") for n in glm.cd.__all__)
+    assert len(glm.cd.__all__) == 24 and not any(n.startswith("cd_") for n in glm.cd.__all__)
     assert not any(n.startswith("cd_") or "glm" in n.lower() for n in dir(gmat)
                    if n not in ("cd", "glm")), "gmat's solver steps live in gmat.cd / gmat.glm only"
     for name in glm.__all__:
