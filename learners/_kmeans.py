@@ -91,6 +91,19 @@ def _assign(DT, cnorm, xnorm, labels, mind):
         mind[j] = d if d > 0.0 else 0.0
 
 
+@njit(cache=True, inline="always")
+def _center_dots(indptr, indices, data, C, j, acc):
+    """``acc[c] = c^T x_j`` for every center ``c``: one gather of each of the example's
+    features' ``k`` center values, accumulated in float64 in the order every E-step here uses
+    (so their keys compare bit for bit)."""
+    acc[:] = 0.0
+    for p in range(indptr[j], indptr[j + 1]):
+        v = np.float64(data[p])
+        i = indices[p]
+        for c in range(C.shape[0]):
+            acc[c] += v * C[c, i]
+
+
 @njit(cache=True, parallel=True)
 def _csc_assign_fused(indptr, indices, data, C, cnorm, xnorm, cols, labels, mind, second):
     """The sparse E-step fused with its ``A*S``: for each column ``j`` in ``cols`` (CSC
@@ -106,12 +119,7 @@ def _csc_assign_fused(indptr, indices, data, C, cnorm, xnorm, cols, labels, mind
         acc = np.empty(k, np.float64)
         for q in range(b * 256, min(s, (b + 1) * 256)):
             j = cols[q]
-            acc[:] = 0.0
-            for p in range(indptr[j], indptr[j + 1]):
-                v = np.float64(data[p])
-                i = indices[p]
-                for c in range(k):
-                    acc[c] += v * C[c, i]
+            _center_dots(indptr, indices, data, C, j, acc)
             best = np.inf
             sec = np.inf
             bi = 0
@@ -146,12 +154,7 @@ def _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L, L
     center values into ``acc``): its label by Lloyd's keys, and its bounds ``L[j]``, ``U[j]``,
     ``Lmin[j]`` stored relative to ``cum`` (see :func:`_elkan_estep`)."""
     k = C.shape[0]
-    acc[:] = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
-        v = np.float64(data[p])
-        i = indices[p]
-        for c in range(k):
-            acc[c] += v * C[c, i]
+    _center_dots(indptr, indices, data, C, j, acc)
     best = np.inf
     bi = 0
     for c in range(k):
