@@ -1039,12 +1039,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
             wsum = np.zeros(k)
             self._sums_into(X, w, labels, sums, wsum, order, starts)
             if np.any(wsum == 0):  # relocation needs exact distances: a full E-step
-                labs, mind = self.assign(X)
-                labels[:] = labs
-                sums[...] = 0
-                wsum[...] = 0
-                self._sums_into(X, w, labels, sums, wsum, order, starts)
-                self._relocate_empty(X, w, labels, mind, sums, wsum, None)
+                self._reassign_relocate(X, w, labels, sums, wsum, order, starts)
                 need = np.arange(m)  # the bounds are stale
                 relocated = True
             else:
@@ -1161,12 +1156,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
                 _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum,
                                members)
             if np.any(members == 0):  # relocation needs exact distances: a full E-step
-                labs, mind = self.assign(X)
-                labels[:] = labs
-                sums[...] = 0
-                wsum[...] = 0
-                self._sums_into(X, w, labels, sums, wsum, order, starts)
-                self._relocate_empty(X, w, labels, mind, sums, wsum, None)
+                self._reassign_relocate(X, w, labels, sums, wsum, order, starts)
                 fresh = True  # the next sums afresh (the relocated examples moved)
                 first = True  # the bounds restart from the new centers
             new = sums / wsum[:, None]
@@ -1219,6 +1209,17 @@ class KMeansModel(CPUFactorModelMixin, Model):
                 mind_all[s: s + mp] = mind
             s += mp
         return labels, mind_all, inertia
+
+    def _reassign_relocate(self, X, w, labels, sums, wsum, order, starts):
+        """The bounded algorithms' way out of an empty cluster (relocation needs exact
+        distances): a full E-step into ``labels``, the sums afresh, then
+        :meth:`_relocate_empty` (one process)."""
+        labs, mind = self.assign(X)
+        labels[:] = labs
+        sums[...] = 0
+        wsum[...] = 0
+        self._sums_into(X, w, labels, sums, wsum, order, starts)
+        self._relocate_empty(X, w, labels, mind, sums, wsum, None)
 
     def _relocate_empty(self, X, w, labels, mind, sums, wsum, comm):
         """scikit-learn's rule: each empty cluster takes the example farthest from its center
