@@ -62,10 +62,8 @@ __all__ = [
     "count_distinct_rows",
     "csc_fingerprint",
     "csc_mult",
-    "csc_mult_vec",
     "csc_mult_t",
     "csc_mult_t_blocked",
-    "csc_mult_t_vec",
     "csc_sddmm",
     "csc_sddmm_vec",
     "nnz_chunks",
@@ -313,32 +311,6 @@ def csc_mult(AT, indptr, indices, data, outT, bounds, scratch):
 _FLAGS_VEC = dict(cache=True, nogil=True)
 
 
-@parallel_njit(**_FLAGS_VEC)
-def csc_mult_vec(a, indptr, indices, data, out, bounds):
-    """``k = 1`` case of :func:`csc_mult`: ``out[j] = sum_p data[p] * a[indices[p]]``.
-    Returns the number of faulty columns."""
-    un = np.uint64(a.shape[0])
-    limit = min(indices.shape[0], data.shape[0])
-    n_chunks = bounds.shape[0] - 1
-    faults = 0
-    for c in prange(n_chunks):
-        for j in range(bounds[c], bounds[c + 1]):
-            acc = a.dtype.type(0)
-            lo = indptr[j]
-            hi = indptr[j + 1]
-            if lo < 0 or hi < lo or hi > limit:
-                faults += 1
-                hi = lo
-            for p in range(np.uint64(lo), np.uint64(hi)):
-                i = np.uint64(indices[p])
-                if i >= un:  # a predictable branch: cheaper here than a pass per column
-                    faults += 1
-                    break
-                acc += data[p] * a[i]
-            out[j] = acc
-    return faults
-
-
 @parallel_njit(**_FLAGS)
 def csc_mult_t(AT, indptr, indices, data, outT, slabs, seen):
     """``outT[i, :] = sum_{(i, j) in S} data * AT[j, :]``: ``C = A * S^T`` with ``AT = A.T``
@@ -541,50 +513,6 @@ def _first_at_least(indices, lo, hi, r0):
         else:
             hi = mid
     return lo
-
-
-@parallel_njit(**_FLAGS_VEC)
-def csc_mult_t_vec(a, indptr, indices, data, out, scratch, bounds):
-    """``k = 1`` case of :func:`csc_mult_t`: ``out[i] = sum_{(i, j) in S} data * a[j]``.
-
-    With a single output row the output is only ``n`` values, so instead of row slabs (each
-    thread scanning all of ``S``) every thread scatters its nnz-balanced share of the columns
-    into a private copy (``out`` itself for thread 0, ``scratch[t - 1]`` for the others) and a
-    parallel pass sums the copies.  ``len(bounds) - 1 == scratch.shape[0] + 1``.  Returns the
-    number of faulty columns (skipped).
-    """
-    n = out.shape[0]
-    un = np.uint64(n)
-    limit = min(indices.shape[0], data.shape[0])
-    n_parts = bounds.shape[0] - 1
-    faults = 0
-    for t in prange(n_parts):
-        buf = out if t == 0 else scratch[t - 1]
-        for i in range(n):
-            buf[i] = 0
-        for j in range(bounds[t], bounds[t + 1]):
-            aj = a[j]
-            lo = indptr[j]
-            hi = indptr[j + 1]
-            if lo < 0 or hi < lo or hi > limit:
-                faults += 1
-                hi = lo
-            for p in range(np.uint64(lo), np.uint64(hi)):
-                i = np.uint64(indices[p])
-                if i >= un:
-                    faults += 1
-                    break
-                buf[i] += data[p] * aj
-    if n_parts > 1:
-        n_blocks = 64
-        step = (n + n_blocks - 1) // n_blocks
-        for b in prange(n_blocks):
-            for i in range(b * step, min(n, (b + 1) * step)):
-                acc = out[i]
-                for t in range(n_parts - 1):
-                    acc += scratch[t, i]
-                out[i] = acc
-    return faults
 
 
 @parallel_njit(**_FLAGS_VEC)
