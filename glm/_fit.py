@@ -133,7 +133,8 @@ class GLMSolverOptions(Options):
     stall_switch: bool = option(True, "scd / tpa-scd, smooth loss, L2: hand a run whose "
                                       "duality gap falls too slowly to newton")
     gtol: float | None = option(None, "newton / cholesky: also stop when the gradient's "
-                                      "max-norm is below gtol (the estimators' tol)", kind=float,
+                                      "max-norm is below gtol (scikit-learn's sense of tol; "
+                                      "bounds no suboptimality)", kind=float,
                                 low=0.0, low_open=True)
     device: str = option("cpu", "where the solver runs: 'gpu' runs TPA-SCD of the dual on the "
                                 "GPU (a registry row with 'gpu' in its devices)",
@@ -401,7 +402,8 @@ def fit_glm(
         uniform only when equal on every rank (a rank's may all be zero).
     gtol : float, optional
         ``newton`` / ``cholesky``: also stop when the gradient's max-norm is below ``gtol``
-        (the estimators' ``tol``).
+        (scikit-learn's sense of ``tol``, which bounds no suboptimality; the estimators no
+        longer pass it: their ``tol`` is the certified gap).
     device : {"cpu", "gpu"}
         ``"gpu"``: TPA-SCD of the dual on the GPU (Snap ML's twice-parallel asynchronous SCD:
         a thread block per example, the shared vector updated with atomic adds,
