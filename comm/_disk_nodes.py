@@ -30,9 +30,16 @@ number, the lengths and a CRC-32 over a JSON description and the arrays' bytes, 
 file, never read as valid.  Messages are slices of packet files, each with its own header
 (magic, sender, receiver, phase, length, CRC-32), checked when read
 (:class:`~roofline.comm.MessageError` naming the packet); a packet is opened once per phase,
-its receivers sharing the descriptor.  Every file is written to a temporary name and renamed
-into place (``fsync`` first when ``fsync=True``).  The CRC-32 is ISA-L's when the optional
-``isal`` package is installed, else zlib's: the same checksum, so the same files.
+its receivers sharing the descriptor.  A node's state file is written to a temporary name and
+renamed into place (``fsync`` first when ``fsync=True``): a crash leaves the old state or the
+new one.  The other files are transient and overwritten in place, round after round (a packet
+phase after phase), because creating, renaming and removing a file costs the file system
+10-100x an overwrite: a packet's messages carry their phase and a node's transient file
+(contribution, plan, result) its round's tag, each checked with its CRC-32 on every read, so a
+stale file (a write that was lost, a file left from an earlier round or run) is an error naming
+it, never data; the state file names the tag of the result its node must read next.  The
+CRC-32 is ISA-L's when the optional ``isal`` package is installed, else zlib's: the same
+checksum, so the same files.
 
 Time
 ----
@@ -276,19 +283,22 @@ class _IO:
         self._count(True, n, time.perf_counter() - t0, cpu=time.thread_time() - c0)
         return n
 
-    def overwrite(self, path, bufs, sizes):
-        """Write ``bufs`` (``bytes`` and 1-D byte memoryviews) over the file ``path`` in place
-        (created when missing; a longer previous content, its size in ``sizes``, is
-        truncated): a spool's packet files are reused phase after phase, so a packet write
-        is one ``open`` of an existing file and its ``writev`` instead of a new file's
-        creation, rename and later unlink.  Not atomic: a message is only ever read through
-        its header (phase, sender, receiver, length) and its CRC-32, so a stale or torn
-        packet is an error, never data."""
+    def overwrite(self, path, bufs, sizes, raw=True):
+        """Write ``bufs`` over the file ``path`` in place (created when missing, truncated when
+        not yet in ``sizes``; a longer previous content, its size in ``sizes``, is
+        truncated): a spool's packet files and a node's transient files (contribution, plan,
+        result) are reused, so a write is one ``open`` of an existing file and its ``writev``
+        instead of a new file's creation, rename and later unlink.  Not atomic: a packet's
+        message is only ever read through its header (phase, sender, receiver, length) and
+        its CRC-32, a node's transient file through its tag (its round) and its CRC-32, so a
+        stale or torn file is an error, never data.  ``raw``: every buffer is ``bytes`` or a
+        1-D byte ``memoryview`` (see :func:`_write_all`)."""
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            flags = os.O_WRONLY | os.O_CREAT | (0 if path in sizes else os.O_TRUNC)
+            fd = os.open(path, flags, 0o644)
             try:
-                n = _write_all(fd, bufs, raw=True)
+                n = _write_all(fd, bufs, raw=raw)
                 if sizes.get(path, 0) > n:
                     os.ftruncate(fd, n)
                 if self.fsync:
@@ -441,8 +451,15 @@ class _Gathered:
         return [head, *(memoryview(p).cast("B") for p in self.parts)], len(head) + self.nbytes
 
 
-def _state_bufs(state, what):
+def _state_bufs(state, what, tag=None, result=None):
+    """The buffers of a node file of ``state``; ``tag`` (a transient file's round) and
+    ``result`` (a state file's: the tag its node's result must carry) are recorded in its
+    description, under its CRC-32."""
     desc, bufs, n = _describe_state(state, what)
+    if tag is not None:
+        desc["tag"] = tag
+    if result is not None:
+        desc["result"] = result
     js = json.dumps(desc, allow_nan=True).encode()
     js += b" " * _pad(_SHEAD.size + len(js))
     crc32 = _crc32_fn()
@@ -455,6 +472,12 @@ def _state_bufs(state, what):
 
 def _parse_state(buf, path, node):
     """The state dict in ``buf`` (the file's bytes), or :class:`StateError`."""
+    return _parse(buf, path, node)[0]
+
+
+def _parse(buf, path, node):
+    """The state dict in ``buf`` (the file's bytes) and the file's description (its ``tag``
+    and ``result`` when recorded), or :class:`StateError`."""
     who = "" if node is None else f"node {node}: "
     if buf.size < _SHEAD.size:
         raise StateError(f"{who}state file {path} is truncated ({buf.size} bytes, shorter than "
@@ -477,7 +500,7 @@ def _parse_state(buf, path, node):
         a = data[off:off + nbytes].view(np.dtype(dt)).reshape(shape)
         out[key] = a[()] if scalar else a
     out.update(desc["scalars"])
-    return out
+    return out, desc
 
 
 def save_state(path, state, *, fsync=False):
@@ -540,6 +563,13 @@ def load_state(path, *, node=None):
 class NodeStore:
     """The checksummed files of ``n_nodes`` simulated nodes: ``root/nodes/<rank>/<name>.rfs``.
 
+    A file saved without a ``tag`` (a node's state) is written to a temporary name and renamed
+    into place (atomic: a crash leaves the old file or the new one).  A file saved with a
+    ``tag`` (a node's transient files: its contribution, its plan, its result, one per round)
+    is overwritten in place, the tag recorded under its CRC-32, and loaded with the tag
+    expected: a file that does not carry it (a write that was lost, a file left from an
+    earlier round or run) is a :class:`StateError`, never read as data.
+
     Parameters
     ----------
     root : str
@@ -552,6 +582,7 @@ class NodeStore:
         self.root, self.n_nodes = str(root), int(n_nodes)
         self.io = _IO() if io is None else io
         self._made = set()
+        self._sizes = {}  # file overwritten in place -> its size
 
     def path(self, node, name="state"):
         """The file of ``node``'s ``name``.
@@ -567,7 +598,7 @@ class NodeStore:
         """
         return os.path.join(self.root, "nodes", str(int(node)), f"{name}.rfs")
 
-    def save(self, node, state, name="state"):
+    def save(self, node, state, name="state", *, tag=None):
         """Save ``state`` as ``node``'s ``name`` (see :func:`save_state`).
 
         Parameters
@@ -576,24 +607,37 @@ class NodeStore:
         state : dict
             Arrays and scalars.
         name : str
+        tag : str, optional
+            None: the file is written to a temporary name and renamed into place (atomic).
+            A string (the round the file belongs to): the file is overwritten in place, the
+            tag recorded under its CRC-32, for :meth:`load` with the same ``tag``.
 
         Returns
         -------
         int
             The bytes written.
         """
+        return self._save(node, state, name, tag=tag)
+
+    def _save(self, node, state, name, tag=None, result=None):
         if node not in self._made:
             os.makedirs(os.path.dirname(self.path(node, name)), exist_ok=True)
             self._made.add(node)
-        return self.io.write(self.path(node, name), _state_bufs(state, f"node {node}'s {name}"))
+        path = self.path(node, name)
+        bufs = _state_bufs(state, f"node {node}'s {name}", tag=tag, result=result)
+        if tag is None:
+            return self.io.write(path, bufs)
+        return self.io.overwrite(path, bufs, self._sizes, raw=False)
 
-    def load(self, node, name="state"):
+    def load(self, node, name="state", *, tag=None):
         """``node``'s ``name`` (see :func:`load_state`).
 
         Parameters
         ----------
         node : int
         name : str
+        tag : str, optional
+            The tag the file must carry (that of :meth:`save`); None: any.
 
         Returns
         -------
@@ -603,15 +647,26 @@ class NodeStore:
         Raises
         ------
         StateError
-            The file is missing or fails its checks (names the node and the file).
+            The file is missing, fails its checks, or does not carry ``tag`` (a stale file:
+            a write that was lost, or a file left from an earlier round); the message names
+            the node and the file.
         """
+        return self._load(node, name, tag)[0]
+
+    def _load(self, node, name, tag=None):
+        """(the dict, the file's description) of ``node``'s ``name``, checked for ``tag``."""
         path = self.path(node, name)
         try:
             buf = self.io.read(path)
         except FileNotFoundError:
             raise StateError(f"node {node}: its {name} file {path} is missing", node,
                              path) from None
-        return _parse_state(buf, path, node)
+        out, desc = _parse(buf, path, node)
+        if tag is not None and desc.get("tag") != tag:
+            raise StateError(f"node {node}: its {name} file {path} is stale: it carries tag "
+                             f"{desc.get('tag')!r}, this round's is {tag!r} (a write was "
+                             "lost, or the file is left from an earlier round)", node, path)
+        return out, desc
 
     def exists(self, node, name="state"):
         """Whether ``node``'s ``name`` was saved.
@@ -635,8 +690,10 @@ class NodeStore:
         node : int
         name : str
         """
+        path = self.path(node, name)
+        self._sizes.pop(path, None)
         try:
-            os.unlink(self.path(node, name))
+            os.unlink(path)
         except FileNotFoundError:
             pass
 
@@ -1126,6 +1183,10 @@ class DiskNodeCluster:
         self.stats = []
         self._phase = 0
         self._rounds = 0
+        # the transient node files' tags: this object's nonce and the round (unique in the
+        # root's life: a file left by another run or process never carries this run's tag)
+        self._nonce = os.urandom(6).hex()
+        self._tag = None
         self._sizes = {}  # packet file -> its size (the spool's files are reused)
 
     # -- configuration ------------------------------------------------------------------
@@ -1303,9 +1364,10 @@ class DiskNodeCluster:
             None when the last round had no collective.
         """
         rank = self._check_rank(rank)
-        if not self.store.exists(rank, "result"):
+        tag = self.store._load(rank, "state")[1].get("result")
+        if tag is None:
             return None
-        return self.store.load(rank, "result")["reduced"]
+        return self.store.load(rank, "result", tag=tag)["reduced"]
 
     def _check_rank(self, rank):
         if not 0 <= int(rank) < self.n_nodes:
@@ -1315,6 +1377,8 @@ class DiskNodeCluster:
     def remove(self):
         """Delete the nodes' files and packets (the directory ``root`` itself stays)."""
         shutil.rmtree(os.path.join(self.root, "nodes"), ignore_errors=True)
+        self.store._sizes.clear()
+        self.store._made.clear()
         self._clear_spool()
 
     # -- scheduling -----------------------------------------------------------------------
@@ -1416,21 +1480,22 @@ class DiskNodeCluster:
     def _round(self, step):
         rnd = self._rounds
         self._rounds += 1
+        self._tag = tag = f"{self._nonce}:{rnd}"
         self.io.reset()
         track = {"max_resident": 0, "peak_bytes": 0}
         t0, c0 = time.perf_counter(), time.process_time()
         meta = [None] * self.n_nodes
 
         def compute(r):
-            state = self.store.load(r)
-            reduced = (self.store.load(r, "result")["reduced"]
-                       if self.store.exists(r, "result") else None)
+            # the state file (atomic) names the tag of the result its node must read next
+            state, desc = self.store._load(r, "state")
+            reduced = (None if desc.get("result") is None else
+                       self.store.load(r, "result", tag=desc["result"])["reduced"])
             t, c = time.perf_counter(), time.thread_time()
             req = step(Node(r, self.n_nodes, rnd), state, reduced)
             self.io.stepped(time.perf_counter() - t, time.thread_time() - c)
-            self.store.save(r, state)
-            self.store.remove(r, "result")
             meta[r] = self._contribute(r, req)
+            self.store._save(r, state, "state", result=None if req is None else tag)
 
         self._turns(compute, track)
         kinds = {m["kind"] for m in meta}
@@ -1485,7 +1550,7 @@ class DiskNodeCluster:
         if isinstance(req, _Dense):
             x = np.ascontiguousarray(req.x)
             check_reducible(x, req.op, "x")
-            self.store.save(r, {"flat": x.reshape(-1)}, "contrib")
+            self.store.save(r, {"flat": x.reshape(-1)}, "contrib", tag=self._tag)
             return {"kind": "allreduce", "op": req.op, "shape": x.shape, "dtype": x.dtype.str,
                     "agree": ("allreduce", req.op, x.dtype.str, x.shape)}
         if not isinstance(req, _Sparse):
@@ -1519,8 +1584,8 @@ class DiskNodeCluster:
         saved = {"uidx": uidx, "uwant": uwant}
         if winv is not None:
             saved["winv"] = winv
-        self.store.save(r, saved, "cidx")
-        self.store.save(r, {"acc": acc}, "cacc")
+        self.store.save(r, saved, "cidx", tag=self._tag)
+        self.store.save(r, {"acc": acc}, "cacc", tag=self._tag)
         top = max(int(uidx[-1]) + 1 if uidx.size else 0, int(uwant[-1]) + 1 if uwant.size else 0)
         return {"kind": "sparse", "dtype": values.dtype.str, "tail": tail, "nnz": idx.size,
                 "top": top, "agree": ("sparse_allreduce", values.dtype.str, tail)}
@@ -1533,6 +1598,7 @@ class _Run:
         self.c, self.degrees, self.meta = cluster, tuple(degrees), meta
         self.layers, self.track = layers, track
         self.L = len(self.degrees)
+        self.tag = cluster._tag  # the round's: every transient node file carries it
         self.cum = [1]
         for k in self.degrees:
             self.cum.append(self.cum[-1] * k)
@@ -1603,8 +1669,7 @@ class _DenseRun(_Run):
     def down(self, r, layer, prev, new):
         store = self.c.store
         if layer == 0:
-            cur = store.load(r, "contrib")["flat"]
-            store.remove(r, "contrib")
+            cur = store.load(r, "contrib", tag=self.tag)["flat"]
         else:
             got = self.recv(prev, r, layer - 1)
             lo, hi = self.segs[r][layer]
@@ -1625,7 +1690,7 @@ class _DenseRun(_Run):
             self.send(new, r, layer, [cur[b[j] - lo:b[j + 1] - lo]
                                       for j in range(self.degrees[layer])], "down_bytes")
         elif self.L == 0:
-            store.save(r, {"reduced": cur.reshape(self.shape)}, "result")
+            store.save(r, {"reduced": cur.reshape(self.shape)}, "result", tag=self.tag)
         else:
             self.send(new, r, self.L - 1, [cur] * self.degrees[self.L - 1], "up_bytes")
 
@@ -1644,7 +1709,8 @@ class _DenseRun(_Run):
             cur = _Gathered(got, self.dtype, (hi - lo,))
             self.send(new, r, layer - 1, [cur] * self.degrees[layer - 1], "up_bytes")
         else:
-            self.c.store.save(r, {"reduced": _Gathered(got, self.dtype, self.shape)}, "result")
+            self.c.store.save(r, {"reduced": _Gathered(got, self.dtype, self.shape)}, "result",
+                              tag=self.tag)
 
 
 class _SparseRun(_Run):
@@ -1660,10 +1726,8 @@ class _SparseRun(_Run):
         self.range = [[(0, hi)] for _ in range(n)]  # each node's index range per depth
         self.cuts = [[None] * self.L for _ in range(n)]  # sels, wsels cut positions per layer
         self.n_union = [[0] * self.L for _ in range(n)]
+        # the plan's files stay: the next sparse round overwrites them in place
         self.down_up(self.sweep(self.config, range(self.L + 1), None))
-        for r in range(n):
-            for name in ("cidx", "final", *(f"map{j}" for j in range(self.L))):
-                self.c.store.remove(r, name)
 
     @staticmethod
     def _slices(cuts):
@@ -1672,7 +1736,7 @@ class _SparseRun(_Run):
     def config(self, r, layer, prev, new):
         store = self.c.store
         if layer == 0:
-            c = store.load(r, "cidx")
+            c = store.load(r, "cidx", tag=self.tag)
             cur, wcur = c["uidx"], c["uwant"]
         else:
             got = self.recv(prev, r, layer - 1)
@@ -1688,7 +1752,7 @@ class _SparseRun(_Run):
                            "lens": np.array([m.size for m in maps], np.int64),
                            "wmaps": np.concatenate(wmaps) if wmaps else np.zeros(0, np.int64),
                            "wlens": np.array([m.size for m in wmaps], np.int64)},
-                       f"map{layer - 1}")
+                       f"map{layer - 1}", tag=self.tag)
             me = self.members(r, layer - 1).index(r)
             lo, hi = self.range[r][layer - 1]
             self.range[r].append(tuple(_bounds(lo, hi, self.degrees[layer - 1])[me:me + 2]))
@@ -1713,16 +1777,16 @@ class _SparseRun(_Run):
             elif not (pos.size == cur.size and (pos.size == 0 or (
                     pos[0] == 0 and pos[-1] == pos.size - 1))):
                 final["pos"] = pos
-            store.save(r, final, "final")
+            store.save(r, final, "final", tag=self.tag)
 
     def _maps(self, r, layer, which):
-        m = self.c.store.load(r, f"map{layer}")
+        m = self.c.store.load(r, f"map{layer}", tag=self.tag)
         lens = m["lens" if which == "maps" else "wlens"]
         cuts = np.concatenate(([0], np.cumsum(lens)))
         return [m[which][cuts[j]:cuts[j + 1]] for j in range(lens.size)]
 
     def _final(self, r, acc):
-        f = self.c.store.load(r, "final")
+        f = self.c.store.load(r, "final", tag=self.tag)
         if "pos" not in f:
             return acc
         if "found" not in f:
@@ -1736,8 +1800,7 @@ class _SparseRun(_Run):
     def down(self, r, layer, prev, new):
         store = self.c.store
         if layer == 0:
-            acc = store.load(r, "cacc")["acc"]
-            store.remove(r, "cacc")
+            acc = store.load(r, "cacc", tag=self.tag)["acc"]
         else:
             got = self.recv(prev, r, layer - 1)
             for g in got:
@@ -1783,7 +1846,7 @@ class _SparseRun(_Run):
 
     def _result(self, r, res):
         store = self.c.store
-        c = store.load(r, "cidx")
+        c = store.load(r, "cidx", tag=self.tag)
         if "winv" in c:
             res = res[c["winv"]]
-        store.save(r, {"reduced": res}, "result")
+        store.save(r, {"reduced": res}, "result", tag=self.tag)

@@ -515,22 +515,24 @@ def test_packet_files_are_reused_and_a_stale_packet_is_never_read_as_new(tmp_pat
     io = cl.io
     written, real = [], io.overwrite
 
-    def spy(path, bufs, sizes):
-        written.append((path, os.path.exists(path)))
-        return real(path, bufs, sizes)
+    def spy(path, bufs, sizes, raw=True):
+        if path.endswith(".pkt"):  # the packets (the nodes' transient files are tested below)
+            written.append((path, os.path.exists(path)))
+        return real(path, bufs, sizes, raw=raw)
 
     monkeypatch.setattr(io, "overwrite", spy)
     before = _open_fds()
     st = cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 3)
     np.testing.assert_array_equal(cl.result(1), np.arange(64.0) * 10)
-    # the model charges an overwritten packet the overwrite's latency, a new file the disk's
-    assert [s["files_overwritten"] for s in st] == [0, 32, 32]
+    # the model charges an overwritten file the overwrite's latency, a new file the disk's:
+    # from round 1 on, the 32 packets and the nodes' 4 contributions and 4 results
+    assert [s["files_overwritten"] for s in st] == [0, 40, 40]
     lat = cl.overwrite_latency("wall")
     assert 0 < lat < 0.1
     used = cl.prediction_roofline()
     assert st[1]["predicted_io_seconds"] == pytest.approx(used.io_time(
-        st[1]["files_written"] - 32, st[1]["bytes_written"], st[1]["files_read"],
-        st[1]["bytes_read"], checksummed=True) + 32 * lat)
+        st[1]["files_written"] - 40, st[1]["bytes_written"], st[1]["files_read"],
+        st[1]["bytes_read"], checksummed=True) + 40 * lat)
     with pytest.raises(ValueError, match="clock"):
         cl.overwrite_latency("gpu")
     assert _open_fds() == before
@@ -544,12 +546,12 @@ def test_packet_files_are_reused_and_a_stale_packet_is_never_read_as_new(tmp_pat
     # naming the packet, the sender and the receiver
     calls = {"n": 0}
 
-    def lost(path, bufs, sizes):
-        calls["n"] += 1
-        if calls["n"] == 16 + 16 + 4 + 2:  # phase 13: node 1's packet to node 1
+    def lost(path, bufs, sizes, raw=True):
+        calls["n"] += path.endswith(".pkt")
+        if calls["n"] == 16 + 16 + 4 + 2 and path.endswith(".pkt"):  # phase 13: node 1 to 1
             assert path.endswith(os.path.join("s1", "1-1.pkt"))
             return sum(memoryview(b).nbytes for b in bufs)  # "written", not written
-        return real(path, bufs, sizes)
+        return real(path, bufs, sizes, raw=raw)
 
     monkeypatch.setattr(io, "overwrite", lost)
     with pytest.raises(MessageError, match=r"1-1\.pkt.*from node 1 to node 1 of phase 13 "
@@ -588,3 +590,96 @@ def test_the_step_and_the_arithmetic_are_counted_for_the_prediction(tmp_path):
                 2)
     np.testing.assert_array_equal(sc.result(0)[:3], [1.0, 2.0, 3.0])
     assert ss[1]["compute_bytes"] > 4 * 100 * 16  # at least every node's indices and values
+
+
+def _dense_step(node, state, reduced):
+    if reduced is not None:
+        state["got"] = reduced
+    state["w"] = state["w"] + 1.0  # every round's contribution differs from the last
+    return node.allreduce(state["w"])
+
+
+def _sparse_step(node, state, reduced):
+    if reduced is not None:
+        state["got"] = reduced
+    state["v"] = state["v"] + 1.0
+    return node.sparse_allreduce(state["i"], state["v"], state["want"])
+
+
+def _sparse_init(r):
+    rng = np.random.default_rng(r)
+    return {"i": (rng.zipf(1.5, 300) - 1) % 500, "v": rng.standard_normal(300),
+            "want": rng.integers(0, 520, 80)}
+
+
+@pytest.mark.parametrize("kind, name", [("dense", "contrib"), ("dense", "result"),
+                                        ("sparse", "cidx"), ("sparse", "cacc"),
+                                        ("sparse", "map0"), ("sparse", "final"),
+                                        ("sparse", "result")])
+def test_a_stale_transient_node_file_is_an_error_naming_it(tmp_path, monkeypatch, kind, name):
+    # the nodes' transient files (contribution, the sparse plan's files, result) are
+    # overwritten in place, round after round; node 1's write of one of them in round 1 is
+    # lost, so the file left there is round 0's: reading it is an error naming the node and
+    # the file, never round 0's data read as round 1's
+    dense = kind == "dense"
+    cl = DiskNodeCluster(4, tmp_path, degrees=(2, 2), packet_bytes=1)
+    cl.init((lambda r: {"w": np.arange(64.0) * (r + 1)}) if dense else _sparse_init)
+    step = _dense_step if dense else _sparse_step
+    target = cl.store.path(1, name)
+    io, real, seen = cl.io, cl.io.overwrite, []
+
+    def spy(path, bufs, sizes, raw=True):
+        seen.append(path)
+        if path == target and seen.count(path) == 2:  # round 1's write: lost
+            return 0
+        return real(path, bufs, sizes, raw=raw)
+
+    monkeypatch.setattr(io, "overwrite", spy)
+    # (a lost round-1 result is read in round 2's compute)
+    with pytest.raises(StateError, match=rf"node 1: its {name} file .*1/{name}\.rfs is "
+                                         r"stale: it carries tag '[0-9a-f]+:0', this round's "
+                                         r"is '[0-9a-f]+:1'") as e:
+        cl.run(step, 3)
+    assert e.value.node == 1 and e.value.path == target
+    assert seen.count(target) == 2  # the file was written in place in round 0, then lost
+
+
+def test_transient_files_are_overwritten_in_place_and_the_state_renamed(tmp_path, monkeypatch):
+    # a sparse round writes per node its state (renamed into place: atomic) and its
+    # contribution's indices and values, one map per layer, its final positions and its
+    # result, each overwritten in place from round 1 on; no file is removed
+    disk = DiskRoofline(path="/given", write_latency=50e-6, read_latency=10e-6,
+                        write_bandwidth=2e9, read_bandwidth=4e9, synced_write_latency=2e-3,
+                        synced_write_bandwidth=1e9, checksum_bandwidth=1e9)
+    cl = DiskNodeCluster(4, tmp_path, degrees=(2, 2), packet_bytes=1, disk=disk)
+    cl.init(_sparse_init)
+    renamed, unlinked, real_replace, real_unlink = [], [], os.replace, os.unlink
+    monkeypatch.setattr(os, "replace", lambda a, b, **k: (renamed.append(b),
+                                                          real_replace(a, b, **k)))
+    monkeypatch.setattr(os, "unlink", lambda p, **k: (unlinked.append(p), real_unlink(p, **k)))
+    st = cl.run(_sparse_step, 3)
+    transient = ["cidx", "cacc", "map0", "map1", "final", "result"]
+    assert sorted(renamed) == sorted([cl.store.path(r, "state") for r in range(4)] * 3)
+    assert not [p for p in unlinked if "nodes" in p]
+    # every file of rounds 1 and 2 but the states (packets and transient files) is
+    # overwritten in place; round 0 created the transient files
+    for s in st[1:]:
+        assert s["files_overwritten"] == s["files_written"] - 4
+    assert st[0]["files_written"] == st[1]["files_written"] > st[0]["files_overwritten"]
+    assert all(os.path.isfile(cl.store.path(r, n)) for r in range(4) for n in transient)
+    # the results are Kylix's, whichever round they come from; a new cluster object on the
+    # same root (another process) finds each node's result through its state file
+    other = DiskNodeCluster(4, tmp_path, packet_bytes=1)
+    for r in range(4):
+        assert cl.result(r).shape == _sparse_init(r)["want"].shape
+        np.testing.assert_array_equal(other.result(r), cl.result(r))
+    # the prediction charges those overwrites the overwrite's latency
+    assert st[1]["predicted_io_seconds"] == pytest.approx(cl.prediction_roofline().io_time(
+        st[1]["files_written"] - st[1]["files_overwritten"], st[1]["bytes_written"],
+        st[1]["files_read"], st[1]["bytes_read"], checksummed=True)
+        + st[1]["files_overwritten"] * cl.overwrite_latency("wall"))
+    # a round without a collective: the next has no result, and neither has result()
+    other.run(lambda node, state, reduced: None, 1)
+    assert other.result(0) is None
+    other.run(lambda node, state, reduced: state.__setitem__("r", reduced is None), 1)
+    assert other.load(2)["r"] is True
