@@ -329,6 +329,30 @@ def _dense_cluster_sums(XT, w, order, starts, sums, wsum):
         wsum[c] += acc
 
 
+@njit(cache=True)
+def _minibatch_move(C, sums, wsum, counts):
+    """The minibatch step's center update in one pass over ``C`` (k x n, Fortran order):
+    each center ``c`` with ``wsum[c] > 0`` becomes ``(C[c] * counts[c] + sums[c]) /
+    (counts[c] + wsum[c])`` (the same float64 operations as the numpy expression, so the
+    same rounding) and ``counts[c]`` grows by ``wsum[c]``; every entry of ``sums`` read is
+    zeroed, so the buffer is ready for the next minibatch (no ``k x n`` allocation, no
+    fancy-indexed copies)."""
+    k, n = C.shape
+    old = np.empty(k, np.float64)
+    new = np.empty(k, np.float64)
+    for c in range(k):
+        old[c] = counts[c]
+        new[c] = counts[c] + wsum[c]
+    for i in range(n):
+        for c in range(k):
+            if wsum[c] > 0.0:
+                C[c, i] = (np.float64(C[c, i]) * old[c] + sums[c, i]) / new[c]
+                sums[c, i] = 0.0
+    for c in range(k):
+        if wsum[c] > 0.0:
+            counts[c] = new[c]
+
+
 @njit(cache=True, parallel=True)
 def _csc_sqnorms(indptr, data, out):
     """``out[j] = ||x_j||^2`` of each CSC column."""
@@ -583,6 +607,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         self._setup(opts, kwargs)
         self.counts = None
         self._last_reassign = 0
+        self._mb_sums = None  # the minibatch step's k x n sums, zeroed after each use
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -818,16 +843,12 @@ class KMeansModel(CPUFactorModelMixin, Model):
             self.seed_centers(X, batch.w)
         labels, mind = self.assign(X, cache)
         k = self.opts.n_clusters
-        sums = np.zeros((k, X.shape[0]), np.float64)
+        sums = self._mb_sums
+        if sums is None or sums.shape != (k, X.shape[0]):  # kept zeroed between steps
+            sums = self._mb_sums = np.zeros((k, X.shape[0]), np.float64, order="F")
         wsum = np.zeros(k, np.float64)
         self._sums_into(X, w, labels, sums, wsum)
-        hit = wsum > 0
-        old = self.counts[hit]
-        new = old + wsum[hit]
-        C = np.asarray(self.centers, np.float64)
-        C_hit = (C[hit] * old[:, None] + sums[hit]) / new[:, None]
-        self.centers[hit] = C_hit
-        self.counts[hit] = new
+        _minibatch_move(self.centers, sums, wsum, self.counts)
         self._n_steps += 1
         self._maybe_reassign(X, w)
         return float(mind @ w), float(w.sum())

@@ -8,7 +8,7 @@ from sklearn.cluster import KMeans as SKKMeans
 from sklearn.metrics import adjusted_rand_score
 
 from roofline.comm import run
-from roofline.datasources import MatSource
+from roofline.datasources import MatSource, Minibatch
 from roofline.learners import Learner, ModelUpdate
 from roofline.learners._kmeans import (
     KMeans,
@@ -21,6 +21,7 @@ from roofline.learners._kmeans import (
     _csc_cluster_sums,
     _csc_move_sums,
     _dense_cluster_sums,
+    _minibatch_move,
     kmeans_plusplus,
 )
 
@@ -120,6 +121,54 @@ def test_move_sums_equals_fresh_sums():
     np.testing.assert_allclose(sums, ref_sums, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(wsum, ref_wsum, rtol=1e-12)
     np.testing.assert_array_equal(members, ref_members)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_minibatch_move_equals_the_numpy_update(dtype):
+    rng = np.random.default_rng(5)
+    k, n = 6, 40
+    C = np.asfortranarray(rng.normal(size=(k, n)).astype(dtype))
+    sums = np.asfortranarray(rng.normal(size=(k, n)))
+    wsum = rng.uniform(0.5, 3, k)
+    wsum[[1, 4]] = 0.0  # centers that received nothing stay put
+    sums[[1, 4]] = 0.0
+    counts = rng.uniform(0, 50, k)
+    hit = wsum > 0
+    ref = C.copy()
+    ref[hit] = (np.asarray(C, np.float64)[hit] * counts[hit, None] + sums[hit]) / (
+        counts[hit] + wsum[hit])[:, None]
+    ref_counts = counts + wsum
+    _minibatch_move(C, sums, wsum, counts)
+    np.testing.assert_array_equal(C, ref)  # the same operations: the same rounding
+    np.testing.assert_array_equal(counts, ref_counts)
+    assert not sums.any()  # ready for the next minibatch
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_minibatch_steps_follow_the_running_means(sparse):
+    Xr = _powerlaw(600, 60, seed=6) if sparse else _blobs(n_per=60, k=4, d=12, seed=6)[0]
+    X = Xr.T.tocsc() if sparse else np.asfortranarray(Xr.T)
+    k = 4
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 2, X.shape[1])
+    C = np.array(Xr[:k].toarray() if sparse else Xr[:k], np.float64)
+    model = KMeansModel(n_clusters=k, dtype="float64", reassignment_ratio=0.0)
+    model.set_parameters(C)
+    counts = np.zeros(k)
+    Xd = X.toarray() if sparse else X
+    for s in range(0, X.shape[1], 100):  # consecutive steps reuse the model's sums buffer
+        xb, wb = Xd[:, s:s + 100], w[s:s + 100]
+        d = ((xb[None, :, :] - C[:, :, None]) ** 2).sum(axis=1)
+        lab = d.argmin(axis=0)
+        for c in range(k):
+            sel = lab == c
+            if sel.any():
+                new = counts[c] + wb[sel].sum()
+                C[c] = (C[c] * counts[c] + xb[:, sel] @ wb[sel]) / new
+                counts[c] = new
+        model.update(Minibatch(X[:, s:s + 100], None, wb))
+    np.testing.assert_allclose(model.centers, C, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(model.counts, counts, rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
