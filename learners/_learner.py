@@ -28,7 +28,12 @@ sync_every=N)`` trains one replica per rank of ``comm`` on that rank's minibatch
 a sparse all-reduce (:mod:`roofline.learners._parallel`): model averaging, replicas
 bit-identical after every sync, or elastic averaging (``elastic < 1``).  Every rank ends with
 the same model; optimizer state (ADAGrad's sums) stays local.  With one rank the learner is
-exactly the single-process one.
+exactly the single-process one.  The factor models (:class:`~roofline.learners.KMeansModel`,
+:class:`~roofline.learners.NMFModel`, :class:`~roofline.learners.LDA`,
+:class:`~roofline.learners.MFModel`) are averaged by a dense all-reduce with each model's own
+rule (:class:`~roofline.learners._parallel.FactorSync`: k-means centers weighted by their
+counts, LDA's step counter kept right, ...); a model that seeds itself from its first
+minibatch is seeded on rank 0 and copied to every rank.
 
 The trace (one row per evaluation) records the training and held-out loss, examples/s, the
 primitives' gflop/s and the fraction of the machine's roofline a step achieves (the model's own
@@ -70,7 +75,7 @@ from roofline.gmat import Options, option
 
 from ._checkpoint import load_checkpoint, save_checkpoint
 from ._mixins import L1Regularizer, L2Regularizer, Mixin
-from ._parallel import ModelSync, check_comm
+from ._parallel import FactorSync, ModelSync, check_comm, factor_kind
 
 __all__ = ["Learner", "LearnerOptions", "TrainResult"]
 
@@ -289,7 +294,9 @@ class Learner:
     comm : roofline.comm.Communicator, optional
         Train data-parallel on the ranks of ``comm`` (every rank builds the same learner and
         calls :meth:`train`); see ``sync_every``, ``elastic``, ``sync`` and ``shard`` in
-        :class:`LearnerOptions`.  A group of one trains exactly as without ``comm``.
+        :class:`LearnerOptions`.  A group of one trains exactly as without ``comm``.  A GLM
+        or one of the factor models (k-means, NMF, LDA, MF: model averaging by a dense
+        all-reduce, ``elastic=1``); any other model is a TypeError at :meth:`train`.
     **kwargs
         Override fields of ``opts``.
     """
@@ -358,15 +365,28 @@ class Learner:
             raise ValueError(f"Learner(comm=...) trains minibatch optimizers data-parallel; "
                              f"{type(self.optimizer).__name__} is a batch optimizer (use the "
                              f"estimators' distributed solvers for full-batch methods)")
-        if not (hasattr(self.model, "coef") and hasattr(self.model, "intercept")):
-            raise TypeError(f"Learner(comm=...) needs a model with coef and intercept (a GLM), "
-                            f"got {type(self.model).__name__}")
         o = self.opts
+        kind = factor_kind(self.model)
+        if kind is None and not (hasattr(self.model, "coef") and hasattr(self.model, "intercept")):
+            raise TypeError(f"Learner(comm=...) averages a GLM (a model with coef and intercept) "
+                            f"or a factor model (KMeansModel, NMFModel, LDA, MFModel); "
+                            f"{type(self.model).__name__} cannot be averaged")
+        if kind is not None:
+            for name, bad in (("elastic", o.elastic != 1.0), ("sync", o.sync == "sparse"),
+                              ("sync_schedule", o.sync_schedule != 0)):
+                if bad:
+                    raise ValueError(f"Learner(comm=...) averages {type(self.model).__name__} "
+                                     f"replicas by a dense all-reduce (model averaging): the "
+                                     f"option {name!r} must keep its default, got "
+                                     f"{getattr(o, name)!r}")
         ds_rank, ds_size = _source_shard(self.datasource)
         if ds_size > 1 and (ds_size, ds_rank) != (self.comm.size, self.comm.rank):
             raise ValueError(f"the training source is sharded for rank {ds_rank} of {ds_size} "
                              f"but comm is rank {self.comm.rank} of {self.comm.size}")
         self._shard = o.shard == "batches" or (o.shard == "auto" and ds_size == 1)
+        if kind is not None:
+            self._sync = FactorSync(self.comm, self.model)
+            return
         sparse = o.sync == "sparse"
         if o.sync == "auto":
             X = getattr(self.datasource, "X", None)
@@ -718,7 +738,8 @@ class Learner:
         done = stopped = False
         while True:
             n = self._steps
-            while not done and self._steps - n < o.sync_every:
+            window = self._sync.window(o.sync_every)
+            while not done and self._steps - n < window:
                 nxt = next(it, None)
                 if nxt is None:
                     done = True
@@ -997,7 +1018,7 @@ class Learner:
                 f"learner's {self.model.opts.to_dict()}"
             )
         p = ck.model.parameters()
-        self.model.set_parameters(p["coef"], p["intercept"])
+        self.model.set_parameters(**p)
         self._setup()
         if ck.optimizer_state:
             if ck.meta["optimizer_class"] != type(self.optimizer).__name__:

@@ -35,6 +35,16 @@ between, on the tiers just exchanged).
 
 Optimizer state (ADAGrad's sums of squared gradients, momentum) stays local to each rank: it
 is never averaged, so each rank's step sizes reflect the gradients it has seen.
+
+The factor models (:class:`FactorSync`: k-means, NMF, LDA, matrix factorization) are combined
+by a dense all-reduce of their arrays (:meth:`~roofline.learners.Model.parameters`, plus the
+running statistics their minibatch step keeps), each by its own rule: k-means centers weighted
+by the weight each replica's centers absorbed since the last sync (the counts summed, so the
+per-center learning rates stay those of one process that saw every minibatch), NMF components
+and their accumulated statistics averaged, LDA's ``lambda`` averaged (one online step on the
+ranks' minibatches together) with the update counter ``n_batch_iter`` advanced by the steps a
+replica took (``rho_t`` decays per averaged step) and ``documents_seen`` summed, the MF item
+factors averaged and the global mean combined as a running mean over every rank's ratings.
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ import numpy as np
 
 from roofline import gmat
 
-__all__ = ["ModelSync", "check_comm"]
+__all__ = ["FactorSync", "ModelSync", "check_comm"]
 
 
 def check_comm(comm):
@@ -130,6 +140,21 @@ class ModelSync:
         self._slots = {}
         self.stats = {"syncs": 0, "plans": 0, "plan_reuses": 0, "features": 0,
                       "bytes_union": 0, "bytes_reduce": 0}
+
+    def window(self, sync_every: int) -> int:
+        """Training minibatches this rank takes before the next sync.
+
+        Parameters
+        ----------
+        sync_every : int
+            The learner's ``sync_every``.
+
+        Returns
+        -------
+        int
+            ``sync_every``.
+        """
+        return int(sync_every)
 
     def _changed(self):
         xp = gmat.get_array_module(self.model.coef)
@@ -320,3 +345,278 @@ class ModelSync:
         m.coef[...] = self.center
         xp = gmat.get_array_module(m.intercept)
         m.intercept[...] = xp.asarray(self.center_b.astype(m.dtype))
+
+
+def factor_kind(model) -> str | None:
+    """Which :class:`FactorSync` rule combines ``model``'s replicas.
+
+    Parameters
+    ----------
+    model : Model
+
+    Returns
+    -------
+    str or None
+        ``"kmeans"``, ``"nmf"``, ``"lda"`` or ``"mf"``; None for any other model.
+    """
+    from ._kmeans import KMeansModel
+    from ._lda import LDA
+    from ._mf import MFModel
+    from ._nmf import NMFModel
+
+    for cls, kind in ((KMeansModel, "kmeans"), (NMFModel, "nmf"), (LDA, "lda"), (MFModel, "mf")):
+        if isinstance(model, cls):
+            return kind
+    return None
+
+
+#: The arrays each rule exchanges, in message order, and how: ``"mean"`` (the mean change of
+#: the replicas that moved), ``"sum"`` (counters: the changes summed over the ranks),
+#: ``"steps"`` (a step counter: the mean change of the replicas that moved, rounded),
+#: ``"weighted"`` (k-means' count-weighted centers, the counts summed) and ``"running"`` (MF's
+#: global mean: a running mean over every rank's ratings, the rating count summed).
+_RULES = {
+    "kmeans": (("centers", "weighted"), ("counts", "sum")),
+    "nmf": (("components", "mean"), ("A", "mean"), ("B", "mean")),
+    "lda": (("components", "mean"), ("n_batch_iter", "steps"), ("documents_seen", "sum")),
+    "mf": (("coef", "mean"), ("intercept", "running"), ("n_mean", "sum")),
+}
+
+
+class FactorSync:
+    """Synchronise the replicas of a factor model across the ranks of ``comm`` by a dense
+    all-reduce of its arrays (model averaging; the replicas are bit-identical after every
+    sync).
+
+    The rules (every rank started the window at the same *centre*, the model at the last sync,
+    and ``K'`` is the number of ranks whose replica moved since):
+
+    * :class:`~roofline.learners.KMeansModel`: with ``n_0``, ``c_0`` the centre's counts and
+      centers and ``n_r``, ``c_r`` rank ``r``'s, ``n = n_0 + sum_r (n_r - n_0)`` and
+      ``c = (n_0 c_0 + sum_r (n_r c_r - n_0 c_0)) / n`` per center: the running weighted mean
+      of every example any rank absorbed, so the per-center learning rate ``w / n`` stays that
+      of one process (a center no rank moved keeps ``c_0``).  Each replica's step counter (its
+      reassignment clock) stays its own.
+    * :class:`~roofline.learners.NMFModel`: the components and the minibatch step's
+      accumulated statistics (``A``, ``B``: the decayed sums scikit-learn's ``MiniBatchNMF``
+      keeps) move by the replicas' mean change; the statistics are dropped (the next step
+      restarts them) when some rank has none.
+    * :class:`~roofline.learners.LDA`: ``lambda`` moves by the mean change.  Each replica's
+      step ``lambda <- (1 - rho) lambda + rho lambda_r`` from the same ``lambda``, averaged,
+      is one online step on the ranks' minibatches together (sufficient statistics averaged,
+      a minibatch ``K`` times larger), so ``n_batch_iter`` (the ``t`` of ``rho_t``) advances
+      by the mean number of steps a replica took (rounded); ``documents_seen`` (SAME's
+      annealing clock) becomes the centre's plus every rank's increment.
+    * :class:`~roofline.learners.MFModel`: the item factors (``coef``) move by the mean
+      change; the global mean ``mu`` is the running mean of every rank's ratings
+      (``(n_0 mu_0 + sum_r (n_r mu_r - n_0 mu_0)) / n``, the rating counts summed).
+
+    A model whose first minibatch seeds it from the data (k-means, NMF) is seeded once: rank
+    0 takes one training minibatch alone (:meth:`window`), then every rank copies its model
+    (the single process's seeding, on the same minibatch).
+
+    Parameters
+    ----------
+    comm : Communicator
+    model : Model
+        A :class:`~roofline.learners.KMeansModel`, :class:`~roofline.learners.NMFModel`,
+        :class:`~roofline.learners.LDA` or :class:`~roofline.learners.MFModel`, initialised;
+        unless it waits for its seeding, its arrays are replaced by rank 0's on construction
+        (collective).
+
+    Attributes
+    ----------
+    kind : str
+        The rule: ``"kmeans"``, ``"nmf"``, ``"lda"`` or ``"mf"``.
+    stats : dict
+        ``syncs`` (combining all-reduces), ``values`` (float64 values this rank sent in them).
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not one of the factor models.
+    """
+
+    def __init__(self, comm, model):
+        kind = factor_kind(model)
+        if kind is None:
+            raise TypeError(f"FactorSync averages KMeansModel, NMFModel, LDA and MFModel "
+                            f"replicas, got {type(model).__name__}")
+        self.comm, self.model, self.kind = comm, model, kind
+        self.rules = _RULES[kind]
+        self.stats = {"syncs": 0, "values": 0}
+        self._attempt = 0
+        # k-means and NMF seed themselves from their first minibatch
+        self.seeding = not getattr(model, "_seeded", True)
+        self.center = None
+        if not self.seeding:
+            state = comm.broadcast(self._get() if comm.rank == 0 else None, root=0)
+            self._put(state)
+            self.center = state
+
+    # -- the model's arrays -------------------------------------------------------------------
+    def _get(self) -> dict:
+        """The replica's arrays, float64 on the host, by the rule's names (absent: None)."""
+        m, f = self.model, (lambda a: np.array(_host(a), dtype=np.float64))
+        if self.kind == "kmeans":
+            return {"centers": f(m.centers), "counts": f(m.counts)}
+        if self.kind == "nmf":
+            A, B = getattr(m, "_A", None), getattr(m, "_B", None)
+            return {"components": f(m.components),
+                    "A": None if A is None else f(A), "B": None if B is None else f(B)}
+        if self.kind == "lda":
+            return {"components": f(m.components_),
+                    "n_batch_iter": np.array([float(m.n_batch_iter)]),
+                    "documents_seen": np.array([float(m.documents_seen)])}
+        return {"coef": f(m.coef), "intercept": f(m.intercept),
+                "n_mean": np.array([float(getattr(m, "_n_mean", 0.0))])}
+
+    def _put(self, s: dict) -> None:
+        """Set the replica's arrays from ``s`` (as :meth:`_get` returns them)."""
+        m = self.model
+        if self.kind == "kmeans":
+            m.set_parameters(s["centers"].astype(m.dtype), s["counts"])
+        elif self.kind == "nmf":
+            m.set_parameters(s["components"].astype(m.dtype))  # drops A and B
+            if s["A"] is not None and s["B"] is not None and hasattr(m, "_A"):
+                m._A, m._B = s["A"].copy(), s["B"].copy()
+        elif self.kind == "lda":
+            m.set_parameters(gmat.to_device(s["components"].astype(m.dtype), m.device),
+                             n_batch_iter=int(round(float(s["n_batch_iter"][0]))))
+            m.documents_seen = int(round(float(s["documents_seen"][0])))
+        else:  # in place: the optimizer's state is shaped after these arrays
+            m.coef[...] = gmat.to_device(s["coef"].astype(m.dtype), m.device)
+            m.intercept[...] = gmat.to_device(s["intercept"].astype(m.dtype), m.device)
+            if hasattr(m, "_n_mean"):
+                m._n_mean = float(s["n_mean"][0])
+
+    # -- the schedule -------------------------------------------------------------------------
+    def window(self, sync_every: int) -> int:
+        """Training minibatches this rank takes before the next sync: ``sync_every``, or while
+        the model waits for its seeding, one on rank 0 and none elsewhere (one on every rank
+        when rank 0 had none to take).
+
+        Parameters
+        ----------
+        sync_every : int
+            The learner's ``sync_every``.
+
+        Returns
+        -------
+        int
+        """
+        if self.seeding:
+            return 1 if (self._attempt or self.comm.rank == 0) else 0
+        return int(sync_every)
+
+    def observe(self, X) -> None:
+        """Nothing to count (the dense exchange has no schedule).
+
+        Parameters
+        ----------
+        X : matrix
+            A training minibatch's examples (unused).
+        """
+
+    def end_pass(self) -> None:
+        """Nothing to do at a pass end (the last sync of the pass combined the replicas)."""
+
+    def finish(self) -> None:
+        """Nothing to do after the last sync: model averaging leaves the replicas identical."""
+
+    # -- the sync -----------------------------------------------------------------------------
+    def sync(self, *, done: bool = False, stop: bool = False,
+             full: bool = False) -> tuple[bool, bool]:
+        """One collective sync (every rank calls it, the same number of times).
+
+        Parameters
+        ----------
+        done : bool
+            This rank has finished its pass (it takes part with its pending change only).
+        stop : bool
+            This rank asks every rank to stop (early stopping).
+        full : bool
+            Unused (every array is exchanged at every sync).
+
+        Returns
+        -------
+        all_done : bool
+            Every rank has finished its pass.
+        any_stop : bool
+            Some rank asked to stop.
+        """
+        if self.seeding:
+            return self._seed_sync(done, stop)
+        state = self._get()
+        c = self.center
+        present = [float(state[n] is not None) for n, _ in self.rules]
+        moved = any(state[n] is not None and (c.get(n) is None or not np.array_equal(state[n],
+                                                                                       c[n]))
+                    for n, _ in self.rules)
+        head = self.comm.allreduce(np.array([float(done), float(stop), float(moved), *present]))
+        size = self.comm.size
+        all_done, any_stop, n_moved = head[0] == size, head[1] > 0, head[2]
+        if n_moved == 0:
+            return bool(all_done), bool(any_stop)
+        # the arrays every rank has; a change from the centre where it has them, else values
+        names = [(n, how) for (n, how), h in zip(self.rules, head[3:], strict=True)
+                 if h == size]
+        parts = []
+        for n, how in names:
+            v, v0 = state[n], c.get(n)
+            if how == "weighted":
+                n1, n0 = state["counts"], c["counts"]
+                parts.append(v * n1[:, None] - v0 * n0[:, None])
+            elif how == "running":
+                n1, n0 = float(state["n_mean"][0]), float(c["n_mean"][0])
+                parts.append(v * n1 - v0 * n0)
+            else:
+                parts.append(v if v0 is None else v - v0)
+        flat = np.concatenate([p.ravel() for p in parts]) if parts else np.zeros(0)
+        tot = self.comm.allreduce(flat)
+        self.stats["syncs"] += 1
+        self.stats["values"] += int(flat.size)
+        new, o = {n: None for n, _ in self.rules}, 0
+        sums = {}
+        for (n, _), p in zip(names, parts, strict=True):
+            sums[n] = tot[o:o + p.size].reshape(p.shape)
+            o += p.size
+        for n, how in names:  # the counters first: the weighted rules divide by them
+            if how == "sum":
+                new[n] = c[n] + sums[n]
+            elif how == "steps":
+                new[n] = c[n] + np.round(sums[n] / n_moved)
+        for n, how in names:
+            s, v0 = sums[n], c.get(n)
+            if how == "mean":
+                new[n] = s / size if v0 is None else v0 + s / n_moved
+            elif how == "weighted":
+                cnt = new["counts"]
+                num = v0 * c["counts"][:, None] + s
+                hit = cnt > 0
+                out = v0.copy()
+                out[hit] = num[hit] / cnt[hit, None]
+                new[n] = out
+            elif how == "running":
+                cnt = float(new["n_mean"][0])
+                new[n] = (v0 * float(c["n_mean"][0]) + s) / cnt if cnt > 0 else v0.copy()
+        self._put(new)
+        self.center = new
+        return bool(all_done), bool(any_stop)
+
+    def _seed_sync(self, done, stop):
+        """The seeding sync: the lowest rank whose model is seeded sends it to every rank."""
+        seeded = bool(getattr(self.model, "_seeded", True))
+        head = self.comm.allreduce(np.array([float(done), float(stop)]))
+        all_done, any_stop = head[0] == self.comm.size, head[1] > 0
+        flags = self.comm.allgather(int(seeded))
+        if not any(flags):
+            self._attempt += 1
+            return bool(all_done), bool(any_stop)
+        root = flags.index(1)
+        state = self.comm.broadcast(self._get() if self.comm.rank == root else None, root=root)
+        self._put(state)
+        self.center = state
+        self.seeding = False
+        self.stats["syncs"] += 1
+        return bool(all_done), bool(any_stop)
