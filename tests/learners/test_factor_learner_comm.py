@@ -53,15 +53,16 @@ def _documents(D=900, K=4, V=120, length=60, seed=2):
     return sp.csc_matrix(X.T.astype(np.float32))
 
 
-def _ratings(n_users=1200, n_items=150, r=4, per_user=20, seed=3):
-    """Items x users CSC (float64) of a rank-r rating matrix plus noise."""
+def _ratings(n_users=1200, n_items=150, r=4, seed=3):
+    """Items x users CSC (float64) of a rank-r rating matrix plus noise; users rate 5 to 40
+    items (so that the ranks' minibatches hold different numbers of ratings)."""
     rng = np.random.default_rng(seed)
     U, V = rng.normal(0, 1, (n_users, r)), rng.normal(0, 1, (n_items, r))
     rows, cols = [], []
     for u in range(n_users):
-        items = rng.choice(n_items, per_user, replace=False)
-        rows.append(items)
-        cols.append(np.full(per_user, u))
+        n = int(rng.integers(5, 41))
+        rows.append(rng.choice(n_items, n, replace=False))
+        cols.append(np.full(n, u))
     rows, cols = np.concatenate(rows), np.concatenate(cols)
     vals = 3.0 + (U[cols] * V[rows]).sum(axis=1) + rng.normal(0, 0.1, rows.size)
     return sp.csc_matrix((vals, (rows, cols)), shape=(n_items, n_users))
