@@ -359,15 +359,19 @@ def factor_kind(model) -> str | None:
     str or None
         ``"kmeans"``, ``"nmf"``, ``"lda"`` or ``"mf"``; None for any other model.
     """
-    from ._kmeans import KMeansModel
-    from ._lda import LDA
-    from ._mf import MFModel
-    from ._nmf import NMFModel
-
-    for cls, kind in ((KMeansModel, "kmeans"), (NMFModel, "nmf"), (LDA, "lda"), (MFModel, "mf")):
-        if isinstance(model, cls):
+    # by the classes' names (subclasses included): the model modules import the learner, so
+    # this module does not import them
+    for cls in type(model).__mro__:
+        kind = _KINDS.get((cls.__module__, cls.__qualname__))
+        if kind is not None:
             return kind
     return None
+
+
+_KINDS = {("roofline.learners._kmeans", "KMeansModel"): "kmeans",
+          ("roofline.learners._nmf", "NMFModel"): "nmf",
+          ("roofline.learners._lda", "LDA"): "lda",
+          ("roofline.learners._mf", "MFModel"): "mf"}
 
 
 #: The arrays each rule exchanges, in message order, and how: ``"mean"`` (the mean change of
