@@ -353,6 +353,33 @@ def _minibatch_move(C, sums, wsum, counts):
             counts[c] = new[c]
 
 
+@njit(cache=True)
+def _lloyd_move(C, sums, wsum, delta):
+    """The full-batch M-step in one pass over ``C`` (k x n, Fortran order): each center
+    becomes ``sums[c] / wsum[c]`` (stored in ``C``'s dtype); ``delta[c]`` is how far the
+    stored center moved (rounded up by ``(n + 4)`` units of float64 rounding, so that bounds
+    moved by it stay valid); returns ``sum_c ||sums[c] / wsum[c] - c_old||^2`` (the shift
+    compared with ``tol``)."""
+    k, n = C.shape
+    sh = np.zeros(k, np.float64)
+    dl = np.zeros(k, np.float64)
+    for i in range(n):
+        for c in range(k):
+            old = np.float64(C[c, i])
+            new = sums[c, i] / wsum[c]
+            d = new - old
+            sh[c] += d * d
+            C[c, i] = new
+            d = np.float64(C[c, i]) - old
+            dl[c] += d * d
+    grow = 1.0 + (n + 4) * 2.220446049250313e-16
+    shift = 0.0
+    for c in range(k):
+        delta[c] = math.sqrt(dl[c]) * grow
+        shift += sh[c]
+    return shift
+
+
 @njit(cache=True, parallel=True)
 def _csc_sqnorms(indptr, data, out):
     """``out[j] = ||x_j||^2`` of each CSC column."""
@@ -439,6 +466,20 @@ def _chunks(X, w, chunk=None):
         e = min(s + chunk, m)
         Xp = gmat.slice_columns(X, s, e, "X") if gmat.is_sparse(X) else X[:, s:e]
         yield Xp, (None if w is None else w[s:e])
+
+
+#: ``algorithm="auto"`` runs Elkan only when its ``m x k`` float64 lower bounds take at most
+#: this many bytes (else Lloyd, which keeps no per-example state).
+ELKAN_MAX_BOUND_BYTES = 1 << 30
+
+
+def _auto_algorithm(X, k, comm):
+    """``"elkan"`` for a matrix in one process whose bounds fit
+    ``ELKAN_MAX_BOUND_BYTES`` (1 GiB), else ``"lloyd"``."""
+    is_matrix = gmat.is_sparse(X) or isinstance(X, np.ndarray)
+    if is_matrix and comm is None and 8 * X.shape[1] * k <= ELKAN_MAX_BOUND_BYTES:
+        return "elkan"
+    return "lloyd"
 
 
 def _check_comm(comm):
@@ -896,7 +937,11 @@ class KMeansModel(CPUFactorModelMixin, Model):
         init : array (k, n_features), optional
             Starting centers; by default the current ones when set, else seeded from ``X``
             (a matrix) with ``opts.init``.
-        algorithm : {"lloyd", "hamerly", "elkan"}
+        algorithm : {"lloyd", "hamerly", "elkan", "auto"}
+            ``"auto"``: ``"elkan"`` for a matrix in one process whose ``m x k`` float64
+            bounds take at most ``ELKAN_MAX_BOUND_BYTES`` (1 GiB), else ``"lloyd"`` (Elkan was
+            the fastest exact choice on every data set measured: sparse power-law and dense
+            digits, ``benchmarks/factor_kmeans_nmf.py``).
             ``"hamerly"`` (a matrix, single process): the same iterations, but each example
             keeps an upper bound on its distance to its center and a lower bound on the
             others (Hamerly 2010, moved by the centers' drift); only the examples whose bounds
@@ -915,9 +960,11 @@ class KMeansModel(CPUFactorModelMixin, Model):
             ``labels`` (this rank's examples; None for a DataSource), ``inertia``,
             ``n_iter``, ``converged``, ``inertia_trace``.
         """
-        if algorithm not in ("lloyd", "hamerly", "elkan"):
-            raise ValueError(f"algorithm must be 'lloyd', 'hamerly' or 'elkan', got "
+        if algorithm not in ("lloyd", "hamerly", "elkan", "auto"):
+            raise ValueError(f"algorithm must be 'lloyd', 'hamerly', 'elkan' or 'auto', got "
                              f"{algorithm!r}")
+        if algorithm == "auto":
+            algorithm = _auto_algorithm(X, self.opts.n_clusters, _check_comm(comm))
         with one_blas_thread():
             return self._fit(X, sample_weight, max_iter, tol, comm, init, algorithm)
 
@@ -976,10 +1023,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
                     raise RuntimeError("k-means on a DataSource produced an empty cluster; "
                                        "seed the centers differently")
                 self._relocate_empty(X, w_all, labels, mind, sums, wsum, comm)
-            new = sums / wsum[:, None]
-            C_old = np.asarray(self.centers, np.float64)
-            shift = float(((new - C_old) ** 2).sum())
-            self.centers[...] = new
+            shift = _lloyd_move(self.centers, sums, wsum, np.empty(k))
             self.counts = wsum
             n_iter = it + 1
             same = labels_old is not None and labels is not None and np.array_equal(
@@ -1127,6 +1171,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         n_iter = 0
         first = fresh = True
         cc_exact, cc_at, cum_at = None, 0, cum.copy()
+        delta = np.zeros(k)
         self._recomputed = []
         for it in range(max_iter):
             cn = self._cnorm()
@@ -1180,15 +1225,9 @@ class KMeansModel(CPUFactorModelMixin, Model):
                 self._reassign_relocate(X, w, labels, sums, wsum, order, starts)
                 fresh = True  # the next sums afresh (the relocated examples moved)
                 first = True  # the bounds restart from the new centers
-            new = sums / wsum[:, None]
-            C_old = np.array(self.centers, np.float64)
-            delta = np.sqrt(((new - C_old) ** 2).sum(axis=1))
-            shift = float((delta ** 2).sum())
-            self.centers[...] = new
-            self.counts = wsum
-            if self.centers.dtype != np.float64:  # how far the stored centers moved
-                delta = np.sqrt(((np.asarray(self.centers, np.float64) - C_old) ** 2).sum(
-                    axis=1))
+            # the centers, how far each moved and the shift, in one pass
+            shift = _lloyd_move(self.centers, sums, wsum, delta)
+            self.counts = wsum.copy()
             cum += delta
             n_iter = it + 1
             if labels_old is not None and n_moved == 0:
@@ -1508,7 +1547,10 @@ class KMeans(_KMeansBase):
     comm : roofline.comm.Communicator, optional
         Distributed Lloyd: each rank passes its own samples to :meth:`fit`; the centers are the
         same on every rank.
-    algorithm : {"lloyd", "hamerly", "elkan"}, default="lloyd"
+    algorithm : {"auto", "lloyd", "hamerly", "elkan"}, default="auto"
+        ``"auto"``: Elkan's bounds for one process's samples whose ``n_samples x
+        n_clusters`` float64 bounds fit in ``ELKAN_MAX_BOUND_BYTES`` (1 GiB), else Lloyd
+        (see :meth:`KMeansModel.fit`).
         ``"hamerly"`` / ``"elkan"``: the same iterations with Hamerly's or Elkan's distance
         bounds, computing only the distances that may change an assignment (single process;
         see :meth:`KMeansModel.fit`).
@@ -1524,7 +1566,7 @@ class KMeans(_KMeansBase):
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
-                 tol=1e-4, random_state=None, comm=None, algorithm="lloyd"):
+                 tol=1e-4, random_state=None, comm=None, algorithm="auto"):
         self.algorithm = algorithm
         self.n_clusters = n_clusters
         self.init = init

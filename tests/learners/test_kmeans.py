@@ -9,7 +9,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from roofline.comm import run
 from roofline.datasources import MatSource, Minibatch
-from roofline.learners import Learner, ModelUpdate
+from roofline.learners import Learner, ModelUpdate, _kmeans
 from roofline.learners._kmeans import (
     KMeans,
     KMeansModel,
@@ -285,6 +285,28 @@ def test_elkan_estimator_matches_scikit_learn(sparse):
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-6,
                                atol=1e-6)
     np.testing.assert_array_equal(ours.labels_, ours.predict(X))
+
+
+def test_auto_runs_elkan_when_the_bounds_fit_else_lloyd(monkeypatch):
+    Xr = _powerlaw(1200, 200, seed=9)
+    X = Xr.T.tocsc()
+    init = np.asarray(Xr[np.arange(0, 1200, 150)].todense()) + 0.01
+    assert _kmeans._auto_algorithm(X, 8, None) == "elkan"
+    assert _kmeans._auto_algorithm(MatSource(X, batch_size=100), 8, None) == "lloyd"
+    lloyd = KMeans(8, init=init, tol=1e-4, algorithm="lloyd").fit(Xr)
+    auto = KMeans(8, init=init, tol=1e-4).fit(Xr)  # the default
+    assert auto.algorithm == "auto"
+    # Elkan's bounds skipped distances (Lloyd records none), with Lloyd's labels exactly
+    assert sum(auto._model_._recomputed) < auto.n_iter_ * 8 * X.shape[1] / 2
+    np.testing.assert_array_equal(auto.labels_, lloyd.labels_)
+    assert auto.n_iter_ == lloyd.n_iter_
+    assert auto.inertia_ == pytest.approx(lloyd.inertia_, rel=1e-12)
+    # bounds larger than the budget: Lloyd
+    monkeypatch.setattr(_kmeans, "ELKAN_MAX_BOUND_BYTES", 8 * X.shape[1] * 8 - 1)
+    assert _kmeans._auto_algorithm(X, 8, None) == "lloyd"
+    small = KMeans(8, init=init, tol=1e-4).fit(Xr)
+    assert not hasattr(small._model_, "_recomputed")
+    np.testing.assert_array_equal(small.labels_, lloyd.labels_)
 
 
 @pytest.mark.parametrize("algorithm", ["lloyd", "elkan"])
