@@ -1565,8 +1565,10 @@ class DiskNodeCluster:
             raise TypeError(f"node {r}: values must be numeric, got dtype {values.dtype}")
         tail = values.shape[1:]
         # KylixPlan's first steps: the sorted distinct indices and the values summed into them
-        uidx, inv = _unique(idx, return_inverse=True)
-        uwant, winv = _unique(want, return_inverse=True)
+        # (indices already sorted and distinct are their own unique values: no sort)
+        uidx, inv = (idx, None) if _is_sorted(idx) else _unique(idx, return_inverse=True)
+        uwant, winv = ((uidx, inv) if want is idx else (want, None) if _is_sorted(want)
+                       else _unique(want, return_inverse=True))
         inv = None if uidx.size == idx.size and _is_sorted(idx) else inv
         winv = None if uwant.size == want.size and _is_sorted(want) else winv
         if inv is None:

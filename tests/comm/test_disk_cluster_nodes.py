@@ -138,11 +138,15 @@ def test_sparse_allreduce_and_a_newton_fit_bit_identical_to_tcp(tmp_path):
     assert stats[0]["layers"][0]["down_bytes"] > 0 and stats[0]["predicted_io_seconds"] > 0
 
 
-@pytest.mark.parametrize("n,degrees,tail", [(1, (), ()), (6, (3, 2), ()), (8, (2, 2, 2), (3,)),
-                                            (12, (4, 3), ())])
-def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail):
+@pytest.mark.parametrize("n,degrees,tail,distinct", [
+    (1, (), (), False), (6, (3, 2), (), False), (8, (2, 2, 2), (3,), False),
+    (12, (4, 3), (), False), (6, (3, 2), (), True), (8, (2, 2, 2), (3,), True)])
+def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail, distinct):
+    # distinct: every node's indices sorted and distinct (their own unique values: no sort)
     rng = np.random.default_rng(n)
     idx = [rng.integers(0, 3000, rng.integers(0, 500)) for _ in range(n)]
+    if distinct:
+        idx = [np.unique(i) for i in idx]
     vals = [rng.standard_normal((i.size, *tail)).astype(np.float32) for i in idx]
     xs = [rng.standard_normal((5, 7)) for _ in range(n)]
     group = QueueGroup(n)
