@@ -18,14 +18,17 @@ For each cluster size one fresh process (so that its peak resident memory is its
    the state and the last average, save, contribute the replica", then the reduce-scatter and
    all-gather through packet files; the seconds per round (rounds 1..R-1, every node loading
    its result) against ``DiskNodeCluster.predicted_seconds``: ``DiskRoofline.io_time`` of the
-   new files written, the packet files overwritten in place (at
+   new files written (the nodes' states, renamed into place), the files overwritten in place
+   (the packets, and the nodes' contributions, plans and results: at
    ``DiskNodeCluster.overwrite_latency``), the files opened for reading (a packet once per
-   phase), the bytes, and a CRC-32 of every byte at the rate of the CRC the cluster computes
-   (ISA-L's with ``isal``); by the wall clock and by CPU time, and the CPU time in the file
-   calls alone against the prediction without the CRC.  **The headline column** is the
-   round's CPU time without the user's step (``stats["step_cpu_seconds"]``, reported apart)
-   against the CPU-time roofline's prediction of the round's I/O plus the collective's
-   arithmetic (``stats["compute_bytes"]`` at the main memory's rate);
+   phase), every further message read from an open packet (one ``pread`` each, at
+   ``DiskNodeCluster.slice_latency``), the bytes, and a CRC-32 of every byte at the rate of
+   the CRC the cluster computes (ISA-L's with ``isal``); by the wall clock and by CPU time,
+   and the CPU time in the file calls alone against the prediction without the CRC.  **The
+   headline column** is the round's CPU time without the user's step
+   (``stats["step_cpu_seconds"]``, reported apart) against the CPU-time roofline's prediction
+   of the round's I/O plus the collective's arithmetic (``stats["compute_bytes"]`` at the
+   main memory's rate);
 4. **sparse Kylix all-reduce** of power-law feature sets (Zipf indices over ``--features``
    hashed features, as Kylix's power-law graphs): configuration, reduce down and sums up per
    layer, bytes per layer and the later layers' share of the first (the seed: ~50%); its time
@@ -110,9 +113,11 @@ def _one(args):
 
         def files_predicted(cluster, s):  # its file calls alone (no CRC), vs io_cpu_seconds
             over = s.get("files_overwritten", 0)
+            preads = max(0, s.get("messages_read", 0) - s.get("packets_opened", 0))
             return cpu_disk.io_time(s["files_written"] - over, s["bytes_written"],
                                     s["files_read"], s["bytes_read"]) + over * (
-                cluster.overwrite_latency("cpu") if over else 0.0)
+                cluster.overwrite_latency("cpu") if over else 0.0) + preads * (
+                cluster.slice_latency("cpu") if preads else 0.0)
 
         out["disk"] = {k: getattr(disk, k) for k in (
             "write_latency", "read_latency", "write_bandwidth", "read_bandwidth",
@@ -173,6 +178,8 @@ def _one(args):
             "files_read": steady[0]["files_read"], "slices_read": steady[0]["slices_read"],
             "peak_bytes": max(s["peak_bytes"] for s in stats),
             "layers": steady[0]["layers"]}
+        out["latencies"] = {f"{what}_{clock}": getattr(cl, f"{what}_latency")(clock)
+                            for what in ("overwrite", "slice") for clock in ("wall", "cpu")}
         cl.remove()
         # the sparse all-reduce of power-law feature sets
         nnz = args.nnz
@@ -262,6 +269,11 @@ def _table(res):
              f"the cluster's CRC-32 ({res['crc']['impl']}): {res['crc']['bandwidth'] / 1e9:.2f}"
              f" GB/s wall, {res['crc']['cpu_bandwidth'] / 1e9:.2f} GB/s CPU (the rate the "
              "predictions use)",
+             "a file overwritten in place (packets, the nodes' transient files): "
+             f"{res['latencies']['overwrite_wall'] * 1e6:.1f} us wall, "
+             f"{res['latencies']['overwrite_cpu'] * 1e6:.1f} us CPU; a message's pread from an "
+             f"open packet: {res['latencies']['slice_wall'] * 1e6:.1f} us wall, "
+             f"{res['latencies']['slice_cpu'] * 1e6:.1f} us CPU",
              f"main memory: {res['machine']['bandwidth'] / 1e9:.2f} GB/s (the collective's "
              "arithmetic: compulsory bytes at this rate; the better of "
              "gmat.machine_roofline()'s, cached at load "

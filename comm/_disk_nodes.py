@@ -210,6 +210,38 @@ def _overwrite_latency(root, clock, fsync=False, n=200):
     return _OVERWRITE[key]
 
 
+_SLICE = {}
+
+
+def _slice_latency(root, clock, n=200):
+    """Median seconds of one ``pread`` of a 4 KiB slice from a file already open under
+    ``root`` (in the page cache; cached per file system and clock)."""
+    key = (os.stat(root).st_dev, clock)
+    if key not in _SLICE:
+        now = time.perf_counter if clock == "wall" else time.process_time
+        path = os.path.join(root, f".roofline-slice-{os.getpid()}")
+        try:
+            with open(path, "wb") as f:
+                f.write(os.urandom(n * 4096))
+            buf = memoryview(np.empty(4096, np.uint8))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                ts = []
+                for i in range(n):
+                    t0 = now()
+                    os.preadv(fd, [buf], i * 4096)
+                    ts.append(now() - t0)
+            finally:
+                os.close(fd)
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        _SLICE[key] = float(np.median(ts))
+    return _SLICE[key]
+
+
 # ---------------------------------------------------------------------------------------------
 # file I/O, counted
 
@@ -226,6 +258,7 @@ class _IO:
     def reset(self):
         self.files_written = self.bytes_written = self.files_read = self.bytes_read = 0
         self.slices_read = self.compute_bytes = self.files_overwritten = 0
+        self.messages_read = self.files_opened = 0
         self.seconds = self.cpu_seconds = 0.0
         self.step_seconds = self.step_cpu_seconds = 0.0
 
@@ -241,7 +274,7 @@ class _IO:
             self.step_seconds += seconds
             self.step_cpu_seconds += cpu
 
-    def _count(self, written, nbytes, seconds, files=1, cpu=0.0, slices=1):
+    def _count(self, written, nbytes, seconds, files=1, cpu=0.0, slices=1, messages=0):
         with self._lock:
             if written:
                 self.files_written += files
@@ -250,6 +283,7 @@ class _IO:
                 self.files_read += files
                 self.bytes_read += nbytes
                 self.slices_read += slices
+                self.messages_read += messages
             self.seconds += seconds
             self.cpu_seconds += cpu
         self._local.held = getattr(self._local, "held", 0) + nbytes
@@ -334,6 +368,7 @@ class _IO:
         fd = os.open(path, os.O_RDONLY)
         with self._lock:
             self.files_read += 1
+            self.files_opened += 1
             self.seconds += time.perf_counter() - t0
             self.cpu_seconds += time.thread_time() - c0
         return fd
@@ -939,7 +974,7 @@ class _Spool:
                     k += r
                 got[i] = k
             self.io._count(False, sum(got), time.perf_counter() - t0, files=0,
-                           cpu=time.thread_time() - c0, slices=m)
+                           cpu=time.thread_time() - c0, slices=m, messages=m)
         finally:
             if entries:
                 with self._lock:
@@ -1120,6 +1155,7 @@ class DiskNodeCluster:
         the user's ``step`` calls, part of ``seconds``: the round's own time is the rest),
         ``compute_bytes`` (the collective arithmetic's compulsory memory traffic, for
         :meth:`predicted_seconds`), ``slices_read`` (messages and files read),
+        ``messages_read`` (of those, the messages: one ``pread`` each), ``packets_opened``,
         ``files_written``, ``files_overwritten`` (of those, the packet files overwritten in
         place), ``bytes_written``, ``files_read`` (files opened for reading: a
         packet once per phase), ``bytes_read``, ``predicted_io_seconds``
@@ -1227,21 +1263,22 @@ class DiskNodeCluster:
     def predicted_seconds(self, stats, disk=None, memory_bandwidth=None):
         """The roofline's time for a round of the cluster (the user's step excluded): the
         disk roofline's time of its file traffic (every file written and opened for reading
-        costs its latency: a new file the roofline's ``write_latency``, a packet file
-        overwritten in place :meth:`overwrite_latency`; the bytes cost the streaming rates,
-        and the CRC-32 of every byte
-        written and read the rate of the CRC in use: ISA-L's with ``isal`` installed, else
-        zlib's) and, with ``memory_bandwidth``, the collective's arithmetic as its compulsory
-        memory traffic at that rate (``stats["compute_bytes"]``: the sums' inputs read and
-        outputs written once, the unions' sorted lists, maps and results, the gathers' rows;
-        a bound no sort reaches).
+        costs its latency: a new file the roofline's ``write_latency``, a file overwritten in
+        place (a packet, a node's transient file) :meth:`overwrite_latency`; every message
+        read from a packet beyond the one read its opening pays for, one ``pread`` from an
+        open file, :meth:`slice_latency`; the bytes cost the streaming rates, and the CRC-32
+        of every byte written and read the rate of the CRC in use: ISA-L's with ``isal``
+        installed, else zlib's) and, with ``memory_bandwidth``, the collective's arithmetic
+        as its compulsory memory traffic at that rate (``stats["compute_bytes"]``: the sums'
+        inputs read and outputs written once, the unions' sorted lists, maps and results, the
+        gathers' rows; a bound no sort reaches).
 
         Parameters
         ----------
         stats : dict
             A round's statistics (``files_written``, ``files_overwritten``,
-            ``bytes_written``, ``files_read``, ``bytes_read``, ``compute_bytes``), one of
-            :attr:`stats`.
+            ``bytes_written``, ``files_read``, ``bytes_read``, ``messages_read``,
+            ``packets_opened``, ``compute_bytes``), one of :attr:`stats`.
         disk : DiskRoofline, optional
             The roofline (default the cluster's; one measured by CPU time predicts the round's
             CPU time).
@@ -1269,8 +1306,12 @@ class DiskNodeCluster:
         t = disk.io_time(stats["files_written"] - over, stats["bytes_written"],
                          stats["files_read"], stats["bytes_read"], self.fsync,
                          checksummed=True)
+        clock = getattr(disk, "clock", "wall")
         if over:
-            t += over * self.overwrite_latency(getattr(disk, "clock", "wall"))
+            t += over * self.overwrite_latency(clock)
+        extra = stats.get("messages_read", 0) - stats.get("packets_opened", 0)
+        if extra > 0:
+            t += extra * self.slice_latency(clock)
         if memory_bandwidth is not None:
             t += stats.get("compute_bytes", 0) / memory_bandwidth
         return t
@@ -1299,6 +1340,30 @@ class DiskNodeCluster:
         if clock not in ("wall", "cpu"):
             raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
         return _overwrite_latency(self.root, clock, self.fsync)
+
+    def slice_latency(self, clock="wall"):
+        """Seconds of one ``pread`` of a 4 KiB slice from a file already open on ``root``'s
+        file system (in the page cache), the median of 200, measured once per file system and
+        clock: what :meth:`predicted_seconds` charges each message read from a packet beyond
+        the first (whose read the packet's opening, at the roofline's ``read_latency``,
+        includes), the design reading every message with its own ``pread``.
+
+        Parameters
+        ----------
+        clock : {"wall", "cpu"}
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``clock`` is neither.
+        """
+        if clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+        return _slice_latency(self.root, clock)
 
     def prediction_roofline(self, disk=None):
         """The roofline :meth:`predicted_seconds` uses: ``disk`` with the checksum rate of the
@@ -1535,6 +1600,8 @@ class DiskNodeCluster:
                    bytes_written=io.bytes_written, files_read=io.files_read,
                    bytes_read=io.bytes_read, **track)
         out["slices_read"] = io.slices_read
+        out["messages_read"] = io.messages_read
+        out["packets_opened"] = io.files_opened
         out["predicted_io_seconds"] = self.predicted_seconds(out)
         logger.info("disk cluster round %d (%s, degrees %s): %.3f s, %d files / %d bytes "
                     "written, %d reads / %d bytes", rnd, out["kind"], out["degrees"],

@@ -422,14 +422,21 @@ def test_a_packet_is_opened_once_per_phase_and_the_model_counts_the_opens(tmp_pa
     # read: 4 states, 4 contributions, and per exchange 4 packets opened once, 16 messages
     assert st["slices_read"] == 4 + 4 + 16 + 16
     assert st["files_read"] == 4 + 4 + 4 + 4
-    # the prediction: those opens at the read latency, with the CRC-32 in use at its rate
+    assert st["messages_read"] == 16 + 16 and st["packets_opened"] == 4 + 4
+    # the prediction: those opens at the read latency, with the CRC-32 in use at its rate, and
+    # each message read from an open packet beyond the first of each packet (whose read the
+    # opening includes) one pread at the slice latency
     from roofline.comm import _disk_nodes
 
     used = _disk_nodes._checksum_roofline(disk)
     crc32 = _disk_nodes._crc32_fn()
     assert (used is disk) == (crc32 is __import__("zlib").crc32)
+    pread = cl.slice_latency("wall")
+    assert 0 < pread < 0.01
     assert st["predicted_io_seconds"] == pytest.approx(used.io_time(
-        20, st["bytes_written"], 16, st["bytes_read"], checksummed=True))
+        20, st["bytes_written"], 16, st["bytes_read"], checksummed=True) + 24 * pread)
+    with pytest.raises(ValueError, match="clock"):
+        cl.slice_latency("gpu")
     assert cl.predicted_seconds(st) == st["predicted_io_seconds"]
     assert cl.prediction_roofline().checksum_bandwidth == used.checksum_bandwidth
     assert cl.crc32 == crc32.__module__ in ("zlib", "isal.isal_zlib")
