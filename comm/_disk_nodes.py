@@ -1156,9 +1156,9 @@ class DiskNodeCluster:
         ``compute_bytes`` (the collective arithmetic's compulsory memory traffic, for
         :meth:`predicted_seconds`), ``slices_read`` (messages and files read),
         ``messages_read`` (of those, the messages: one ``pread`` each), ``packets_opened``,
-        ``files_written``, ``files_overwritten`` (of those, the packet files overwritten in
-        place), ``bytes_written``, ``files_read`` (files opened for reading: a
-        packet once per phase), ``bytes_read``, ``predicted_io_seconds``
+        ``files_written``, ``files_overwritten`` (of those, the files overwritten in place:
+        packets and the nodes' transient files), ``bytes_written``, ``files_read`` (files
+        opened for reading: a packet once per phase), ``bytes_read``, ``predicted_io_seconds``
         (:meth:`predicted_seconds`: the disk roofline's ``io_time`` of those files and bytes,
         with their CRC-32; None without a roofline), ``max_resident``,
         ``peak_bytes``, and ``layers``: per Kylix layer ``config_bytes``, ``down_bytes``,
@@ -1318,7 +1318,8 @@ class DiskNodeCluster:
 
     def overwrite_latency(self, clock="wall"):
         """Seconds to overwrite a small existing file in place on ``root``'s file system (open,
-        a 4 KiB write, close: what a reused packet file costs beyond its bytes), measured once
+        a 4 KiB write, close: what a reused packet or transient node file costs beyond its
+        bytes), measured once
         per file system and clock as :func:`~roofline.kernels.measure_disk` measures a new
         file's life (the median of 200): the latency :meth:`predicted_seconds` charges each
         of a round's ``files_overwritten``, the others costing the roofline's
