@@ -93,7 +93,12 @@ def race(fns, repeats):
 
 def _passes(model, Xc, n, stop=None):
     """Up to ``n`` minibatch passes (batch 1024) of ``model`` over ``Xc``, stopping after the
-    first pass at which ``stop(model)`` holds; (passes run, model)."""
+    first pass at which ``stop(model)`` holds; (passes run, model).  Without ``stop`` (the
+    timed run) one ``Learner.train()`` runs the ``n`` passes, as a user would."""
+    if stop is None:
+        Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=n,
+                progress=False).train()
+        return n, model
     learner = Learner(MatSource(Xc, batch_size=1024), model, ModelUpdate(), n_passes=1,
                       progress=False)
     for p in range(n):
