@@ -15,6 +15,12 @@ from roofline.learners._nmf import (
     NMF,
     MiniBatchNMF,
     NMFModel,
+    _auto_sweeps,
+    _dense_csc,
+    _hals,
+    _hals_csc,
+    _hals_csc_kernel,
+    _hals_csc_kernel_serial,
     _hals_kernel,
     _mu_codes_kernel,
     _transpose_plan,
@@ -71,6 +77,64 @@ def test_hals_kernel_matches_the_row_by_row_numpy_sweep(dtype):
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
     assert viol == pytest.approx(viol_ref, rel=tol)
+
+
+def _fused_case(dtype, p, seed=20):
+    rng = np.random.default_rng(seed)
+    n, r = 30, 6
+    X = sp.random(n, p, density=0.2, random_state=seed, format="csc", dtype=np.float64)
+    X.data = rng.uniform(0.5, 2, X.nnz)
+    A = np.asfortranarray(rng.uniform(size=(r, n)).astype(dtype))
+    F = np.asfortranarray(rng.uniform(size=(r, p)).astype(dtype))
+    F[0, :3] = 0
+    F[2, 1] = 5.0  # clipped to 0 by its first update
+    G = A.astype(np.float64) @ A.T.astype(np.float64)
+    B = np.asfortranarray(A.astype(np.float64) @ X.toarray())
+    return X.astype(dtype), A, F, G, B
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("p", [5, 203])
+@pytest.mark.parametrize("sweeps", [1, 3])
+def test_fused_hals_equals_the_product_then_the_sweeps(dtype, sparse, p, sweeps):
+    X, A, F0, G, B = _fused_case(dtype, p)
+    Xv = X if sparse else _dense_csc(np.asfortranarray(X.toarray()))
+    ref = F0.astype(np.float64, order="F")
+    viol_ref = _hals(ref, G, B, 0.2, 0.1)
+    for _ in range(sweeps - 1):
+        _hals(ref, G, B, 0.2, 0.1)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    F = F0.copy(order="F")
+    viol = _hals_csc(F, G, A, Xv, 0.2, 0.1, sweeps, 0.0)
+    np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
+    assert viol == pytest.approx(viol_ref, rel=tol)
+    for kern in (_hals_csc_kernel, _hals_csc_kernel_serial):  # several tasks of 8 columns
+        F = F0.copy(order="F")
+        v = np.empty(p)
+        kern(F.T, G, A, Xv.indptr, Xv.indices, Xv.data, 0.2, 0.1, sweeps, 0.0, 16, v)
+        np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
+        assert v.sum() == pytest.approx(viol_ref, rel=tol)
+
+
+def test_fused_hals_stops_its_sweeps_by_the_move_rule():
+    X, A, F0, G, _ = _fused_case(np.float64, 203)
+    runs = {}
+    for sweeps, eps in ((2, 0.0), (10, np.inf), (10, 0.0)):
+        F = F0.copy(order="F")
+        _hals_csc(F, G, A, X, 0.0, 0.0, sweeps, eps)
+        runs[sweeps, eps] = F
+    # an infinite tolerance stops every block after its second sweep
+    np.testing.assert_array_equal(runs[10, np.inf], runs[2, 0.0])
+    assert np.abs(runs[10, 0.0] - runs[2, 0.0]).max() > 1e-6
+
+
+def test_auto_sweeps_is_gillis_and_glineurs_rule():
+    # rho = 1 + (nnz + n r) / (p r + p); sweeps = floor(1 + rho / 2)
+    assert _auto_sweeps(800_000, 20_000, 50_000, 10, "auto") == 2  # rho 2.82
+    assert _auto_sweeps(800_000, 50_000, 20_000, 10, "auto") == 4  # rho 6.91
+    assert _auto_sweeps(10, 5, 10_000, 10, "auto") == 1
+    assert _auto_sweeps(800_000, 20_000, 50_000, 10, 3) == 3
 
 
 def test_mu_codes_kernel_matches_numpy():
@@ -148,7 +212,7 @@ def test_objective_equals_scikit_learn_from_the_same_init(dtype, solver, beta, s
     kw = dict(init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=60)
     ref = SKNMF(6, **kw)
     Wr = ref.fit_transform(X, W=W0.astype(dtype), H=H0.astype(dtype))
-    ours = NMF(6, **kw)
+    ours = NMF(6, cd_sweeps=1, **kw)  # scikit-learn's algorithm
     Wo = ours.fit_transform(X, W=W0.astype(dtype), H=H0.astype(dtype))
     # the same updates in the same order: float64 agrees to rounding, float32 to its precision
     rtol = 1e-9 if dtype == np.float64 else 2e-3
@@ -165,7 +229,7 @@ def test_stopping_rule_and_transform_as_scikit_learn(solver):
     W0, H0 = _custom(*Xr.shape, 4, seed=6)
     kw = dict(init="custom", solver=solver, tol=1e-3, max_iter=500)
     ref = SKNMF(4, **kw).fit(Xr, W=W0.copy(), H=H0.copy())  # it updates W in place
-    ours = NMF(4, **kw).fit(Xr, W=W0, H=H0)
+    ours = NMF(4, cd_sweeps=1, **kw).fit(Xr, W=W0, H=H0)
     assert ours.n_iter_ == ref.n_iter_
     assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
     np.testing.assert_allclose(ours.transform(Xr[:50]), ref.transform(Xr[:50]), rtol=1e-6,
@@ -182,18 +246,45 @@ def test_regularised_objective_equals_scikit_learn():
         kw = dict(init="custom", solver=solver, tol=0, max_iter=40, alpha_W=0.01,
                   alpha_H=0.02, l1_ratio=0.3)
         ref = SKNMF(4, **kw).fit(Xr, W=W0.copy(), H=H0.copy())  # it updates W in place
-        ours = NMF(4, **kw).fit(Xr, W=W0, H=H0)
+        ours = NMF(4, cd_sweeps=1, **kw).fit(Xr, W=W0, H=H0)
         np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-7, atol=1e-9)
 
 
-def test_accelerated_hals_reaches_the_objective_in_fewer_iterations():
+@pytest.mark.parametrize("sweeps", [4, "auto"])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_accelerated_hals_reaches_the_objective_in_fewer_iterations(sweeps, sparse):
     Xr = _sparse_data(2000, 300, seed=9)
     W0, H0 = _custom(*Xr.shape, 8, seed=10)
-    ref = NMF(8, init="custom", solver="cd", tol=0, max_iter=60).fit(Xr, W=W0, H=H0)
-    model = NMFModel(n_components=8, solver="cd", dtype="float64", cd_sweeps=4)
+    ref = SKNMF(8, init="custom", solver="cd", tol=0, max_iter=60).fit(Xr, W=W0.copy(),
+                                                                       H=H0.copy())
+    model = NMFModel(n_components=8, solver="cd", dtype="float64", cd_sweeps=sweeps)
     model.set_parameters(H0)
-    res = model.fit(Xr.T.tocsc(), H=np.asfortranarray(W0.T), max_iter=20, tol=0)
+    X = Xr.T.tocsc() if sparse else np.asfortranarray(Xr.T.toarray())
+    res = model.fit(X, H=np.array(W0.T, order="F"), max_iter=20, tol=0)
     assert np.sqrt(2 * res.divergence) <= ref.reconstruction_err_ * (1 + 1e-3)
+    # more progress per product than scikit-learn's single sweep (5 products each)
+    out = {}
+    for sw in (1, sweeps):
+        m5 = NMFModel(n_components=8, solver="cd", dtype="float64", cd_sweeps=sw)
+        m5.set_parameters(H0)
+        out[sw] = m5.fit(X, H=np.array(W0.T, order="F"), max_iter=5, tol=0).divergence
+    assert out[sweeps] < out[1] - 40  # 49458 against 49527
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_nmf_estimator_default_reaches_scikit_learns_objective(sparse):
+    X = _sparse_data(seed=15)
+    X = X if sparse else X.toarray()
+    W0, H0 = _custom(*X.shape, 6, seed=16)
+    kw = dict(init="custom", solver="cd", tol=0, max_iter=40)
+    ref = SKNMF(6, **kw).fit(X, W=W0.copy(), H=H0.copy())
+    ours = NMF(6, **kw).fit(X, W=W0, H=H0)
+    assert ours.cd_sweeps == "auto"
+    assert ours.reconstruction_err_ <= ref.reconstruction_err_ * (1 + 1e-9)
+    with pytest.raises(ValueError, match="cd_sweeps"):
+        NMF(6, cd_sweeps=0).fit(X)
+    with pytest.raises(ValueError, match="cd_sweeps"):
+        NMFModel(n_components=3, cd_sweeps="fast")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +385,8 @@ def _rank_nmf(comm, solver, beta):
     Xr = _sparse_data(400, 60, seed=13)
     W0, H0 = _custom(*Xr.shape, 4, seed=14)
     part = np.array_split(np.arange(400), comm.size)[comm.rank]
-    est = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30, comm=comm)
+    est = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30, comm=comm,
+              cd_sweeps=1)
     W = est.fit_transform(Xr[part], W=W0[part], H=H0)
     return est.components_, W, est.reconstruction_err_
 
@@ -306,7 +398,8 @@ def test_distributed_fit_equals_single_process(K):
     Xr = _sparse_data(400, 60, seed=13)
     W0, H0 = _custom(*Xr.shape, 4, seed=14)
     for solver, beta in (("cd", "frobenius"), ("mu", "kullback-leibler")):
-        ref = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30)
+        ref = NMF(4, init="custom", solver=solver, beta_loss=beta, tol=0, max_iter=30,
+                  cd_sweeps=1)
         Wr = ref.fit_transform(Xr, W=W0.copy(), H=H0.copy())
         out = run(_rank_nmf, K, backend="tcp", args=(solver, beta), timeout=60)
         for C, _, err in out:
