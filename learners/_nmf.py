@@ -731,9 +731,11 @@ class NMFModel(CPUFactorModelMixin, Model):
         H : ndarray (r, m), Fortran order
         """
         with _blas_threads(X, self.opts.n_components):
-            return self._transform(X, cache, max_iter, tol, H)
+            return self._transform(X, cache, max_iter, tol, H)[0]
 
     def _transform(self, X, cache, max_iter, tol, H):
+        """:meth:`transform`'s work: ``(H, W X)`` (``W X`` at the fixed components, for the
+        Frobenius loss after at least one iteration; else None)."""
         self._check_ready(X)
         check_nonnegative(X)
         o = self.opts
@@ -744,24 +746,24 @@ class NMFModel(CPUFactorModelMixin, Model):
             nnz_sum = float(X.data.sum()) if gmat.is_sparse(X) else float(X.sum())
             avg = math.sqrt(nnz_sum / max(X.shape[0] * m, 1) / r)
             H = np.full((r, m), avg, self.dtype, order="F")
-        if m == 0:
-            return H
+        if m == 0 or max_iter == 0:
+            return H, None
         l1, l2, _, _ = self._regs(X.shape[0], m)
         Wt = self.components
         wx = _wx(Wt, X, cache).copy(order="F") if self.beta == 2 else None
         G = Wt @ Wt.T
-        prev = H.copy()
-        for _ in range(max_iter):
+        prev = H.copy() if tol > 0 and max_iter > 1 else None
+        for it in range(max_iter):
             if o.solver == "cd":
                 _hals(H, G, wx, l1, l2)
             else:
                 _mu_codes(X, Wt, H, self.beta, l1, l2, cache, wx=wx, G=G)
-            if tol > 0:
+            if prev is not None and it + 1 < max_iter:  # the last iteration stops anyway
                 nh = float(np.linalg.norm(H))
                 if nh == 0 or float(np.linalg.norm(H - prev)) <= tol * nh:
                     break
                 prev[...] = H
-        return H
+        return H, wx
 
     # -- Model interface ----------------------------------------------------------------------
     def loss(self, batch, cache=None):
@@ -826,10 +828,10 @@ class NMFModel(CPUFactorModelMixin, Model):
                 init = "random"
             Wt, _ = nmf_init(X, self.opts.n_components, init, self._rng)
             self.set_parameters(Wt)
-        H = self._batch_codes(X, batch.start, cache)
+        H, wx = self._batch_codes(X, batch.start, cache)
         beta = self.beta
         Wt = self.components
-        loss = beta_divergence(X, Wt, H, beta)
+        loss = beta_divergence(X, Wt, H, beta, wx=wx)
         _, _, l1, l2 = self._regs(X.shape[0], X.shape[1])
         rho = self.opts.rho
         if self.opts.solver == "cd":
@@ -870,10 +872,10 @@ class NMFModel(CPUFactorModelMixin, Model):
         return loss, float(X.shape[1])
 
     def _batch_codes(self, X, start, cache):
-        """The minibatch's codes: solved afresh, or (``keep_codes``) warm-started from the
-        kept ones and stored back."""
+        """The minibatch's codes and ``W X`` (:meth:`_transform`): solved afresh, or
+        (``keep_codes``) warm-started from the kept ones and stored back."""
         if not self.opts.keep_codes:
-            return self.transform(X, cache)
+            return self._transform(X, cache, None, None, None)
         r, m = self.opts.n_components, X.shape[1]
         end = start + m
         have = 0 if self.codes is None else self.codes.shape[1]
@@ -881,13 +883,13 @@ class NMFModel(CPUFactorModelMixin, Model):
             grown = np.empty((r, end), self.dtype, order="F")
             if have:
                 grown[:, :have] = self.codes
-            fresh = self.transform(X, cache, max_iter=0)
+            fresh, _ = self._transform(X, cache, 0, None, None)
             grown[:, max(have, start):end] = fresh[:, max(have, start) - start:]
             self.codes = grown
         H = np.array(self.codes[:, start:end], self.dtype, order="F")
-        H = self.transform(X, cache, H=H)
+        H, wx = self._transform(X, cache, None, None, H)
         self.codes[:, start:end] = H
-        return H
+        return H, wx
 
     # -- full batch ---------------------------------------------------------------------------
     def fit(self, X, *, H=None, max_iter=200, tol=1e-4, comm=None, update_components=True,
