@@ -13,16 +13,17 @@ library's own factors after each iteration:
   Spark MLlib's ``ALS`` in ``local[--threads]`` mode.
 
 Reported per library: seconds per iteration (the iterations' own time: the set-up, for
-``implicit`` its transpose of the data, for Spark the DataFrame and the first job, is shown
-apart), the final training objective, and Roofline's time to reach the peer's final objective
-(``ratio`` = peer's time for its iterations / ours to the same objective).  Explicit feedback
-runs twice on our side: exact Cholesky solves (Spark's algorithm) and 3 warm-started CG steps
-per row.  Our iteration's GFLOP/s (Cholesky: ``2 nnz k (k + 1)`` for the Gram updates of both
-sides and ``n k^3 / 3`` for the factorisations; CG: ``4 (cg_steps + 1)`` passes of ``2 k`` flops
-over each nonzero, plus ``2 k^2`` per row and pass for implicit feedback's ``YtY``) is given
-with its fraction of the machine's measured float32 FMA peak
-(``gmat.machine_roofline().flops32``): these solves are latency- and loop-overhead-bound at
-``k = 64``, far from the FMA ceiling.
+``implicit`` its transpose of the data, for Spark the DataFrame and the first job, for Roofline
+its transposes and, in the first fit of a process, loading its kernels from numba's cache and
+starting the thread pool (about 30 ms), is shown apart), the final training objective, and
+Roofline's time to reach the peer's final objective (``ratio`` = peer's time for its iterations
+/ ours to the same objective). Explicit feedback runs twice on our side: exact Cholesky solves
+(Spark's algorithm) and 3 warm-started CG steps per row. Our iteration's GFLOP/s (Cholesky:
+``2 nnz k (k + 1)`` for the Gram updates of both sides and ``n k^3 / 3`` for the factorisations; CG:
+``4 (cg_steps + 1)`` passes of ``2 k`` flops over each nonzero, plus ``2 k^2`` per row and pass
+for implicit feedback's ``YtY``) is given with its fraction of the machine's measured float32
+FMA peak (``gmat.machine_roofline().flops32``): these solves are latency- and
+loop-overhead-bound at ``k = 64``, far from the FMA ceiling.
 
 Data: synthetic power-law (Zipf 0.8 over users and items) ratings ``3 + u.v + noise`` at
 ``--sizes`` nonzeros, and MovieLens 100k as shipped inside the ``recbole`` wheel
@@ -106,21 +107,26 @@ def _flops_iter(X, k, cg_steps=None, implicit=False):
 
 
 def ours(X, k, lam, iters, *, implicit, alpha, threads, max_iters, use_cg="auto"):
-    """Our fit with one snapshot objective per iteration; returns times, objectives, total."""
+    """Our fit with one snapshot objective per iteration; returns the iterations' times, the
+    objectives, the fit's wall time without the callbacks (set-up included: the transposes and,
+    in the first fit of a process, loading the kernels from numba's cache) and the model."""
     times, objs = [], []
     m = MatrixFactorization(factors=k, regularization=lam, implicit=implicit, alpha=alpha,
                             biases=False, iterations=max_iters, num_threads=threads,
                             random_state=0, use_cg=use_cg)
     last = [0.0]
+    in_cb = [0.0]
 
     def cb(it, seconds):
+        t = time.perf_counter()
         times.append(seconds - last[0])
         last[0] = seconds
         objs.append(m.objective())
+        in_cb[0] += time.perf_counter() - t
 
     t0 = time.perf_counter()
     m.fit(X, callback=cb)
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0 - in_cb[0]
     return np.array(times), np.array(objs), wall, m
 
 
@@ -269,7 +275,7 @@ def bench(data, args):
               f"({pt.sum():.2f} s for {iters} iterations, fit {pwall:.2f} s)")
         print(f"  Roofline ALS : {ot.min():8.3f} s/iter  objective after {iters}: "
               f"{oobj[iters - 1]:.6e}  ({gf:.1f} GFLOP/s, {gf * 1e9 / mach.flops32:.1%} of "
-              f"peak)")
+              f"peak; set-up {owall - ot.sum():.3f} s)")
         print(f"    per-iteration ratio {pt.min() / ot.min():.2f}x; "
               + (f"time to implicit's final objective {reach:.2f} s: ratio "
                  f"{pt.sum() / reach:.2f}x" if reach else

@@ -235,6 +235,39 @@ def test_als_equals_dense_reference(implicit):
     assert abs(m.objective_ - ref) <= 1e-8 * abs(ref)
 
 
+@pytest.mark.parametrize("implicit,use_cg", [(True, True), (True, False), (False, True),
+                                             (False, False)])
+def test_kernels_are_loaded_before_the_timed_iterations(monkeypatch, implicit, use_cg):
+    """fit calls each half-step's kernel once on no rows (empty chunk bounds), with the
+    iterations' argument types, before the first timed iteration (numba's cache load and the
+    thread pool's start are set-up), and that call changes nothing."""
+    import roofline.learners._mf as mf
+
+    names = {(True, True): "als_implicit_cg", (True, False): "als_implicit_cholesky",
+             (False, True): "als_explicit_cg", (False, False): "als_explicit"}
+    name = names[(implicit, use_cg)]
+    real = getattr(mf.gmat, name)
+    calls = []
+
+    def recorder(*args):
+        bounds, out = args[-2], args[-1]
+        calls.append((bounds[-1] - bounds[0], out.shape[1], out.copy()))
+        return real(*args)
+
+    monkeypatch.setattr(mf.gmat, name, recorder)
+    X = small(implicit=implicit)
+    kw = dict(factors=3, regularization=0.2, iterations=2, dtype="float64", random_state=5,
+              init_scale=0.3, implicit=implicit, use_cg=use_cg)
+    m = MatrixFactorization(**kw).fit(X)
+    # two warm calls (users, items: no rows each), then two half-steps per iteration
+    assert [c[0] for c in calls] == [0, 0, 30, 20, 30, 20]
+    assert [c[1] for c in calls] == [30, 20, 30, 20, 30, 20]
+    assert np.all(calls[0][2] == 0) and np.all(calls[2][2] == 0)  # users untouched till then
+    np.testing.assert_array_equal(calls[1][2], calls[3][2])  # items: the start, unchanged
+    monkeypatch.undo()
+    np.testing.assert_array_equal(m._Zi, MatrixFactorization(**kw).fit(X)._Zi)
+
+
 @pytest.mark.parametrize("implicit", [False, True])
 def test_objective_equals_dense_formula(implicit):
     X = small(seed=3, implicit=implicit)
