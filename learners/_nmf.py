@@ -228,7 +228,8 @@ _BLOCK = 8
 
 
 @njit(cache=True, parallel=True)
-def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chunk, viol):
+def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chunk, viol,
+                     BT):
     """HALS of ``F`` (``FT``: p x r, C order, in place) fused with its right-hand side
     ``B = A X`` (``At``: r x n, Fortran order, the other factor; ``X``: n x p CSC as
     ``indptr``/``indices``/``data``).  Columns of ``F`` are independent given ``G``: in
@@ -238,9 +239,12 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
     up to ``sweeps`` sweeps (rows in order, each exactly minimised and clipped at 0:
     scikit-learn's ``_update_cdnmf_fast``), stopping once a sweep moves the block by at most
     ``eps`` times its first sweep's move (Gillis and Glineur's rule, per block).  ``viol[j]``:
-    the first sweep's projected-gradient sum of column ``j``."""
+    the first sweep's projected-gradient sum of column ``j``.  A non-empty ``BT`` (p x r, C
+    order) is ``B^T`` already computed (dense data: one BLAS product), read instead of the
+    gather."""
     p, r = FT.shape
     nb = _BLOCK
+    given = BT.shape[0] > 0
     n_chunks = (p + chunk - 1) // chunk
     hinv = np.zeros(r)
     for t in range(r):
@@ -261,6 +265,10 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
                     f[t, b] = FT[j0 + b, t] if b < w else 0.0
                     g[t, b] = l1 + l2 * f[t, b]
             for b in range(w):
+                if given:
+                    for t in range(r):
+                        g[t, b] -= BT[j0 + b, t]
+                    continue
                 for t in range(r):
                     col[t] = 0.0
                 for k in range(indptr[j0 + b], indptr[j0 + b + 1]):
@@ -360,19 +368,27 @@ _hals_csc_kernel_serial = njit(cache=True)(_hals_csc_kernel.py_func)
 
 def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0):
     """HALS of ``F`` (r x p, Fortran order, in place) against ``1/2 tr(F^T G F) - tr(F^T A X)``
-    with the product ``A X`` (``A``: r x n Fortran, ``X``: n x p CSC) fused into the sweep
-    (:func:`_hals_csc_kernel`: one gather per column, no ``r x p`` block); up to ``sweeps``
-    sweeps per column, stopping a column once a sweep moves it by at most ``eps`` times its
+    with the product ``A X`` (``A``: r x n Fortran; ``X``: n x p CSC) fused into the sweep
+    (:func:`_hals_csc_kernel`: one gather per column, no ``r x p`` block), or for a dense ``X``
+    (Fortran order) one BLAS product then the same blocked sweeps; up to ``sweeps`` sweeps per
+    column, stopping a block of columns once a sweep moves it by at most ``eps`` times its
     first sweep's move.  Returns the first sweep's projected-gradient sum (as :func:`_hals`)."""
     p = F.shape[1]
     viol = np.empty(p)
     if p == 0:
         return 0.0
-    work = F.shape[0] * (int(X.indptr[-1]) + F.size * int(sweeps))
+    if gmat.is_sparse(X):
+        nnz, BT = int(X.indptr[-1]), np.empty((0, F.shape[0]))
+        indptr, indices, data = X.indptr, X.indices, X.data
+    else:  # B^T = X^T A^T, p x r, C order
+        nnz, BT = 0, np.asarray(X.T @ A.T, np.float64, order="C")
+        indptr, indices, data = (np.zeros(1, np.int64), np.zeros(0, np.int32),
+                                 np.zeros(0, X.dtype))
+    work = F.shape[0] * (nnz + F.size * int(sweeps))
     kern = _hals_csc_kernel if work >= FUSED_PARALLEL_MIN_WORK else _hals_csc_kernel_serial
     chunk = _BLOCK * max(1, min(32, p // (8 * _BLOCK * get_num_threads())))
-    kern(F.T, np.asarray(G, np.float64), A, X.indptr, X.indices, X.data, float(l1), float(l2),
-         int(sweeps), float(eps), chunk, viol)
+    kern(F.T, np.asarray(G, np.float64), A, indptr, indices, data, float(l1), float(l2),
+         int(sweeps), float(eps), chunk, viol, BT)
     return float(viol.sum())
 
 
@@ -391,16 +407,6 @@ def _hals_sweeps(F, G, B, l1, l2, sweeps, eps):
         if float(np.linalg.norm(F - prev)) <= eps * first:
             break
     return viol
-
-
-def _dense_csc(X):
-    """A dense ``X`` (n x p) as CSC (every entry stored; the values are ``X``'s own when it is
-    Fortran-ordered, else one copy)."""
-    n, p = X.shape
-    data = np.asfortranarray(X).ravel(order="F")
-    indices = np.tile(np.arange(n, dtype=np.int32), p)
-    indptr = np.arange(0, n * p + 1, max(n, 1), dtype=np.int64)[: p + 1]
-    return sp.csc_matrix((data, indices, indptr), shape=(n, p), copy=False)
 
 
 #: Gillis and Glineur's accelerated HALS: ``alpha`` of the sweeps per product.
@@ -963,11 +969,10 @@ class NMFModel(CPUFactorModelMixin, Model):
         eps = o.cd_sweep_tol
         Xv, XvT = X, None if tplan is None else tplan[0]
         fused = o.solver == "cd" and H.flags.f_contiguous and Wt.flags.f_contiguous
-        if fused and not gmat.is_sparse(X):  # small dense: the kernel on CSC views
-            fused = r * X.size < BLAS_THREADS_MIN_WORK
-            if fused:
-                Xv, XvT = _dense_csc(X), _dense_csc(X.T) if update_components else None
-        nnz = int(Xv.indptr[-1]) if fused or gmat.is_sparse(X) else X.size
+        if fused and not gmat.is_sparse(X):  # dense: one BLAS product, blocked sweeps
+            Xv = np.asfortranarray(X)
+            XvT = np.asfortranarray(X.T) if update_components else None
+        nnz = int(X.indptr[-1]) if gmat.is_sparse(X) else X.size
         sweeps_h = _auto_sweeps(nnz, n, m, r, o.cd_sweeps)
         sweeps_w = _auto_sweeps(nnz, m, n, r, o.cd_sweeps)
         for it in range(1, max_iter + 1):

@@ -16,7 +16,6 @@ from roofline.learners._nmf import (
     MiniBatchNMF,
     NMFModel,
     _auto_sweeps,
-    _dense_csc,
     _hals,
     _hals_csc,
     _hals_csc_kernel,
@@ -99,7 +98,7 @@ def _fused_case(dtype, p, seed=20):
 @pytest.mark.parametrize("sweeps", [1, 3])
 def test_fused_hals_equals_the_product_then_the_sweeps(dtype, sparse, p, sweeps):
     X, A, F0, G, B = _fused_case(dtype, p)
-    Xv = X if sparse else _dense_csc(np.asfortranarray(X.toarray()))
+    Xv = X if sparse else np.asfortranarray(X.toarray())
     ref = F0.astype(np.float64, order="F")
     viol_ref = _hals(ref, G, B, 0.2, 0.1)
     for _ in range(sweeps - 1):
@@ -109,12 +108,16 @@ def test_fused_hals_equals_the_product_then_the_sweeps(dtype, sparse, p, sweeps)
     viol = _hals_csc(F, G, A, Xv, 0.2, 0.1, sweeps, 0.0)
     np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
     assert viol == pytest.approx(viol_ref, rel=tol)
-    for kern in (_hals_csc_kernel, _hals_csc_kernel_serial):  # several tasks of 8 columns
-        F = F0.copy(order="F")
-        v = np.empty(p)
-        kern(F.T, G, A, Xv.indptr, Xv.indices, Xv.data, 0.2, 0.1, sweeps, 0.0, 16, v)
-        np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
-        assert v.sum() == pytest.approx(viol_ref, rel=tol)
+    # both kernels, several tasks of 16 columns; the product gathered or given (dense data)
+    empty = (np.zeros(1, X.indptr.dtype), np.zeros(0, X.indices.dtype), np.zeros(0, dtype))
+    for kern in (_hals_csc_kernel, _hals_csc_kernel_serial):
+        for csc, BT in (((X.indptr, X.indices, X.data), np.empty((0, 6))),
+                        (empty, np.ascontiguousarray(B.T))):
+            F = F0.copy(order="F")
+            v = np.empty(p)
+            kern(F.T, G, A, *csc, 0.2, 0.1, sweeps, 0.0, 16, v, BT)
+            np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
+            assert v.sum() == pytest.approx(viol_ref, rel=tol)
 
 
 def test_fused_hals_stops_its_sweeps_by_the_move_rule():
