@@ -640,6 +640,9 @@ class KMeansModel(CPUFactorModelMixin, Model):
         a center moves by ``w_batch / counts`` towards its minibatch mean).
     """
 
+    #: FactorSync's rule for Learner(comm=) (learners/_parallel.py)
+    _sync_rule = "kmeans"
+
     _array = "centers"
     _options = KMeansOptions
     _check_device = True

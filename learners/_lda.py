@@ -226,6 +226,9 @@ class LDA(Model):
         iterations' SDDMM and A*S), ``documents``.
     """
 
+    #: FactorSync's rule for Learner(comm=) (learners/_parallel.py)
+    _sync_rule = "lda"
+
     def __init__(self, opts: LDAOptions | None = None, **kwargs):
         base = (opts or LDAOptions()).to_dict()
         base.update(kwargs)

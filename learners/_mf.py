@@ -198,6 +198,9 @@ class MFModel(Model):
         Override fields of ``opts``.
     """
 
+    #: FactorSync's rule for Learner(comm=) (learners/_parallel.py)
+    _sync_rule = "mf"
+
     def __init__(self, opts: MFOptions | None = None, **kwargs):
         base = (opts or MFOptions()).to_dict()
         base.update(kwargs)

@@ -645,6 +645,9 @@ class NMFModel(CPUFactorModelMixin, Model):
     components : ndarray (r, n_features), Fortran order
     """
 
+    #: FactorSync's rule for Learner(comm=) (learners/_parallel.py)
+    _sync_rule = "nmf"
+
     _array = "components"
     _options = NMFOptions
 

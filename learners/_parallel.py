@@ -359,19 +359,8 @@ def factor_kind(model) -> str | None:
     str or None
         ``"kmeans"``, ``"nmf"``, ``"lda"`` or ``"mf"``; None for any other model.
     """
-    # by the classes' names (subclasses included): the model modules import the learner, so
-    # this module does not import them
-    for cls in type(model).__mro__:
-        kind = _KINDS.get((cls.__module__, cls.__qualname__))
-        if kind is not None:
-            return kind
-    return None
-
-
-_KINDS = {("roofline.learners._kmeans", "KMeansModel"): "kmeans",
-          ("roofline.learners._nmf", "NMFModel"): "nmf",
-          ("roofline.learners._lda", "LDA"): "lda",
-          ("roofline.learners._mf", "MFModel"): "mf"}
+    kind = getattr(type(model), "_sync_rule", None)
+    return kind if kind in _RULES else None
 
 
 #: The arrays each rule exchanges, in message order, and how: ``"mean"`` (the mean change of
