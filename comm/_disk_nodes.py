@@ -757,11 +757,6 @@ def _decode_array(buf):
     return _decode(buf)  # the general path (and its errors)
 
 
-#: A message header's fields, to check many headers at once (the layout of ``_MHEAD``).
-_MHEAD_DTYPE = np.dtype([("magic", "S4"), ("src", "<u4"), ("dst", "<u4"), ("phase", "<u4"),
-                         ("n", "<u8"), ("crc", "<u4"), ("pad", "V4")])
-assert _MHEAD_DTYPE.itemsize == _MHEAD.size
-_HEAD_RANGE = np.arange(_MHEAD.size)
 #: An array message's header with one dimension (``_AHEAD`` and the length).
 _AHEAD1 = struct.Struct("<4sB3xq")
 _AHEAD1_DTYPE = np.dtype([("code", "S4"), ("ndim", "u1"), ("pad", "V3"), ("len", "<i8")])
@@ -796,10 +791,86 @@ def _decode_arrays(buf, starts, lens):
             if bool((h["len"] * dtype.itemsize == lens - _AHEAD1.size).all()) and not (
                     (beg + buf.ctypes.data) % dtype.alignment).any():
                 end = beg + lens - _AHEAD1.size
+                isz = dtype.itemsize
+                if not (beg % isz).any():  # one view of the buffer, sliced per message
+                    whole = buf[:buf.size - buf.size % isz].view(dtype)
+                    return [whole[b:e] for b, e in zip((beg // isz).tolist(),
+                                                       (end // isz).tolist(), strict=True)]
                 return [buf[b:e].view(dtype) for b, e in zip(beg.tolist(), end.tolist(),
                                                                strict=True)]
     return [_decode_array(buf[b:b + n]) for b, n in zip(starts.tolist(), lens.tolist(),
                                                        strict=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# a receive's headers checked by a compiled loop (numba, on first use: ``import roofline.comm``
+# does not import numba)
+
+
+def _check_heads(table, buf, ats, got, lens, srcs, dst, phase, pcrcs):
+    """The first message (from ``srcs[i]``, at ``buf[ats[i]:]``, ``got[i]`` of ``lens[i]``
+    bytes read) whose header is not the one expected (``1``: ``_MHEAD``'s magic, sender,
+    receiver ``dst``, ``phase`` and payload length) or whose CRC-32 over its header's first 24
+    bytes continued from its payload's (``pcrcs[i]``) fails (``2``), as ``(i, kind)``;
+    ``(-1, 0)``: all good."""
+    for i in range(ats.shape[0]):
+        at = ats[i]
+        n = lens[i]
+        if got[i] != n:
+            return i, 1
+        ok = buf[at] == 82 and buf[at + 1] == 70 and buf[at + 2] == 76 and buf[at + 3] == 77
+        v = 0
+        for j in range(4):
+            v |= np.int64(buf[at + 4 + j]) << (8 * j)
+        ok = ok and v == srcs[i]
+        v = 0
+        for j in range(4):
+            v |= np.int64(buf[at + 8 + j]) << (8 * j)
+        ok = ok and v == dst
+        v = 0
+        for j in range(4):
+            v |= np.int64(buf[at + 12 + j]) << (8 * j)
+        ok = ok and v == phase
+        v = 0
+        for j in range(8):
+            v |= np.int64(buf[at + 16 + j]) << (8 * j)
+        ok = ok and v == n - 32
+        if not ok:
+            return i, 1
+        v = 0
+        for j in range(4):
+            v |= np.int64(buf[at + 24 + j]) << (8 * j)
+        c = pcrcs[i] ^ 0xFFFFFFFF  # zlib.crc32(buf[at:at + 24], pcrcs[i]), table-driven
+        for j in range(at, at + 24):
+            c = table[(c ^ buf[j]) & 0xFF] ^ (c >> 8)
+        if c ^ 0xFFFFFFFF != v:
+            return i, 2
+    return -1, 0
+
+
+_JIT = None
+_JIT_LOCK = threading.Lock()
+
+
+def _jit():
+    """The CRC-32's table and the compiled :func:`_check_heads` (numba imported and the loop
+    compiled, or loaded from its cache, on first use)."""
+    global _JIT
+    if _JIT is not None:
+        return _JIT
+    with _JIT_LOCK:
+        if _JIT is not None:
+            return _JIT
+        from numba import njit
+
+        table = np.zeros(256, np.int64)
+        for b in range(256):
+            c = b
+            for _ in range(8):
+                c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+            table[b] = c
+        _JIT = (table, njit(cache=True, nogil=True)(_check_heads))
+        return _JIT
 
 
 #: The most packet files a phase keeps open (a quarter of the process's file limit, <= 1024).
@@ -938,8 +1009,10 @@ class _Spool:
 
     def recv_arrays(self, srcs, dst):
         """The arrays sent to ``dst`` by each of ``srcs`` (checked, in that order), read into
-        one buffer (each message 64-byte aligned in it) with one ``pread`` each; the headers
-        are checked together (numpy over all of them), the CRC-32s one per message."""
+        one buffer (each message 64-byte aligned in it) with one ``pread`` each; one CRC-32
+        per payload, then every header (magic, sender, receiver, phase, length) and its
+        CRC-32 over the header continued from the payload's checked by one compiled loop
+        (:func:`_check_heads`), the first bad message raising its error."""
         index = self.index
         try:
             where = [index[(src, dst)] for src in srcs]
@@ -983,22 +1056,18 @@ class _Spool:
         if m == 0:
             return []
         srcs = list(srcs)
-        # every header at once: magic, sender, receiver, phase, length
-        heads = buf[ats[:, None] + _HEAD_RANGE].view(_MHEAD_DTYPE)[:, 0] if total else None
-        ok = (got == lens.tolist() and heads is not None
-              and bool((heads["magic"] == _MMAGIC).all())
-              and bool((heads["src"] == np.asarray(srcs)).all())
-              and bool((heads["dst"] == dst).all())
-              and bool((heads["phase"] == self.phase).all())
-              and bool((heads["n"] == lens - _MHEAD.size).all()))
-        if not ok:  # find the first bad one, for its message
-            for i, (path, off, n) in enumerate(where):
-                self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
-        crc32, mh, pre = _crc32_fn(), _MHEAD.size, _MPRE.size
-        bad = [crc32(mv[at:at + pre], crc32(mv[at + mh:at + n])) != crc
-               for at, n, crc in zip(at_list, got, heads["crc"].tolist(), strict=True)]
-        if any(bad):
-            i = bad.index(True)
+        crc32, mh = _crc32_fn(), _MHEAD.size
+        # one CRC-32 per payload in Python; every header, and its CRC-32 continued from its
+        # payload's, checked by one compiled loop
+        pcrc = np.array([crc32(mv[at + mh:at + n]) if n >= mh else 0
+                         for at, n in zip(at_list, got, strict=True)], np.int64)
+        table, check_heads = _jit()
+        i, kind = check_heads(table, buf, ats, np.array(got, np.int64), lens,
+                              np.array(srcs, np.int64), dst, self.phase, pcrc)
+        if kind == 1:  # the first bad one, for its message
+            path, off, n = where[i]
+            self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
+        if kind:
             raise MessageError(f"{where[i][0]}: the message from node {srcs[i]} to node {dst} "
                                "fails its CRC-32 (corrupted on disk)")
         return _decode_arrays(buf, ats + mh, lens - mh)

@@ -223,7 +223,17 @@ def test_a_corrupted_or_truncated_state_file_names_the_node_and_file(tmp_path):
         cl.load(1)
 
 
-def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch):
+# a byte of the first message of node 2's packet (to node 0) flipped: in its payload's
+# values, in the stored CRC-32 of its header, in its array's own header (the length), in
+# the header's fields (the sender, the phase: checked apart from the CRC-32)
+@pytest.mark.parametrize("at, match", [
+    (200, "from node 2 to node 0 fails its CRC-32"),
+    (25, "from node 2 to node 0 fails its CRC-32"),
+    (41, "from node 2 to node 0 fails its CRC-32"),
+    (4, "not the message from node 2 to node 0 of phase 1 "),
+    (12, "not the message from node 2 to node 0 of phase 1 "),
+])
+def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch, at, match):
     from roofline.comm import _disk_nodes
 
     cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1 << 20)
@@ -235,13 +245,96 @@ def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch):
         if src == 2 and self.phase == 1:
             path = os.path.join(self.dir, "2-0.pkt")
             data = bytearray(open(path, "rb").read())
-            data[200] ^= 0xFF
+            data[at] ^= 0x10
             open(path, "wb").write(bytes(data))
         return sent
 
     monkeypatch.setattr(_disk_nodes._Spool, "send", corrupting)
-    with pytest.raises(MessageError, match="from node 2 to node 0 fails its CRC-32"):
+    with pytest.raises(MessageError, match=r"2-0\.pkt.*" + match):
         cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+
+
+def test_the_compiled_header_check_finds_the_first_bad_message(tmp_path):
+    # a receive's headers and CRC-32s checked by one compiled loop: all good, or the first
+    # message whose header is not the expected one (1) or whose CRC-32 fails (2)
+    import zlib
+
+    from roofline.comm import _disk_nodes
+
+    io = _disk_nodes._IO()
+    spool = _disk_nodes._Spool(str(tmp_path / "sp"), 5, 1 << 20, io)
+    arrays = [np.arange(k, dtype=np.float64) * (k + 1) for k in (3, 0, 9, 4)]
+    spool.send(2, [0, 1, 3, 4], arrays)
+    data = np.frombuffer(open(tmp_path / "sp" / "2-0.pkt", "rb").read(), np.uint8)
+    ats = np.array([spool.index[(2, d)][1] for d in (0, 1, 3, 4)], np.int64)
+    lens = np.array([spool.index[(2, d)][2] for d in (0, 1, 3, 4)], np.int64)
+    table, check = _disk_nodes._jit()
+    assert _disk_nodes._jit()[1] is check  # compiled once
+
+    def run(buf, got=lens, srcs=(2, 2, 2, 2), dst=3, phase=5):
+        pcrc = np.array([zlib.crc32(buf[a + 32:a + n].tobytes())
+                         for a, n in zip(ats, got, strict=True)], np.int64)
+        return tuple(check(table, buf, ats, np.asarray(got, np.int64), lens,
+                           np.array(srcs, np.int64), dst, phase, pcrc))
+
+    # each message checked as its own receiver's: all good
+    for i, d in enumerate((0, 1, 3, 4)):
+        one = slice(i, i + 1)
+        pcrc = np.array([zlib.crc32(data[ats[i] + 32:ats[i] + lens[i]].tobytes())], np.int64)
+        assert tuple(check(table, data, ats[one], lens[one], lens[one], np.array([2]), d, 5,
+                           pcrc)) == (-1, 0)
+    assert run(data, dst=0) == (1, 1)  # message 1 is not to node 0
+    assert run(data, dst=0, phase=6) == (0, 1)
+    assert run(data, srcs=(3, 2, 2, 2), dst=0) == (0, 1)
+    assert run(data, got=lens - np.array([0, 0, 1, 0]), dst=0) == (1, 1)
+    for at, kind in ((5, 1), (13, 1), (17, 1), (25, 2), (1, 1)):
+        bad = data.copy()
+        bad[ats[0] + at] ^= 0x04
+        assert run(bad, dst=0) == (0, kind), at
+    bad = data.copy()
+    bad[ats[0] + 40] ^= 0x04  # the payload: its CRC-32 (computed from the bad bytes) fails
+    assert run(bad, dst=0) == (0, 2)
+    spool.remove()
+
+
+def test_packets_hold_the_messages_in_their_wire_format(tmp_path, monkeypatch):
+    # every message of a packet, as written by the batched send: the 32-byte header (magic,
+    # sender, receiver, phase, payload length, the CRC-32 of the first 24 bytes continued
+    # from the payload's) and the payload of _kylix._encode, the same array once per member
+    import struct
+    import zlib
+
+    from roofline.comm import _disk_nodes
+    from roofline.comm._kylix import _encode
+
+    cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1 << 20)
+    spool = _disk_nodes._Spool(str(tmp_path / "sp"), 7, 1 << 20, cl.io)
+    same = np.arange(5, dtype=np.int32)
+    arrays = [np.arange(3.0), same, np.zeros((2, 3), np.float32), same,
+              _disk_nodes._Gathered([np.ones(2), np.full(3, 2.0)], np.float64, (5,)),
+              np.arange(10.0)[::2]]
+    dsts = [0, 1, 2, 3, 4, 5]
+    sent = spool.send(1, dsts, arrays)
+    data = open(tmp_path / "sp" / "1-0.pkt", "rb").read()
+    off, total = 0, 0
+    for dst, a in zip(dsts, arrays, strict=True):
+        whole = np.concatenate(a.parts) if isinstance(a, _disk_nodes._Gathered) else a
+        payload = b"".join(bytes(memoryview(b).cast("B")) for b in _encode(
+            np.ascontiguousarray(whole)))
+        pre = struct.pack("<4sIIIQ", b"RFLM", 1, dst, 7, len(payload))
+        crc = zlib.crc32(pre, zlib.crc32(payload))
+        assert data[off:off + 32] == pre + struct.pack("<I4x", crc)
+        assert data[off + 32:off + 32 + len(payload)] == payload
+        assert spool.index[(1, dst)] == (str(tmp_path / "sp" / "1-0.pkt"), off,
+                                         32 + len(payload))
+        total += len(payload) if dst != 1 else 0
+        off += 32 + len(payload)
+    assert off == len(data) and sent == total
+    got = spool.recv_arrays([1], 2)
+    np.testing.assert_array_equal(got[0], np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError):
+        spool.send(1, [0, 1], arrays[:3])
+    spool.remove()
 
 
 def test_at_most_resident_nodes_are_in_memory(tmp_path):
