@@ -363,15 +363,20 @@ def _lloyd_move(C, sums, wsum, delta):
     k, n = C.shape
     sh = np.zeros(k, np.float64)
     dl = np.zeros(k, np.float64)
-    for i in range(n):
+    # blocks of 64 features: ``sums`` is C order and ``C`` Fortran order, so a block's rows of
+    # both stay in L1 while each center's row is read contiguously (every sum still runs
+    # over i in increasing order: the same results as one loop over i)
+    for i0 in range(0, n, 64):
+        i1 = min(i0 + 64, n)
         for c in range(k):
-            old = np.float64(C[c, i])
-            new = sums[c, i] / wsum[c]
-            d = new - old
-            sh[c] += d * d
-            C[c, i] = new
-            d = np.float64(C[c, i]) - old
-            dl[c] += d * d
+            for i in range(i0, i1):
+                old = np.float64(C[c, i])
+                new = sums[c, i] / wsum[c]
+                d = new - old
+                sh[c] += d * d
+                C[c, i] = new
+                d = np.float64(C[c, i]) - old
+                dl[c] += d * d
     grow = 1.0 + (n + 4) * 2.220446049250313e-16
     shift = 0.0
     for c in range(k):
