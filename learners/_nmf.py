@@ -233,15 +233,14 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
     """HALS of ``F`` (``FT``: p x r, C order, in place) fused with its right-hand side
     ``B = A X`` (``At``: r x n, Fortran order, the other factor; ``X``: n x p CSC as
     ``indptr``/``indices``/``data``).  Columns of ``F`` are independent given ``G``: in
-    parallel (``chunk`` columns per task) and in blocks of :data:`_BLOCK` columns swept
-    together, each block gathers ``B`` once (float64) and keeps the gradient
-    ``G f + l2 f + l1 - b`` up to date as ``f`` moves (no dot-product chain per row), then runs
-    up to ``sweeps`` sweeps (rows in order, each exactly minimised and clipped at 0:
-    scikit-learn's ``_update_cdnmf_fast``), stopping once a sweep moves the block by at most
-    ``eps`` times its first sweep's move (Gillis and Glineur's rule, per block).  ``viol[j]``:
-    the first sweep's projected-gradient sum of column ``j``.  A non-empty ``BT`` (p x r, C
-    order) is ``B^T`` already computed (dense data: one BLAS product), read instead of the
-    gather."""
+    parallel (``chunk`` columns per task) and in blocks of :data:`_BLOCK` columns, each
+    column's ``b`` gathered once (float64), then up to ``sweeps`` sweeps of the block (rows in
+    order, each exactly minimised and clipped at 0: scikit-learn's ``_update_cdnmf_fast``, the
+    gradient ``G[t] . f + l2 f[t] + l1 - b[t]`` from the current ``f``), stopping once a sweep
+    moves the block by at most ``eps`` times its first sweep's move (Gillis and Glineur's
+    rule, per block).  ``viol[j]``: the first sweep's projected-gradient sum of column ``j``.
+    A non-empty ``BT`` (p x r, C order) is ``B^T`` already computed (dense data: one BLAS
+    product), read instead of the gather."""
     p, r = FT.shape
     nb = _BLOCK
     given = BT.shape[0] > 0
@@ -251,68 +250,51 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
         if G[t, t] + l2 != 0.0:
             hinv[t] = 1.0 / (G[t, t] + l2)
     for c in prange(n_chunks):
-        f = np.zeros((r, nb))
-        g = np.zeros((r, nb))
-        d = np.zeros(nb)
+        f = np.empty((nb, r))
+        b = np.empty((nb, r))
         vj = np.zeros(nb)
-        col = np.empty(r)
         lo = c * chunk
         hi = min(lo + chunk, p)
         for j0 in range(lo, hi, nb):
             w = min(nb, hi - j0)
-            for t in range(r):
-                for b in range(nb):
-                    f[t, b] = FT[j0 + b, t] if b < w else 0.0
-                    g[t, b] = l1 + l2 * f[t, b]
-            for b in range(w):
+            for e in range(w):
+                j = j0 + e
+                for t in range(r):
+                    f[e, t] = FT[j, t]
                 if given:
                     for t in range(r):
-                        g[t, b] -= BT[j0 + b, t]
-                    continue
-                for t in range(r):
-                    col[t] = 0.0
-                for k in range(indptr[j0 + b], indptr[j0 + b + 1]):
-                    i = indices[k]
-                    v = data[k]
+                        b[e, t] = BT[j, t] - l1
+                else:
                     for t in range(r):
-                        col[t] += v * At[t, i]
-                for t in range(r):
-                    g[t, b] -= col[t]
-            for q in range(r):
-                for t in range(r):
-                    gq = G[q, t]
-                    for b in range(nb):
-                        g[t, b] += gq * f[q, b]
-            for b in range(nb):
-                vj[b] = 0.0
+                        b[e, t] = -l1
+                    for k in range(indptr[j], indptr[j + 1]):
+                        i = indices[k]
+                        v = data[k]
+                        for t in range(r):
+                            b[e, t] += v * At[t, i]
+                vj[e] = 0.0
             first = 0.0
             for s in range(sweeps):
                 move = 0.0
-                for t in range(r):
-                    ht = hinv[t]
-                    for b in range(nb):
-                        v = f[t, b]
-                        grad = g[t, b]
+                for e in range(w):
+                    for t in range(r):
+                        grad = l2 * f[e, t] - b[e, t]
+                        for q in range(r):
+                            grad += G[t, q] * f[e, q]
+                        v = f[e, t]
                         if s == 0:
-                            vj[b] += abs(min(grad, 0.0) if v == 0.0 else grad)
-                        nv = max(v - grad * ht, 0.0)
-                        d[b] = nv - v
-                        f[t, b] = nv
-                        move += d[b] * d[b]
-                    for q in range(r):
-                        gq = G[t, q]
-                        for b in range(nb):
-                            g[q, b] += gq * d[b]
-                    for b in range(nb):
-                        g[t, b] += l2 * d[b]
+                            vj[e] += abs(min(grad, 0.0) if v == 0.0 else grad)
+                        nv = max(v - grad * hinv[t], 0.0)
+                        move += (nv - v) * (nv - v)
+                        f[e, t] = nv
                 if s == 0:
                     first = move
                 elif move <= eps * eps * first:
                     break
-            for b in range(w):
-                viol[j0 + b] = vj[b]
+            for e in range(w):
+                viol[j0 + e] = vj[e]
                 for t in range(r):
-                    FT[j0 + b, t] = f[t, b]
+                    FT[j0 + e, t] = f[e, t]
 
 
 @njit(cache=True, parallel=True)
