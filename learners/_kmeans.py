@@ -148,6 +148,18 @@ def _dot_col(indptr, indices, data, C, j, c):
     return acc
 
 
+@njit(cache=True)
+def _csc_label_dists(indptr, indices, data, C, cnorm, xnorm, labels, mind):
+    """``mind[j]`` the squared distance of column ``j`` to its center ``labels[j]`` (clipped
+    at 0), one sparse dot product per column: the same operations in the same order as
+    :func:`_csc_assign_fused`'s ``mind`` for that center (bit for bit), at ``nnz``
+    multiply-adds instead of ``k nnz``."""
+    for j in range(labels.shape[0]):
+        e = cnorm[labels[j]] - 2.0 * _dot_col(indptr, indices, data, C, j, labels[j])
+        d = e + xnorm[j]
+        mind[j] = d if d > 0.0 else 0.0
+
+
 @njit(cache=True, inline="always")
 def _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L, Lmin):
     """Every distance of example ``j`` at once (one gather of each of its features' ``k``
@@ -369,14 +381,21 @@ def _lloyd_move(C, sums, wsum, delta):
     for i0 in range(0, n, 64):
         i1 = min(i0 + 64, n)
         for c in range(k):
+            # scalar accumulators: summing into ``sh[c]`` / ``dl[c]`` made every step wait
+            # on a store and a load of the array (the same additions in the same order)
+            wc = wsum[c]
+            a_sh = sh[c]
+            a_dl = dl[c]
             for i in range(i0, i1):
                 old = np.float64(C[c, i])
-                new = sums[c, i] / wsum[c]
+                new = sums[c, i] / wc
                 d = new - old
-                sh[c] += d * d
+                a_sh += d * d
                 C[c, i] = new
                 d = np.float64(C[c, i]) - old
-                dl[c] += d * d
+                a_dl += d * d
+            sh[c] = a_sh
+            dl[c] = a_dl
     grow = 1.0 + (n + 4) * 2.220446049250313e-16
     shift = 0.0
     for c in range(k):
@@ -1175,7 +1194,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         starts = np.empty(k + 1, np.int64)
         nnz_per = data.size / max(m, 1)
         labels_old = None
-        converged = False
+        converged = strict = False
         n_iter = 0
         first = fresh = True
         cc_exact, cc_at, cum_at = None, 0, cum.copy()
@@ -1239,13 +1258,21 @@ class KMeansModel(CPUFactorModelMixin, Model):
             cum += delta
             n_iter = it + 1
             if labels_old is not None and n_moved == 0:
-                converged = True
+                converged = strict = True
                 break
             if shift <= tol:
                 converged = True
                 break
             labels_old = labels.copy()
-        labels, mind = self.assign(X)  # the final labels and inertia (an extra pass)
+        if strict and gmat.is_sparse(X):
+            # no label changed: these are Lloyd's final labels (Lloyd returns its last pass's),
+            # and the inertia needs only each example's own center (nnz multiply-adds, not
+            # the k nnz of a full pass; the same keys as Lloyd's, bit for bit)
+            mind = np.empty(m, np.float64)
+            _csc_label_dists(indptr, indices, data, self.centers, self._cnorm(), xnorm,
+                             labels, mind)
+        else:
+            labels, mind = self.assign(X)  # the final labels and inertia (an extra pass)
         final = float(mind @ w)
         logger.info("k-means Elkan: %d passes, inertia %.6g, converged %s", n_iter, final,
                     converged)

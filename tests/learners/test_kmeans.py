@@ -19,8 +19,10 @@ from roofline.learners._kmeans import (
     _csc_assign_fused,
     _csc_assign_fused_serial,
     _csc_cluster_sums,
+    _csc_label_dists,
     _csc_move_sums,
     _dense_cluster_sums,
+    _lloyd_move,
     _minibatch_move,
     kmeans_plusplus,
 )
@@ -96,6 +98,44 @@ def test_fused_sparse_assign_matches_numpy(dtype, k):
                                    atol=1e-9)
         rest = np.setdiff1d(np.arange(m), cols)
         assert np.all(labels[rest] == -1) and np.all(mind[rest] == -1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_label_dists_equal_the_fused_mind_bit_for_bit(dtype):
+    X = _powerlaw(400, 60, seed=3, dtype=dtype).T.tocsc()
+    m, k = X.shape[1], 7
+    rng = np.random.default_rng(3)
+    C = np.asfortranarray(rng.uniform(0, 2, (k, X.shape[0])).astype(dtype))
+    cnorm = np.einsum("ij,ij->i", C, C, dtype=np.float64)
+    xnorm = np.asarray(X.multiply(X).sum(axis=0), np.float64).ravel()
+    labels = np.empty(m, np.int32)
+    mind, second = np.empty(m), np.empty(m)
+    _csc_assign_fused(X.indptr, X.indices, X.data, C, cnorm, xnorm,
+                      np.arange(m, dtype=np.int64), labels, mind, second)
+    got = np.full(m, -1.0)
+    _csc_label_dists(X.indptr, X.indices, X.data, C, cnorm, xnorm, labels, got)
+    np.testing.assert_array_equal(got, mind)  # the nearest centers: the same bits
+    other = ((labels + 1) % k).astype(np.int32)  # any labels: numpy's distances
+    _csc_label_dists(X.indptr, X.indices, X.data, C, cnorm, xnorm, other, got)
+    full = cnorm[:, None] + xnorm[None, :] - 2.0 * (C.astype(np.float64) @ X.toarray())
+    np.testing.assert_allclose(got, np.maximum(full[other, np.arange(m)], 0), rtol=1e-9,
+                               atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lloyd_move_equals_numpy(dtype):
+    rng = np.random.default_rng(4)
+    k, n = 5, 150  # more than one block of 64 features
+    C = np.asfortranarray(rng.normal(size=(k, n)).astype(dtype))
+    sums, wsum = rng.normal(size=(k, n)), rng.uniform(1, 3, k)
+    old = C.astype(np.float64)
+    new = sums / wsum[:, None]
+    delta = np.empty(k)
+    shift = _lloyd_move(C, sums, wsum, delta)
+    np.testing.assert_array_equal(C, new.astype(dtype))
+    assert shift == pytest.approx(((new - old) ** 2).sum(), rel=1e-13)
+    moved = np.sqrt(((C.astype(np.float64) - old) ** 2).sum(axis=1))
+    assert np.all(delta >= moved) and np.allclose(delta, moved, rtol=1e-12)
 
 
 def test_move_sums_equals_fresh_sums():
@@ -271,6 +311,21 @@ def test_elkan_gives_lloyds_labels_exactly_on_sparse_data(dtype, k):
     ref = SKKMeans(k, init=init, n_init=1, tol=0, max_iter=300).fit(Xr)
     assert res.n_iter == ref.n_iter_
     assert abs(res.inertia - ref.inertia_) <= rtol * ref.inertia_
+
+
+def test_elkan_sparse_converged_fit_skips_the_final_full_pass(monkeypatch):
+    Xr = _powerlaw(1500, 300, seed=9)
+    init = np.asarray(Xr[np.arange(0, 1500, 150)].todense()) + 0.01
+    lloyd = KMeans(10, init=init, tol=0, algorithm="lloyd").fit(Xr)
+
+    def no_full_pass(*args, **kwargs):
+        raise AssertionError("a full E-step after Elkan converged")
+
+    monkeypatch.setattr(KMeansModel, "assign", no_full_pass)
+    elkan = KMeans(10, init=init, tol=0, algorithm="elkan").fit(Xr)
+    assert elkan.n_iter_ == lloyd.n_iter_ < 300  # converged: no label changed
+    np.testing.assert_array_equal(elkan.labels_, lloyd.labels_)
+    assert elkan.inertia_ == pytest.approx(lloyd.inertia_, rel=1e-12)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
