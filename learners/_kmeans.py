@@ -309,25 +309,31 @@ def _cluster_order(labels, k, starts, order):
         fill[c] += 1
 
 
-@njit(cache=True, parallel=True)
-def _csc_cluster_sums(indptr, indices, data, w, order, starts, sums, wsum):
+@njit(cache=True)
+def _csc_cluster_sums(indptr, indices, data, w, labels, sums, wsum):
     """``sums[c, :] += sum_{j in c} w[j] x_j`` and ``wsum[c] += sum_{j in c} w[j]`` over CSC
-    columns, one cluster per thread (no write conflicts; deterministic order)."""
-    k = starts.shape[0] - 1
-    for c in prange(k):
-        acc = 0.0
-        for q in range(starts[c], starts[c + 1]):
-            j = order[q]
-            wj = w[j]
-            acc += wj
-            for p in range(indptr[j], indptr[j + 1]):
-                sums[c, indices[p]] += wj * data[p]
-        wsum[c] += acc
+    columns (``c = labels[j]``), one serial pass in column order: the data stream in (a pass
+    in cluster order, one cluster per thread, jumped between the columns and measured
+    1.25-1.5x slower on one thread, 1.5x with two), and each ``sums[c, i]`` still adds its
+    examples in increasing ``j`` (the same results as per cluster)."""
+    k = wsum.shape[0]
+    acc = np.zeros(k, np.float64)
+    for j in range(labels.shape[0]):
+        c = labels[j]
+        wj = w[j]
+        acc[c] += wj
+        for p in range(indptr[j], indptr[j + 1]):
+            sums[c, indices[p]] += wj * data[p]
+    for c in range(k):
+        wsum[c] += acc[c]
 
 
 @njit(cache=True, parallel=True)
 def _dense_cluster_sums(XT, w, order, starts, sums, wsum):
-    """The dense twin of :func:`_csc_cluster_sums` (``XT``: m x n, one example per row)."""
+    """``sums[c, :] += sum_{j in c} w[j] x_j`` and ``wsum[c] += sum_{j in c} w[j]`` over the
+    rows of ``XT`` (m x n, one example per row; ``order[starts[c]:starts[c+1]]`` the examples
+    of cluster ``c``, see :func:`_cluster_order`), one cluster per thread (no write conflicts;
+    deterministic order)."""
     k = starts.shape[0] - 1
     n = XT.shape[1]
     for c in prange(k):
@@ -420,7 +426,6 @@ def _csc_sqnorms(indptr, data, out):
 PARALLEL_MIN_WORK = 1 << 18
 
 _assign_serial = njit(cache=True)(_assign.py_func)
-_csc_cluster_sums_serial = njit(cache=True)(_csc_cluster_sums.py_func)
 _dense_cluster_sums_serial = njit(cache=True)(_dense_cluster_sums.py_func)
 _csc_sqnorms_serial = njit(cache=True)(_csc_sqnorms.py_func)
 _csc_assign_fused_serial = njit(cache=True)(_csc_assign_fused.py_func)
@@ -800,8 +805,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
             starts = np.empty(k + 1, np.int64)
         _cluster_order(labels, k, starts, order)
         if gmat.is_sparse(X):
-            _pick(_csc_cluster_sums, _csc_cluster_sums_serial, X.nnz)(
-                X.indptr, X.indices, X.data, w, order, starts, sums, wsum)
+            _csc_cluster_sums(X.indptr, X.indices, X.data, w, labels, sums, wsum)
         else:
             XT = X.T if X.T.flags.c_contiguous else np.ascontiguousarray(X.T)
             _pick(_dense_cluster_sums, _dense_cluster_sums_serial, XT.size)(
