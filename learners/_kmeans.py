@@ -270,6 +270,25 @@ def _elkan_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin,
 
 
 @njit(cache=True)
+def _elkan_half(cc_exact, cum, cum_at, halfcc, s_half):
+    """The centers' half distances lowered by their drift since ``cc_exact`` was computed
+    (``halfcc[a, c] = max(cc_exact[a, c] - (moved[a] + moved[c]) / 2, 0)``, ``moved = cum -
+    cum_at``) and ``s_half[a]`` the smallest over ``c != a`` (``inf`` for ``k == 1``): one
+    call instead of six numpy passes per Elkan iteration (the same operations)."""
+    k = cum.shape[0]
+    for a in range(k):
+        ma = cum[a] - cum_at[a]
+        s = np.inf
+        for c in range(k):
+            v = cc_exact[a, c] - 0.5 * (ma + (cum[c] - cum_at[c]))
+            v = v if v > 0.0 else 0.0
+            halfcc[a, c] = v
+            if c != a and v < s:
+                s = v
+        s_half[a] = s
+
+
+@njit(cache=True)
 def _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum, members):
     """Move the examples whose label changed (``labels_old[j] -> labels[j]``) between the
     clusters' sums, weights and member counts; returns how many moved."""
@@ -1191,7 +1210,7 @@ class KMeansModel(CPUFactorModelMixin, Model):
         halfcc = np.zeros((k, k))
         s_half = np.zeros(k)
         margin = np.zeros(m)
-        xroot = np.sqrt(xnorm)
+        mbase = np.sqrt(xnorm) * (math.sqrt(64 * eps) + 64 * eps)  # the margins' own part
         nblk = (m + 255) // 256
         counts = np.zeros(max(nblk, 1), np.int64)
         order = np.empty(m, np.int64)
@@ -1216,18 +1235,13 @@ class KMeansModel(CPUFactorModelMixin, Model):
                     np.sqrt(cc_exact, out=cc_exact)
                     cc_exact *= 0.5
                     cc_at, cum_at = it, cum.copy()
-                moved = cum - cum_at
-                np.subtract(cc_exact, 0.5 * (moved[:, None] + moved[None, :]), out=halfcc)
-                np.maximum(halfcc, 0.0, out=halfcc)
-                dcc = halfcc.copy()
-                np.fill_diagonal(dcc, np.inf)
-                s_half[...] = dcc.min(axis=1) if k > 1 else np.inf
+                _elkan_half(cc_exact, cum, cum_at, halfcc, s_half)
             # rounding of the distances (|sqrt(a) - sqrt(b)| <= sqrt(|a - b|), and
             # sqrt(a + b) <= sqrt(a) + sqrt(b)), of the centers' half distances and of the
             # bounds' drift sums
             rc = math.sqrt(float(cn.max()))
-            np.multiply(xroot, math.sqrt(64 * eps) + 64 * eps, out=margin)
-            margin += 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc)
+            np.add(mbase, 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc),
+                   out=margin)
             counts[:] = 0
             # the parallel kernel only for much work: the full first pass, or as many dot
             # products as the previous pass (late passes examine few pairs; waking the
