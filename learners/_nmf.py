@@ -182,14 +182,6 @@ def beta_divergence(X, Wt, H, beta, wx=None):
         G = Wt.astype(np.float64) @ Wt.T.astype(np.float64)
         HH = H.astype(np.float64) @ H.T.astype(np.float64)
         return max(0.5 * (xx - 2 * cross + float(np.sum(G * HH))), 0.0)
-    s = float(np.dot(Wt.sum(axis=1, dtype=np.float64), H.sum(axis=1, dtype=np.float64)))
-    if not gmat.is_sparse(X) and X.dtype == Wt.dtype == H.dtype == np.float64:
-        m = X.shape[1]  # fused, one example at a time (no n x m temporaries)
-        kern = (_kl_dense_kernel if 2 * Wt.size * m >= FUSED_PARALLEL_MIN_WORK
-                else _kl_dense_kernel_serial)
-        chunk = max(16, min(512, m // (8 * get_num_threads())))
-        return float(kern(np.ascontiguousarray(X.T), np.ascontiguousarray(Wt),
-                          np.ascontiguousarray(H.T), EPSILON, chunk)) + s
     if gmat.is_sparse(X):
         V = gmat.sddmm(X, Wt, np.asfortranarray(H), scale=False).data.astype(np.float64)
         x = X.data.astype(np.float64)
@@ -199,6 +191,7 @@ def beta_divergence(X, Wt, H, beta, wx=None):
     keep = x > EPSILON
     x, V = x[keep], V[keep]
     np.maximum(V, EPSILON, out=V)
+    s = float(np.dot(Wt.sum(axis=1, dtype=np.float64), H.sum(axis=1, dtype=np.float64)))
     return float(np.dot(x, np.log(x / V)) + s - x.sum())
 
 
@@ -376,34 +369,6 @@ def _mu_kl_dense_kernel(XT, Wc, HT, s, l1, l2, eps, chunk, NW, HS):
                 NW[t, i] += NWp[c, t, i]
 
 
-@njit(cache=True, parallel=True)
-def _kl_dense_kernel(XT, Wc, HT, eps, chunk):
-    """``sum x log(x / max(v, eps)) - x`` over the entries ``x > eps`` of dense data (``XT``:
-    m x n C order), ``v = W^T h`` (``Wc``: r x n C order; ``HT``: m x r C order) formed one
-    example at a time (in parallel, ``chunk`` per task): the data part of the generalised KL
-    divergence, without an ``n x m`` temporary."""
-    m, n = XT.shape
-    r = Wc.shape[0]
-    n_chunks = (m + chunk - 1) // chunk
-    part = np.zeros(n_chunks)
-    for c in prange(n_chunks):
-        v = np.empty(n)
-        acc = 0.0
-        for j in range(c * chunk, min(c * chunk + chunk, m)):
-            for i in range(n):
-                v[i] = 0.0
-            for t in range(r):
-                ht = HT[j, t]
-                for i in range(n):
-                    v[i] += Wc[t, i] * ht
-            for i in range(n):
-                x = XT[j, i]
-                if x > eps:
-                    acc += x * np.log(x / max(v[i], eps)) - x
-        part[c] = acc
-    return part.sum()
-
-
 #: Below this much work (multiply-adds) a kernel runs its serial twin on the calling thread.
 PARALLEL_MIN_WORK = 1 << 18
 
@@ -432,7 +397,6 @@ _hals_kernel_serial = njit(cache=True)(_hals_kernel.py_func)
 _mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
 _hals_csc_kernel_serial = njit(cache=True)(_hals_csc_kernel.py_func)
 _mu_kl_dense_kernel_serial = njit(cache=True)(_mu_kl_dense_kernel.py_func)
-_kl_dense_kernel_serial = njit(cache=True)(_kl_dense_kernel.py_func)
 
 
 def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0):

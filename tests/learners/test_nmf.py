@@ -21,8 +21,6 @@ from roofline.learners._nmf import (
     _hals_csc_kernel,
     _hals_csc_kernel_serial,
     _hals_kernel,
-    _kl_dense_kernel,
-    _kl_dense_kernel_serial,
     _mu_codes,
     _mu_codes_kernel,
     _mu_components_stats,
@@ -214,31 +212,6 @@ def test_divergence_matches_the_definition(beta, sparse):
         nz = D > 0
         ref = (D[nz] * np.log(D[nz] / V[nz])).sum() - D.sum() + V.sum()
     assert beta_divergence(X, Wt, H, beta) == pytest.approx(ref, rel=1e-10)
-
-
-@pytest.mark.parametrize("kern", [_kl_dense_kernel, _kl_dense_kernel_serial])
-@pytest.mark.parametrize("chunk", [1, 16, 1000])
-def test_fused_dense_kl_divergence_equals_the_definition(kern, chunk):
-    rng = np.random.default_rng(5)
-    n, m, r = 31, 77, 4
-    eps = float(np.finfo(np.float32).eps)
-    D = rng.uniform(0, 3, (n, m)) * (rng.uniform(size=(n, m)) < 0.6)
-    D[0, :5] = eps / 2  # below EPSILON: left out, as scikit-learn
-    Wt = rng.uniform(size=(r, n))
-    Wt[:, 1] = 0  # W^T H = 0 on feature 1: clipped at EPSILON
-    D[1, :3] = 2.0
-    H = rng.uniform(size=(r, m))
-    V = np.maximum(Wt.T @ H, eps)
-    keep = D > eps
-    ref = (D[keep] * np.log(D[keep] / V[keep])).sum() - D[keep].sum()
-    got = kern(np.ascontiguousarray(D.T), np.ascontiguousarray(Wt), np.ascontiguousarray(H.T),
-               eps, chunk)
-    assert got == pytest.approx(ref, rel=1e-12)
-    # beta_divergence: the kernel (float64) and the numpy path (float32 data) agree
-    full = beta_divergence(np.asfortranarray(D), np.asfortranarray(Wt), np.asfortranarray(H), 1)
-    assert full == pytest.approx(ref + Wt.sum(axis=1) @ H.sum(axis=1), rel=1e-12)
-    f32 = beta_divergence(D.astype(np.float32), Wt.astype(np.float32), H.astype(np.float32), 1)
-    assert f32 == pytest.approx(full, rel=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------
