@@ -1020,9 +1020,7 @@ class NMFModel(CPUFactorModelMixin, Model):
         trace = [err0 ** 2 / 2]
         viol0 = None
         it = 0
-        tplan = None
-        if gmat.is_sparse(X) and update_components:  # cd's X^T values never change: no perm
-            tplan = (X.T.tocsc(), None) if o.solver == "cd" else _transpose_plan(X)
+        tplan = _transpose_plan(X) if gmat.is_sparse(X) and update_components else None
         eps = o.cd_sweep_tol
         Xv, XvT = X, None if tplan is None else tplan[0]
         fused = o.solver == "cd" and H.flags.f_contiguous and Wt.flags.f_contiguous
