@@ -319,56 +319,6 @@ def _mu_codes_kernel(HT, NT, G, s, l1, l2, eps):
             HT[j, t] *= NT[j, t] / den[t]
 
 
-@njit(cache=True, parallel=True)
-def _mu_kl_dense_kernel(XT, Wc, HT, s, l1, l2, eps, chunk, NW, HS):
-    """One KL multiplicative iteration on dense data, fused (no ``n x m`` temporaries): for
-    each example ``j`` (in parallel, ``chunk`` per task), ``v = W^T h`` and the ratio
-    ``x / max(v, eps)``, the codes' update ``h *= (W ratio) / (s + l1 + l2 h)`` (``HT``: m x r,
-    C order, in place; a zero denominator is ``eps``), then from the new ``h`` the ratio again
-    and the components' numerator ``NW += h ratio^T`` (r x n) and ``HS += h`` (their
-    denominator), the statistics of :func:`_mu_components_stats`.  ``XT``: m x n C order (the
-    data, one row per example); ``Wc``: r x n C order (the components)."""
-    m, n = XT.shape
-    r = Wc.shape[0]
-    n_chunks = (m + chunk - 1) // chunk
-    NWp = np.zeros((n_chunks, r, n))
-    HSp = np.zeros((n_chunks, r))
-    for c in prange(n_chunks):
-        v = np.empty(n)
-        h = np.empty(r)
-        for j in range(c * chunk, min(c * chunk + chunk, m)):
-            for t in range(r):
-                h[t] = HT[j, t]
-            for rep in range(2):  # the codes' ratio, then the components' (new h)
-                for i in range(n):
-                    v[i] = 0.0
-                for t in range(r):
-                    ht = h[t]
-                    for i in range(n):
-                        v[i] += Wc[t, i] * ht
-                for i in range(n):
-                    v[i] = XT[j, i] / max(v[i], eps)
-                if rep == 0:
-                    for t in range(r):
-                        num = 0.0
-                        for i in range(n):
-                            num += Wc[t, i] * v[i]
-                        d = s[t] + l1 + l2 * h[t]
-                        h[t] *= num / (d if d != 0.0 else eps)
-                        HT[j, t] = h[t]
-                        h[t] = HT[j, t]  # the stored (model dtype) value, as numpy's
-            for t in range(r):
-                ht = h[t]
-                HSp[c, t] += ht
-                for i in range(n):
-                    NWp[c, t, i] += ht * v[i]
-    for c in range(n_chunks):
-        for t in range(r):
-            HS[t] += HSp[c, t]
-            for i in range(n):
-                NW[t, i] += NWp[c, t, i]
-
-
 #: Below this much work (multiply-adds) a kernel runs its serial twin on the calling thread.
 PARALLEL_MIN_WORK = 1 << 18
 
@@ -396,7 +346,6 @@ def _blas_threads(X, r):
 _hals_kernel_serial = njit(cache=True)(_hals_kernel.py_func)
 _mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
 _hals_csc_kernel_serial = njit(cache=True)(_hals_csc_kernel.py_func)
-_mu_kl_dense_kernel_serial = njit(cache=True)(_mu_kl_dense_kernel.py_func)
 
 
 def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0):
@@ -489,25 +438,6 @@ def _mu_components_stats(X, Wt, H, beta, cache=None, tplan=None):
     if gmat.is_sparse(R):
         return _hxt(H, R, cache, tplan, None if tplan is None else R.data), H.sum(axis=1)
     return H @ R.T, H.sum(axis=1)
-
-
-def _mu_kl_dense(XT, Wt, H, l1, l2):
-    """One fused KL multiplicative update of the codes ``H`` (r x m, Fortran order, in place)
-    on dense data ``XT`` (m x n, C order: ``X^T``), returning the components' statistics
-    ``(H R^T, H 1)`` from the new codes, as :func:`_mu_codes` then
-    :func:`_mu_components_stats` (:func:`_mu_kl_dense_kernel`: no ``n x m`` temporaries)."""
-    r, m = H.shape
-    n = XT.shape[1]
-    NW, HS = np.zeros((r, n)), np.zeros(r)
-    if m == 0:
-        return NW, HS
-    work = 4 * r * n * m
-    kern = (_mu_kl_dense_kernel if work >= FUSED_PARALLEL_MIN_WORK
-            else _mu_kl_dense_kernel_serial)
-    chunk = max(16, min(512, m // (8 * get_num_threads())))
-    kern(XT, np.ascontiguousarray(Wt, np.float64), H.T, Wt.sum(axis=1, dtype=np.float64),
-         float(l1), float(l2), EPSILON, chunk, NW, HS)
-    return NW, HS
 
 
 def _mu_components(Wt, num, aux, beta, l1, l2):
@@ -1028,9 +958,6 @@ class NMFModel(CPUFactorModelMixin, Model):
             Xv = np.asfortranarray(X)
             XvT = np.asfortranarray(X.T) if update_components else None
         nnz = int(X.indptr[-1]) if gmat.is_sparse(X) else X.size
-        kl_dense = (o.solver == "mu" and beta == 1 and update_components
-                    and not gmat.is_sparse(X) and H.flags.f_contiguous)
-        XT_kl = np.ascontiguousarray(X.T) if kl_dense else None
         sweeps_h = _auto_sweeps(nnz, n, m, r, o.cd_sweeps)
         sweeps_w = _auto_sweeps(nnz, m, n, r, o.cd_sweeps)
         for it in range(1, max_iter + 1):
@@ -1053,13 +980,9 @@ class NMFModel(CPUFactorModelMixin, Model):
                 if viol0 == 0 or viol / viol0 <= tol:
                     break
             else:
-                if kl_dense:  # one fused pass: the codes' update and the statistics
-                    num, aux = _mu_kl_dense(XT_kl, Wt, H, l1_c, l2_c)
-                else:
-                    _mu_codes(X, Wt, H, beta, l1_c, l2_c)
+                _mu_codes(X, Wt, H, beta, l1_c, l2_c)
                 if update_components:
-                    if not kl_dense:
-                        num, aux = _mu_components_stats(X, Wt, H, beta, None, tplan)
+                    num, aux = _mu_components_stats(X, Wt, H, beta, None, tplan)
                     if comm is not None:
                         num, aux = self._sum_stats(comm, num, aux)
                     _mu_components(Wt, num, aux, beta, l1_w, l2_w)

@@ -21,12 +21,7 @@ from roofline.learners._nmf import (
     _hals_csc_kernel,
     _hals_csc_kernel_serial,
     _hals_kernel,
-    _mu_codes,
     _mu_codes_kernel,
-    _mu_components_stats,
-    _mu_kl_dense,
-    _mu_kl_dense_kernel,
-    _mu_kl_dense_kernel_serial,
     _transpose_plan,
     beta_divergence,
     nmf_init,
@@ -159,34 +154,6 @@ def test_mu_codes_kernel_matches_numpy():
     ref = H * N / (s[:, None] + 0.0)
     _mu_codes_kernel(H.T, N.T, np.empty((0, 0)), s, 0.0, 0.0, 1e-7)
     np.testing.assert_allclose(H, ref, rtol=1e-12)
-
-
-@pytest.mark.parametrize("kern", [_mu_kl_dense_kernel, _mu_kl_dense_kernel_serial])
-@pytest.mark.parametrize("l1,l2,chunk", [(0.0, 0.0, 7), (0.2, 0.5, 16), (0.0, 0.3, 1000)])
-def test_fused_dense_kl_step_equals_the_numpy_update(kern, l1, l2, chunk):
-    rng = np.random.default_rng(4)
-    n, m, r = 23, 101, 5
-    X = np.asfortranarray(rng.uniform(0, 3, (n, m)) * (rng.uniform(size=(n, m)) < 0.7))
-    X[:, 3] = 0  # an empty example
-    Wt = np.asfortranarray(rng.uniform(size=(r, n)))
-    Wt[:, 2] = 0  # a component-free feature: W^T H = 0 there, clipped at EPSILON
-    H = np.asfortranarray(rng.uniform(size=(r, m)))
-    Href = H.copy(order="F")
-    _mu_codes(X, Wt, Href, 1, l1, l2)
-    num_ref, aux_ref = _mu_components_stats(X, Wt, Href, 1)
-    NW, HS = np.zeros((r, n)), np.zeros(r)
-    kern(np.ascontiguousarray(X.T), np.ascontiguousarray(Wt), H.T,
-         Wt.sum(axis=1, dtype=np.float64), l1, l2, float(np.finfo(np.float32).eps), chunk,
-         NW, HS)
-    np.testing.assert_allclose(H, Href, rtol=1e-12)
-    np.testing.assert_allclose(NW, num_ref, rtol=1e-12)
-    np.testing.assert_allclose(HS, aux_ref, rtol=1e-12)
-    H2 = np.array(Href, order="F")  # the wrapper, one more step
-    NW2, HS2 = _mu_kl_dense(np.ascontiguousarray(X.T), Wt, H2, l1, l2)
-    _mu_codes(X, Wt, Href, 1, l1, l2)
-    np.testing.assert_allclose(H2, Href, rtol=1e-12)
-    np.testing.assert_allclose(NW2, _mu_components_stats(X, Wt, Href, 1)[0], rtol=1e-12)
-    np.testing.assert_allclose(HS2, Href.sum(axis=1), rtol=1e-12)
 
 
 def test_transpose_plan():
