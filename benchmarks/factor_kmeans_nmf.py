@@ -323,7 +323,6 @@ def main():
     ap.add_argument("--nnz-per-example", type=float, default=20.0)
     ap.add_argument("--k", type=int, default=20, help="k-means clusters")
     ap.add_argument("--rank", type=int, default=10, help="NMF components")
-    ap.add_argument("--cd-sweeps", type=int, default=4, help="accelerated HALS sweeps")
     ap.add_argument("--max-passes", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=1,
                     help="full-batch k-means: interleaved runs per contender (median)")
