@@ -818,14 +818,14 @@ class KMeansModel(CPUFactorModelMixin, Model):
             second)
 
     def _sums_into(self, X, w, labels, sums, wsum, order=None, starts=None):
-        k, m = self.opts.n_clusters, X.shape[1]
-        if order is None:
-            order = np.empty(m, np.int64)
-            starts = np.empty(k + 1, np.int64)
-        _cluster_order(labels, k, starts, order)
-        if gmat.is_sparse(X):
+        if gmat.is_sparse(X):  # one pass in column order: no cluster order needed
             _csc_cluster_sums(X.indptr, X.indices, X.data, w, labels, sums, wsum)
-        else:
+        else:  # one cluster per thread over the examples in cluster order
+            k, m = self.opts.n_clusters, X.shape[1]
+            if order is None:
+                order = np.empty(m, np.int64)
+                starts = np.empty(k + 1, np.int64)
+            _cluster_order(labels, k, starts, order)
             XT = X.T if X.T.flags.c_contiguous else np.ascontiguousarray(X.T)
             _pick(_dense_cluster_sums, _dense_cluster_sums_serial, XT.size)(
                 XT, w, order, starts, sums, wsum)
