@@ -916,7 +916,7 @@ class _Spool:
         messages (the per-message Python of a 1024-node round is most of its CPU beyond the
         file calls)."""
         crc32 = _crc32_fn()
-        pack, mhead, mcrc, ahead1, codes = _MPRE.pack, _MHEAD.size, _MCRC.pack, _AHEAD1, _CODES
+        pack, mhead, mcrc = _MPRE.pack, _MHEAD.size, _MCRC.pack
         cur, where, size, npk, sent = [], [], 0, 0, 0
         found, cache = {}, {}
         phase, limit = self.phase, self.packet_bytes
@@ -936,18 +936,11 @@ class _Spool:
             key = id(a)
             enc = cache.get(key)
             if enc is None:
-                if type(a) is np.ndarray and a.ndim == 1 and a.flags.c_contiguous and (
-                        code := codes.get(a.dtype)) is not None:  # _encode1's fast path
-                    head = ahead1.pack(code, 1, a.shape[0])
-                    body = memoryview(a).cast("B")
-                    enc = cache[key] = ((head, body), ahead1.size + a.nbytes,
-                                        crc32(body, crc32(head)))
-                else:
-                    bufs, n = a.wire() if isinstance(a, _Gathered) else _encode1(a)
-                    crc = 0
-                    for buf in bufs:
-                        crc = crc32(buf, crc)
-                    enc = cache[key] = (bufs, n, crc)
+                bufs, n = a.wire() if isinstance(a, _Gathered) else _encode1(a)
+                crc = 0
+                for buf in bufs:
+                    crc = crc32(buf, crc)
+                enc = cache[key] = (bufs, n, crc)
             bufs, n, crc = enc
             if dst != src:
                 sent += n
