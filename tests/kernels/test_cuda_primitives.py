@@ -288,3 +288,40 @@ def test_ast_cost_model(monkeypatch, k, itemsize, cached, want):
 
     monkeypatch.setattr(P, "GPU_AST_METHOD", "auto")
     assert P.gpu_ast_method(10**6, k, itemsize, cached) == want
+
+
+@pytest.mark.skipif(not SIM, reason="the simulator's shared arrays (test_under_simulator)")
+def test_simulator_threads_that_race_to_a_shared_array_get_the_same_one():
+    """Two threads of a block that both miss the simulator's allocation table (forced here: its
+    lookup waits until both have looked) still receive one shared array; numba-cuda's own
+    check-then-set gives each its own, and a reduction reads uninitialised memory."""
+    import threading
+
+    from numba.cuda.simulator import kernelapi
+
+    from roofline.kernels import _cuda_primitives as cp
+
+    cp._cuda()  # installs the atomic allocation under the simulator
+    both_looked = threading.Barrier(2, timeout=10)
+
+    class _Table(dict):
+        def get(self, key, default=None):
+            res = super().get(key, default)
+            both_looked.wait()
+            return res
+
+    shared = kernelapi.FakeCUDAShared(0)
+    shared._allocations = _Table()
+    got = [None, None]
+
+    def thread(k):
+        got[k] = shared.array(4, np.float64)  # one calling line for both threads
+
+    threads = [threading.Thread(target=thread, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert got[0] is not None and got[0] is got[1]
+    assert got[0].shape == (4,) and got[0].dtype == np.float64
+    assert list(shared._allocations.values()) == [got[0]]
