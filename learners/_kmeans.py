@@ -1262,7 +1262,8 @@ class KMeansModel(CPUFactorModelMixin, Model):
                 sums = np.zeros((k, n))
                 wsum = np.zeros(k)
                 self._sums_into(X, w, labels, sums, wsum, order, starts)
-                members = np.diff(starts)
+                # (``starts`` is the cluster order's, built for dense sums only)
+                members = np.bincount(labels, minlength=k)
             elif n_moved:
                 _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum,
                                members)

@@ -580,3 +580,29 @@ def test_scikit_learn_estimator_checks():
         res = check_estimator(est, on_fail=None, expected_failed_checks=expected)
         failed = [r["check_name"] for r in res if r["status"] == "failed"]
         assert failed == [], failed
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_elkan_relocates_only_when_a_cluster_is_empty(monkeypatch, sparse):
+    """The member counts come from the labels (a sparse fit builds no cluster order): an
+    empty cluster is relocated as scikit-learn does, and a fit without one runs no
+    relocation (each would cost a full E-step and restart the bounds)."""
+    rng = np.random.default_rng(7)
+    Xd = rng.uniform(0, 5, (300, 30)) * (rng.uniform(size=(300, 30)) < 0.2)
+    X = sp.csr_matrix(Xd) if sparse else Xd
+    init = np.vstack([Xd[:2], np.full((1, 30), 1e3)])  # the third center attracts nobody
+    ref = SKKMeans(3, init=init, n_init=1, tol=0).fit(X)
+    ours = KMeans(3, init=init, tol=0, algorithm="elkan").fit(X)
+    assert abs(ours.inertia_ - ref.inertia_) <= 1e-9 * ref.inertia_
+    assert len(np.unique(ours.labels_)) == 3
+    calls = []
+    real = KMeansModel._reassign_relocate
+    monkeypatch.setattr(KMeansModel, "_reassign_relocate",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    Xr = _powerlaw(3000, 400, seed=3)
+    init = np.asarray(Xr[np.arange(0, 3000, 300)].todense()) + 0.01
+    ours = KMeans(10, init=init, tol=0, algorithm="elkan").fit(Xr if sparse else Xr.toarray())
+    ref = SKKMeans(10, init=init, n_init=1, tol=0).fit(Xr)
+    assert ours.n_iter_ == ref.n_iter_ > 3
+    assert abs(ours.inertia_ - ref.inertia_) <= 1e-9 * ref.inertia_
+    assert calls == []
