@@ -138,13 +138,15 @@ def test_sparse_allreduce_and_a_newton_fit_bit_identical_to_tcp(tmp_path):
     assert stats[0]["layers"][0]["down_bytes"] > 0 and stats[0]["predicted_io_seconds"] > 0
 
 
-@pytest.mark.parametrize("n,degrees,tail,distinct", [
-    (1, (), (), False), (6, (3, 2), (), False), (8, (2, 2, 2), (3,), False),
-    (12, (4, 3), (), False), (6, (3, 2), (), True), (8, (2, 2, 2), (3,), True)])
-def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail, distinct):
-    # distinct: every node's indices sorted and distinct (their own unique values: no sort)
+@pytest.mark.parametrize("n,degrees,tail,distinct,scale", [
+    (1, (), (), False, 1), (6, (3, 2), (), False, 1), (8, (2, 2, 2), (3,), False, 1),
+    (12, (4, 3), (), False, 1), (6, (3, 2), (), True, 1), (8, (2, 2, 2), (3,), True, 1),
+    (6, (3, 2), (), False, 1 << 40), (8, (2, 2, 2), (3,), True, 1 << 40)])
+def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail, distinct, scale):
+    # distinct: every node's indices sorted and distinct (their own unique values: no sort);
+    # scale: indices spread over 2^52 (the unions too sparse for a bitmap: sorted instead)
     rng = np.random.default_rng(n)
-    idx = [rng.integers(0, 3000, rng.integers(0, 500)) for _ in range(n)]
+    idx = [rng.integers(0, 3000, rng.integers(0, 500)) * scale for _ in range(n)]
     if distinct:
         idx = [np.unique(i) for i in idx]
     vals = [rng.standard_normal((i.size, *tail)).astype(np.float32) for i in idx]
@@ -175,6 +177,28 @@ def test_equal_to_kylix_over_queues_bit_for_bit(tmp_path, n, degrees, tail, dist
         assert st["s"].tobytes() == ref[r][0].tobytes()
         assert st["m"].tobytes() == ref[r][1].tobytes()
     assert not (tmp_path / "spool").exists()  # every packet removed at the end of the run
+
+
+@pytest.mark.parametrize("sizes,top", [
+    ((), 10), ((0, 0), 10), ((5,), 10), ((40, 0, 300, 7), 500), ((200, 300), 1 << 20),
+    ((64, 64, 64), 64 * 4 * 192 + 1024 * 64 - 1), ((64, 64, 64), 64 * 4 * 192 + 1024 * 64 + 64),
+    ((50, 80), (1 << 62) + 5)])
+def test_the_unions_are_kylix_unions(sizes, top):
+    # the compiled bitmap union (dense ranges) and the sort (sparse ones, beyond 4 words an
+    # entry plus 1024) give Kylix's union and maps: the received lists sorted and distinct
+    from roofline.comm import _disk_nodes, _kylix
+
+    rng = np.random.default_rng(len(sizes) + top % 997)
+    lists = [np.unique(np.concatenate(([0, top - 1] if k >= 2 else [top - 1] * k,
+                                       rng.integers(0, top, max(k - 2, 0)))))[:k]
+             for k in sizes]
+    lists = [np.unique(a) for a in lists]
+    union, maps, lens = _disk_nodes._union_maps(lists)
+    ref, ref_maps = _kylix._union(lists)
+    assert union.dtype == maps.dtype == np.int64
+    assert union.tolist() == ref.tolist()
+    assert lens.tolist() == [a.size for a in lists]
+    assert maps.tolist() == (np.concatenate(ref_maps).tolist() if lists else [])
 
 
 def test_state_round_trip_is_exact(tmp_path):
@@ -268,32 +292,49 @@ def test_the_compiled_header_check_finds_the_first_bad_message(tmp_path):
     data = np.frombuffer(open(tmp_path / "sp" / "2-0.pkt", "rb").read(), np.uint8)
     ats = np.array([spool.index[(2, d)][1] for d in (0, 1, 3, 4)], np.int64)
     lens = np.array([spool.index[(2, d)][2] for d in (0, 1, 3, 4)], np.int64)
-    table, check = _disk_nodes._jit()
-    assert _disk_nodes._jit()[1] is check  # compiled once
+    jit = _disk_nodes._jit()
+    table, check = jit.table, jit.check_heads
+    assert _disk_nodes._jit().check_heads is check  # compiled once
+    f8 = int.from_bytes(b"<f8 ", "little")
 
-    def run(buf, got=lens, srcs=(2, 2, 2, 2), dst=3, phase=5):
+    def run(buf, got=lens, srcs=(2, 2, 2, 2), dst=3, phase=5, elems=None):
         pcrc = np.array([zlib.crc32(buf[a + 32:a + n].tobytes())
                          for a, n in zip(ats, got, strict=True)], np.int64)
+        elems = np.full(4, -7, np.int64) if elems is None else elems
         return tuple(check(table, buf, ats, np.asarray(got, np.int64), lens,
-                           np.array(srcs, np.int64), dst, phase, pcrc))
+                           np.array(srcs, np.int64), dst, phase, pcrc, elems))
 
-    # each message checked as its own receiver's: all good
+    # each message checked as its own receiver's: all good, its array header's dtype code
+    # and length read
     for i, d in enumerate((0, 1, 3, 4)):
         one = slice(i, i + 1)
         pcrc = np.array([zlib.crc32(data[ats[i] + 32:ats[i] + lens[i]].tobytes())], np.int64)
+        elems = np.full(1, -7, np.int64)
         assert tuple(check(table, data, ats[one], lens[one], lens[one], np.array([2]), d, 5,
-                           pcrc)) == (-1, 0)
-    assert run(data, dst=0) == (1, 1)  # message 1 is not to node 0
-    assert run(data, dst=0, phase=6) == (0, 1)
-    assert run(data, srcs=(3, 2, 2, 2), dst=0) == (0, 1)
-    assert run(data, got=lens - np.array([0, 0, 1, 0]), dst=0) == (1, 1)
+                           pcrc, elems)) == (-1, 0, f8)
+        assert elems[0] == arrays[i].size
+    assert run(data, dst=0) == (1, 1, -1)  # message 1 is not to node 0
+    assert run(data, dst=0, phase=6) == (0, 1, -1)
+    assert run(data, srcs=(3, 2, 2, 2), dst=0) == (0, 1, -1)
+    assert run(data, got=lens - np.array([0, 0, 1, 0]), dst=0) == (1, 1, -1)
     for at, kind in ((5, 1), (13, 1), (17, 1), (25, 2), (1, 1)):
         bad = data.copy()
         bad[ats[0] + at] ^= 0x04
-        assert run(bad, dst=0) == (0, kind), at
+        assert run(bad, dst=0) == (0, kind, -1), at
     bad = data.copy()
     bad[ats[0] + 40] ^= 0x04  # the payload: its CRC-32 (computed from the bad bytes) fails
-    assert run(bad, dst=0) == (0, 2)
+    assert run(bad, dst=0) == (0, 2, -1)
+    # messages of different dtypes, or not 1-D: no common code (the general decoding)
+    spool2 = _disk_nodes._Spool(str(tmp_path / "sp2"), 5, 1 << 20, io)
+    spool2.send(2, [0, 1], [np.arange(3.0), np.arange(3, dtype=np.int32)])
+    spool2.send(3, [0, 1], [np.arange(4.0), np.ones((2, 2))])
+    assert [a.dtype for a in spool2.recv_arrays([2], 1)] == [np.int32]
+    got = spool2.recv_arrays([2, 3], 0)
+    assert [a.tolist() for a in got] == [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0, 3.0]]
+    got = spool2.recv_arrays([2, 3], 1)
+    assert got[0].dtype == np.int32 and got[0].tolist() == [0, 1, 2]
+    assert got[1].shape == (2, 2) and got[1].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    spool2.remove()
     spool.remove()
 
 
