@@ -944,10 +944,75 @@ def _gather_seq(src, pos, out):
         out[i] = src[pos[i]]
 
 
+def _native_loops(pread, crc32, check_heads):
+    """The receive's compiled loops over ctypes functions (numba treats a closure's ctypes
+    functions as constants): ``preads`` and ``receive``, to be compiled by ``njit``.
+
+    ``preads(fds, offs, buf, ats, lens, got)``: ``got[i]`` = the bytes read by ``pread`` of
+    message ``i`` (``lens[i]`` bytes at ``offs[i]`` of the open file ``fds[i]``) into
+    ``buf[ats[i]:]``, short reads continued; ``-1`` when a ``pread`` failed (the caller reads
+    it again in Python, for its error).  ``receive(table, buf, ats, got, lens, srcs, dst,
+    phase, elems)``: :func:`_check_heads` of the messages read, each payload's CRC-32
+    computed by ``crc32`` (ISA-L's ``crc32_gzip_refl``) in the same compiled loop.
+    """
+
+    def preads(fds, offs, buf, ats, lens, got):
+        base = buf.ctypes.data
+        for i in range(ats.shape[0]):
+            n = lens[i]
+            k = 0
+            while k < n:
+                r = pread(fds[i], base + ats[i] + k, n - k, offs[i] + k)
+                if r < 0:
+                    k = -1
+                    break
+                if r == 0:
+                    break
+                k += r
+            got[i] = k
+
+    def receive(table, buf, ats, got, lens, srcs, dst, phase, elems):
+        base = buf.ctypes.data
+        m = ats.shape[0]
+        pcrcs = np.zeros(m, np.int64)
+        for i in range(m):
+            if got[i] >= 32:
+                pcrcs[i] = crc32(0, base + ats[i] + 32, got[i] - 32)
+        return check_heads(table, buf, ats, got, lens, srcs, dst, phase, pcrcs, elems)
+
+    return preads, receive
+
+
+def _native():
+    """``(pread, crc32)``: libc's ``pread`` and ISA-L's ``crc32_gzip_refl`` (the CRC-32 of
+    ``zlib.crc32``, checked on a probe) as ctypes functions that numba calls, or None when
+    either is missing (no ``isal`` package, a libc without the symbol)."""
+    import ctypes
+
+    try:
+        from isal import isal_zlib
+
+        lib = ctypes.CDLL(isal_zlib.__file__)
+        crc = lib.crc32_gzip_refl
+        libc = ctypes.CDLL(None, use_errno=True)
+        pread = libc.pread
+    except (ImportError, OSError, AttributeError):
+        return None
+    crc.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint64]
+    crc.restype = ctypes.c_uint32
+    pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]
+    pread.restype = ctypes.c_ssize_t
+    probe = bytes(range(256)) * 3
+    if crc(7, probe, len(probe)) != zlib.crc32(probe, 7):
+        return None
+    return pread, crc
+
+
 class _Kernels:
     """The compiled loops of this module (numba) and the CRC-32's table."""
 
-    __slots__ = ("table", "check_heads", "union_bits", "scatter_add", "gather")
+    __slots__ = ("table", "check_heads", "union_bits", "scatter_add", "gather", "preads",
+                 "receive")
 
 
 _JIT = None
@@ -979,6 +1044,12 @@ def _jit():
         k.union_bits = jit(_union_bits)
         k.scatter_add = jit(_scatter_add_seq)
         k.gather = jit(_gather_seq)
+        k.preads = k.receive = None
+        native = _native()
+        if native is not None:  # closures over ctypes functions: compiled, not cached
+            preads, receive = _native_loops(*native, k.check_heads)
+            k.preads = njit(nogil=True)(preads)
+            k.receive = njit(nogil=True)(receive)
         _JIT = k
         return _JIT
 
@@ -1115,7 +1186,10 @@ class _Spool:
         one buffer (each message 64-byte aligned in it) with one ``pread`` each; one CRC-32
         per payload, then every header (magic, sender, receiver, phase, length) and its
         CRC-32 over the header continued from the payload's checked by one compiled loop
-        (:func:`_check_heads`), the first bad message raising its error."""
+        (:func:`_check_heads`), the first bad message raising its error.  With ISA-L's CRC-32
+        (the optional ``isal`` package) the ``pread`` calls and the payloads' CRC-32s are
+        compiled loops too (:func:`_native`: libc's ``pread`` and ISA-L's
+        ``crc32_gzip_refl`` called from numba), no Python per message."""
         index = self.index
         try:
             where = [index[(src, dst)] for src in srcs]
@@ -1124,54 +1198,61 @@ class _Spool:
             raise MessageError(f"node {dst}: no message from node {src} in phase "
                                f"{self.phase}") from None
         m = len(where)
-        lens = np.array([w[2] for w in where], np.int64).reshape(m)
+        if m == 0:
+            return []
+        lens = np.fromiter((w[2] for w in where), np.int64, m)
         ats = np.zeros(m, np.int64)
         if m > 1:
             ats[1:] = np.cumsum(lens + (-lens) % _ALIGN)[:-1]
-        total = int(ats[-1] + lens[-1]) if m else 0
+        total = int(ats[-1] + lens[-1])
         buf = np.empty(total + _ALIGN, np.uint8)
         skew = (-buf.ctypes.data) % _ALIGN  # the messages 64-byte aligned in memory too
         buf = buf[skew:skew + total]
-        at_list = ats.tolist()
-        mv = memoryview(buf)  # (a memoryview's slices cost less than an array's)
+        jit = _jit()
+        native = jit.receive is not None and _crc32_fn() is not zlib.crc32
         entries = []
-        got = [0] * m
         try:
             entries = self._open_all(where, srcs, dst)
             t0, c0 = time.perf_counter(), time.thread_time()
-            preadv = os.preadv
-            for i, ((_, off, n), entry, at) in enumerate(zip(where, entries, at_list,
-                                                             strict=True)):
-                k = preadv(entry[0], [mv[at:at + n]], off)
-                while k < n:  # short reads (rare)
-                    r = preadv(entry[0], [mv[at + k:at + n]], off + k)
-                    if r == 0:
-                        break
-                    k += r
-                got[i] = k
-            self.io._count(False, sum(got), time.perf_counter() - t0, files=0,
+            if native:
+                got = np.empty(m, np.int64)
+                jit.preads(np.fromiter((e[0] for e in entries), np.int64, m),
+                           np.fromiter((w[1] for w in where), np.int64, m), buf, ats, lens,
+                           got)
+                if (got < 0).any():  # a failed read: again in Python (its OSError)
+                    i = int(np.flatnonzero(got < 0)[0])
+                    got[i] = self._pread_into(entries[i][0], buf, int(ats[i]), where[i])
+                nread = int(got.sum())
+            else:
+                got = [self._pread_into(e[0], buf, at, w)
+                       for e, at, w in zip(entries, ats.tolist(), where, strict=True)]
+                nread = sum(got)
+            self.io._count(False, nread, time.perf_counter() - t0, files=0,
                            cpu=time.thread_time() - c0, slices=m, messages=m)
         finally:
             if entries:
                 with self._lock:
                     for entry in entries:
                         entry[1] -= 1
-        if m == 0:
-            return []
-        srcs = list(srcs)
-        crc32, mh = _crc32_fn(), _MHEAD.size
-        # one CRC-32 per payload in Python; every header, and its CRC-32 continued from its
-        # payload's, checked by one compiled loop
-        pcrc = np.array([crc32(mv[at + mh:at + n]) if n >= mh else 0
-                         for at, n in zip(at_list, got, strict=True)], np.int64)
-        jit = _jit()
+        srcs = np.fromiter(srcs, np.int64, m)
         elems = np.empty(m, np.int64)
-        i, kind, code = jit.check_heads(jit.table, buf, ats, np.array(got, np.int64), lens,
-                                        np.array(srcs, np.int64), dst, self.phase, pcrc,
+        mh = _MHEAD.size
+        if native:
+            i, kind, code = jit.receive(jit.table, buf, ats, got, lens, srcs, dst, self.phase,
                                         elems)
+        else:
+            crc32 = _crc32_fn()
+            mv = memoryview(buf)  # (a memoryview's slices cost less than an array's)
+            # one CRC-32 per payload in Python; every header, and its CRC-32 continued from
+            # its payload's, checked by one compiled loop
+            pcrc = np.array([crc32(mv[at + mh:at + n]) if n >= mh else 0
+                             for at, n in zip(ats.tolist(), got, strict=True)], np.int64)
+            got = np.array(got, np.int64)
+            i, kind, code = jit.check_heads(jit.table, buf, ats, got, lens, srcs, dst,
+                                            self.phase, pcrc, elems)
         if kind == 1:  # the first bad one, for its message
             path, off, n = where[i]
-            self._check(buf[at_list[i]:at_list[i] + got[i]], srcs[i], dst, path, off, n)
+            self._check(buf[ats[i]:ats[i] + got[i]], int(srcs[i]), dst, path, off, n)
         if kind:
             raise MessageError(f"{where[i][0]}: the message from node {srcs[i]} to node {dst} "
                                "fails its CRC-32 (corrupted on disk)")
@@ -1185,6 +1266,20 @@ class _Spool:
                 return [whole[b:e] for b, e in zip(beg.tolist(), (beg + elems).tolist(),
                                                    strict=True)]
         return _decode_arrays(buf, ats + mh, lens - mh)
+
+    @staticmethod
+    def _pread_into(fd, buf, at, where):
+        """Read the message ``where`` (path, offset, length) of the open packet ``fd`` into
+        ``buf[at:]``; the bytes read (fewer at the file's end)."""
+        _, off, n = where
+        mv = memoryview(buf)[at:at + n]
+        k = os.preadv(fd, [mv], off)
+        while k < n:  # short reads (rare)
+            r = os.preadv(fd, [mv[k:]], off + k)
+            if r == 0:
+                break
+            k += r
+        return k
 
     def _check(self, buf, src, dst, path, off, n):
         """The payload of the message read (``buf``), its header and CRC-32 checked."""

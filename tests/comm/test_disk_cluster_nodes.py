@@ -257,9 +257,19 @@ def test_a_corrupted_or_truncated_state_file_names_the_node_and_file(tmp_path):
     (4, "not the message from node 2 to node 0 of phase 1 "),
     (12, "not the message from node 2 to node 0 of phase 1 "),
 ])
-def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch, at, match):
+@pytest.mark.parametrize("native", [True, False])
+def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch, at, match, native):
+    # native: the compiled receive (preads and ISA-L's CRC-32s from numba); else zlib's
+    # CRC-32 from Python
+    import zlib
+
     from roofline.comm import _disk_nodes
 
+    if native:
+        pytest.importorskip("isal")
+        assert _disk_nodes._jit().receive is not None
+    else:
+        monkeypatch.setattr(_disk_nodes, "_CRC32", zlib.crc32)
     cl = DiskNodeCluster(4, tmp_path, degrees=(4,), packet_bytes=1 << 20)
     cl.init(lambda r: {"w": np.full(1000, float(r))})
     real = _disk_nodes._Spool.send
@@ -276,6 +286,61 @@ def test_a_corrupted_packet_is_a_message_error(tmp_path, monkeypatch, at, match)
     monkeypatch.setattr(_disk_nodes._Spool, "send", corrupting)
     with pytest.raises(MessageError, match=r"2-0\.pkt.*" + match):
         cl.run(lambda node, state, reduced: node.allreduce(state["w"]), 1)
+
+
+def test_the_compiled_receive_reads_what_python_reads(tmp_path, monkeypatch):
+    # the receive's preads and payload CRC-32s in compiled loops (libc's pread and ISA-L's
+    # CRC through ctypes) against the Python loop with zlib's CRC: the same arrays; a
+    # truncated packet and a failed read are the same errors
+    import zlib
+
+    from roofline.comm import _disk_nodes
+
+    pytest.importorskip("isal")
+    jit = _disk_nodes._jit()
+    assert jit.receive is not None and jit.preads is not None
+    rng = np.random.default_rng(3)
+    io = _disk_nodes._IO()
+    spool = _disk_nodes._Spool(str(tmp_path / "sp"), 7, 3000, io)
+    sent = {}
+    for src in range(5):
+        arrays = [rng.standard_normal(rng.integers(0, 300)) for _ in range(5)]
+        spool.send(src, list(range(5)), arrays)
+        sent[src] = arrays
+    zlib_reads = []
+    for crc in (None, zlib.crc32):
+        monkeypatch.setattr(_disk_nodes, "_CRC32", crc)
+        got = [spool.recv_arrays([4, 0, 3, 1, 2], dst) for dst in range(5)]
+        for dst in range(5):
+            for src, a in zip([4, 0, 3, 1, 2], got[dst], strict=True):
+                assert a.dtype == np.float64 and a.tobytes() == sent[src][dst].tobytes()
+        zlib_reads.append(io.bytes_read)
+    assert zlib_reads[1] == 2 * zlib_reads[0] > 0  # every message's bytes counted both ways
+    path, off, n = spool.index[(2, 3)]
+    name = os.path.basename(path).replace(".", r"\.")
+    spool.close()
+    with open(path, "r+b") as f:
+        f.truncate(off + n - 5)  # the message from 2 to 3 loses its last 5 bytes
+    for crc in (None, zlib.crc32):
+        monkeypatch.setattr(_disk_nodes, "_CRC32", crc)
+        with pytest.raises(MessageError, match=name + r": the message from node 2 to node 3 "
+                                               r"is truncated \(\d+ of \d+ bytes\)"):
+            spool.recv_arrays([0, 1, 2], 3)
+        spool.close()
+    # a read that fails (a descriptor closed under the spool): its OSError, from Python
+    real = _disk_nodes._Spool._open_all
+
+    def closed(self, where, srcs, dst):
+        entries = real(self, where, srcs, dst)
+        os.close(entries[-1][0])
+        return entries
+
+    monkeypatch.setattr(_disk_nodes._Spool, "_open_all", closed)
+    for crc in (None, zlib.crc32):
+        monkeypatch.setattr(_disk_nodes, "_CRC32", crc)
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            spool.recv_arrays([0, 1], 4)
+        spool._fds.clear()  # (its descriptors closed above)
 
 
 def test_the_compiled_header_check_finds_the_first_bad_message(tmp_path):
