@@ -28,7 +28,13 @@ Algorithms (both alternate: the codes first, then the components, as scikit-lear
   and ``W *= (H R^T) / (H 1)`` (``A*S`` and ``A*S^T`` of ``R``).
 * ``cd``: coordinate descent (HALS, scikit-learn's ``cd`` solver): each row of ``H`` (then of
   ``W``) in turn, exactly minimised and clipped at zero, from the Gram matrix and one ``A*S``
-  (``A*S^T``) product.  Frobenius only.
+  (``A*S^T``) product.  Frobenius only.  By default (``cd_sweeps="auto"``) Gillis and
+  Glineur's accelerated HALS (several sweeps per product) with Ang and Gillis' extrapolation
+  (2019: after each iteration both factors step on along their last move,
+  ``F + beta (F - F_prev)`` clipped at zero, ``beta`` growing while the objective falls and
+  shrinking, the step undone, when it rises); the objective comes from the Gram matrices and
+  the sweeps' own products (``||X||^2 - 2 <W, H X^T> + <W W^T, H H^T>``), never another pass
+  over ``X``.
 * Minibatch (:meth:`NMFModel.update`, online NMF for streams): each minibatch's codes are
   solved with the components fixed (a few inner iterations), then the components move using
   statistics accumulated over the minibatches with a forgetting factor ``rho``: for ``mu``
@@ -129,14 +135,36 @@ def _hxt(H, X, cache=None, tplan=None, values=None):
 def _transpose_plan(X):
     """``(XT, perm)``: ``X^T`` as CSC (``m x n``, one column per feature) and the permutation
     with ``XT.data == X.data[perm]``; built once per fit, O(nnz)."""
+    n, m = X.shape
     nnz = int(X.indptr[-1])
-    P = sp.csc_matrix((np.arange(nnz, dtype=np.float64), X.indices[:nnz], X.indptr[:]),
-                      shape=X.shape)
-    PT = P.T.tocsc()  # column j of PT = row j of P, indices sorted
-    perm = PT.data.astype(np.int64)
-    XT = sp.csc_matrix((X.data[perm], PT.indices.astype(X.indices.dtype),
-                        PT.indptr.astype(X.indptr.dtype)), shape=(X.shape[1], X.shape[0]))
+    indptr = np.empty(n + 1, X.indptr.dtype)
+    indices = np.empty(nnz, X.indices.dtype)
+    perm = np.empty(nnz, np.int64)
+    _transpose_kernel(X.indptr, X.indices, indptr, indices, perm)
+    XT = sp.csc_matrix((X.data[perm], indices, indptr), shape=(m, n))
     return XT, perm
+
+
+@njit(cache=True)
+def _transpose_kernel(indptr, indices, out_indptr, out_indices, perm):
+    """Counting sort of a CSC pattern by row: ``out_indptr``/``out_indices`` the transposed
+    pattern (column ``i`` = row ``i``, its indices sorted), ``perm`` the source position of
+    each transposed entry (one pass to count, one to place: O(nnz + n))."""
+    n = out_indptr.shape[0] - 1
+    m = indptr.shape[0] - 1
+    out_indptr[:] = 0
+    for k in range(indptr[m]):
+        out_indptr[indices[k] + 1] += 1
+    for i in range(n):
+        out_indptr[i + 1] += out_indptr[i]
+    nxt = out_indptr[:n].copy()
+    for j in range(m):
+        for k in range(indptr[j], indptr[j + 1]):
+            i = indices[k]
+            q = nxt[i]
+            out_indices[q] = j
+            perm[q] = k
+            nxt[i] = q + 1
 
 
 def _ratio(X, Wt, H, cache=None):
@@ -229,7 +257,7 @@ _BLOCK = 8
 
 @njit(cache=True, parallel=True)
 def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chunk, viol,
-                     BT):
+                     BT, cross):
     """HALS of ``F`` (``FT``: p x r, C order, in place) fused with its right-hand side
     ``B = A X`` (``At``: r x n, Fortran order, the other factor; ``X``: n x p CSC as
     ``indptr``/``indices``/``data``).  Columns of ``F`` are independent given ``G``: in
@@ -240,7 +268,9 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
     moves the block by at most ``eps`` times its first sweep's move (Gillis and Glineur's
     rule, per block).  ``viol[j]``: the first sweep's projected-gradient sum of column ``j``.
     A non-empty ``BT`` (p x r, C order) is ``B^T`` already computed (dense data: one BLAS
-    product), read instead of the gather."""
+    product), read instead of the gather.  ``cross[j]`` (p x 2): ``f . B[:, j]`` of column
+    ``j`` before and after its sweeps (the cross term of the objective, so that it needs no
+    other pass over ``X``)."""
     p, r = FT.shape
     nb = _BLOCK
     given = BT.shape[0] > 0
@@ -250,51 +280,70 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
         if G[t, t] + l2 != 0.0:
             hinv[t] = 1.0 / (G[t, t] + l2)
     for c in prange(n_chunks):
-        f = np.empty((nb, r))
-        b = np.empty((nb, r))
+        ft = np.zeros((r, nb))  # the block's columns side by side: the sweep is SIMD over e
+        bt = np.zeros((r, nb))
+        b = np.empty(r)
+        grad = np.empty(nb)
         vj = np.zeros(nb)
         lo = c * chunk
         hi = min(lo + chunk, p)
         for j0 in range(lo, hi, nb):
             w = min(nb, hi - j0)
-            for e in range(w):
+            for e in range(nb):
+                vj[e] = 0.0
+                if e >= w:  # padding: zero columns stay zero and move nothing
+                    for t in range(r):
+                        ft[t, e] = 0.0
+                        bt[t, e] = 0.0
+                    continue
                 j = j0 + e
-                for t in range(r):
-                    f[e, t] = FT[j, t]
                 if given:
                     for t in range(r):
-                        b[e, t] = BT[j, t] - l1
+                        b[t] = BT[j, t] - l1
                 else:
                     for t in range(r):
-                        b[e, t] = -l1
+                        b[t] = -l1
                     for k in range(indptr[j], indptr[j + 1]):
                         i = indices[k]
                         v = data[k]
                         for t in range(r):
-                            b[e, t] += v * At[t, i]
-                vj[e] = 0.0
+                            b[t] += v * At[t, i]
+                c0 = 0.0
+                for t in range(r):
+                    ft[t, e] = FT[j, t]
+                    bt[t, e] = b[t]
+                    c0 += ft[t, e] * (b[t] + l1)
+                cross[j, 0] = c0
             first = 0.0
             for s in range(sweeps):
                 move = 0.0
-                for e in range(w):
-                    for t in range(r):
-                        grad = l2 * f[e, t] - b[e, t]
-                        for q in range(r):
-                            grad += G[t, q] * f[e, q]
-                        v = f[e, t]
+                for t in range(r):
+                    for e in range(nb):
+                        grad[e] = l2 * ft[t, e] - bt[t, e]
+                    for q in range(r):
+                        g = G[t, q]
+                        for e in range(nb):
+                            grad[e] += g * ft[q, e]
+                    ht = hinv[t]
+                    for e in range(nb):
+                        v = ft[t, e]
+                        gr = grad[e]
                         if s == 0:
-                            vj[e] += abs(min(grad, 0.0) if v == 0.0 else grad)
-                        nv = max(v - grad * hinv[t], 0.0)
+                            vj[e] += abs(min(gr, 0.0) if v == 0.0 else gr)
+                        nv = max(v - gr * ht, 0.0)
                         move += (nv - v) * (nv - v)
-                        f[e, t] = nv
+                        ft[t, e] = nv
                 if s == 0:
                     first = move
                 elif move <= eps * eps * first:
                     break
             for e in range(w):
                 viol[j0 + e] = vj[e]
+                c1 = 0.0
                 for t in range(r):
-                    FT[j0 + e, t] = f[e, t]
+                    FT[j0 + e, t] = ft[t, e]
+                    c1 += ft[t, e] * (bt[t, e] + l1)
+                cross[j0 + e, 1] = c1
 
 
 @njit(cache=True, parallel=True)
@@ -348,16 +397,19 @@ _mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
 _hals_csc_kernel_serial = njit(cache=True)(_hals_csc_kernel.py_func)
 
 
-def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0):
+def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0, cross=None):
     """HALS of ``F`` (r x p, Fortran order, in place) against ``1/2 tr(F^T G F) - tr(F^T A X)``
     with the product ``A X`` (``A``: r x n Fortran; ``X``: n x p CSC) fused into the sweep
     (:func:`_hals_csc_kernel`: one gather per column, no ``r x p`` block), or for a dense ``X``
     (Fortran order) one BLAS product then the same blocked sweeps; up to ``sweeps`` sweeps per
     column, stopping a block of columns once a sweep moves it by at most ``eps`` times its
-    first sweep's move.  Returns the first sweep's projected-gradient sum (as :func:`_hals`)."""
+    first sweep's move.  Returns the first sweep's projected-gradient sum (as :func:`_hals`);
+    a given ``cross`` (2 floats) receives ``<F, A X>`` before and after the sweeps."""
     p = F.shape[1]
     viol = np.empty(p)
     if p == 0:
+        if cross is not None:
+            cross[:] = 0.0
         return 0.0
     if gmat.is_sparse(X):
         nnz, BT = int(X.indptr[-1]), np.empty((0, F.shape[0]))
@@ -369,8 +421,11 @@ def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0):
     work = F.shape[0] * (nnz + F.size * int(sweeps))
     kern = _hals_csc_kernel if work >= FUSED_PARALLEL_MIN_WORK else _hals_csc_kernel_serial
     chunk = _BLOCK * max(1, min(32, p // (8 * _BLOCK * get_num_threads())))
+    cr = np.empty((p, 2))
     kern(F.T, np.asarray(G, np.float64), A, indptr, indices, data, float(l1), float(l2),
-         int(sweeps), float(eps), chunk, viol, BT)
+         int(sweeps), float(eps), chunk, viol, BT, cr)
+    if cross is not None:
+        cross[:] = cr.sum(axis=0)
     return float(viol.sum())
 
 
@@ -393,6 +448,14 @@ def _hals_sweeps(F, G, B, l1, l2, sweeps, eps):
 
 #: Gillis and Glineur's accelerated HALS: ``alpha`` of the sweeps per product.
 HALS_ALPHA = 0.5
+
+#: Ang and Gillis' extrapolated HALS (2019): the first extrapolation weight ``beta_0``, its
+#: decrease on a restart (``beta / eta``) and growth otherwise (``gamma``; its cap grows by
+#: ``gamma_bar``).
+EXTRAPOLATION_BETA0 = 0.5
+EXTRAPOLATION_ETA = 1.5
+EXTRAPOLATION_GAMMA = 1.05
+EXTRAPOLATION_GAMMA_BAR = 1.01
 
 
 def _auto_sweeps(nnz, n_other, p, r, sweeps):
@@ -594,6 +657,10 @@ class NMFOptions(Options):
                                   "1 + alpha rho sweeps per side, alpha 0.5, rho the product's "
                                   "cost over a sweep's, stopped by cd_sweep_tol)",
                                kind=(int, str))
+    cd_extrapolate: object = option("auto", "cd: Ang and Gillis' extrapolated HALS (a "
+                                       "momentum step on both factors after each iteration, "
+                                       "undone when the objective rises): True, False or "
+                                       "'auto' (with cd_sweeps='auto')", kind=(bool, str))
     cd_sweep_tol: float = option(0.1, "cd with more than one sweep per product: stop a block "
                                       "of columns' sweeps once one moves it by at most this "
                                       "fraction of the first sweep's move (Gillis and "
@@ -604,6 +671,9 @@ class NMFOptions(Options):
         if sw != "auto" and (isinstance(sw, str) or sw < 1):
             raise ValueError(f"{prefix}option 'cd_sweeps' must be a positive integer or 'auto', "
                              f"got {sw!r}")
+        if self.cd_extrapolate not in (True, False, "auto"):
+            raise ValueError(f"{prefix}option 'cd_extrapolate' must be True, False or 'auto', "
+                             f"got {self.cd_extrapolate!r}")
         if self.solver == "cd" and self.beta_loss != "frobenius":
             raise ValueError(f"{prefix}solver 'cd' needs beta_loss='frobenius' (use solver "
                              f"'mu' for kullback-leibler)")
@@ -946,20 +1016,23 @@ class NMFModel(CPUFactorModelMixin, Model):
         l1_c, l2_c, _, _ = self._regs(n, m)
         _, _, l1_w, l2_w = self._regs(n, m_all)
         Wt = self.components
+        eps = o.cd_sweep_tol
+        nnz = int(X.indptr[-1]) if gmat.is_sparse(X) else X.size
+        sweeps_h = _auto_sweeps(nnz, n, m, r, o.cd_sweeps)
+        sweeps_w = _auto_sweeps(nnz, m, n, r, o.cd_sweeps)
+        fused = o.solver == "cd" and H.flags.f_contiguous and Wt.flags.f_contiguous
+        if fused and comm is None:
+            return self._fit_cd(X, Wt, H, max_iter, tol, update_components, callback,
+                                (l1_c, l2_c, l1_w, l2_w), sweeps_h, sweeps_w)
         err0 = prev = math.sqrt(2 * total(beta_divergence(X, Wt, H, beta)))
         trace = [err0 ** 2 / 2]
         viol0 = None
         it = 0
         tplan = _transpose_plan(X) if gmat.is_sparse(X) and update_components else None
-        eps = o.cd_sweep_tol
         Xv, XvT = X, None if tplan is None else tplan[0]
-        fused = o.solver == "cd" and H.flags.f_contiguous and Wt.flags.f_contiguous
         if fused and not gmat.is_sparse(X):  # dense: one BLAS product, blocked sweeps
             Xv = np.asfortranarray(X)
             XvT = np.asfortranarray(X.T) if update_components else None
-        nnz = int(X.indptr[-1]) if gmat.is_sparse(X) else X.size
-        sweeps_h = _auto_sweeps(nnz, n, m, r, o.cd_sweeps)
-        sweeps_w = _auto_sweeps(nnz, m, n, r, o.cd_sweeps)
         for it in range(1, max_iter + 1):
             if o.solver == "cd":
                 G = Wt @ Wt.T
@@ -999,6 +1072,92 @@ class NMFModel(CPUFactorModelMixin, Model):
         logger.info("NMF (%s, %s): %d iterations, divergence %.6g", o.solver, o.beta_loss,
                     it, final)
         return NMFResult(codes=H, n_iter=it, divergence=final, trace=trace)
+
+    def _fit_cd(self, X, Wt, H, max_iter, tol, update_components, callback, regs, sweeps_h,
+                sweeps_w):
+        """:meth:`fit`'s HALS on one process (the fused sweeps of :func:`_hals_csc`), the
+        objective from the Gram matrices and the sweeps' cross terms
+        (``D = 1/2 (||X||^2 - 2 <W^T, X H^T> + <W W^T, H H^T>)``: no pass over ``X`` beyond
+        the sweeps' own), with Ang and Gillis' extrapolation when ``opts.cd_extrapolate``
+        resolves to True (:meth:`_extrapolating`)."""
+        o = self.opts
+        l1_c, l2_c, l1_w, l2_w = regs
+        eps = o.cd_sweep_tol
+        if gmat.is_sparse(X):
+            xx = float(np.dot(X.data[: int(X.indptr[-1])], X.data[: int(X.indptr[-1])]))
+            Xv = X
+            XvT = _transpose_plan(X)[0] if update_components else None
+        else:
+            xx = float(np.einsum("ij,ij->", X, X, dtype=np.float64))
+            Xv = np.asfortranarray(X)
+            XvT = np.asfortranarray(X.T) if update_components else None
+        extrap = update_components and self._extrapolating()
+        cross = np.empty(2)
+        trace = []
+        viol0 = None
+        it = 0
+        known = None  # the divergence of the current (Wt, H), when the sweeps gave it
+        if extrap:  # Ang and Gillis (2019): beta_0 0.5, eta 1.5, gamma 1.05, gamma_bar 1.01
+            b_e, b_bar = EXTRAPOLATION_BETA0, 1.0
+            Hp, Wp, Wy = H.copy(order="F"), Wt.copy(order="F"), Wt.copy(order="F")
+            step = np.empty_like(H)
+            prev_e = math.inf
+        else:
+            Wy = Wt
+        for it in range(1, max_iter + 1):
+            G = Wy @ Wy.T
+            HH0 = H @ H.T if it == 1 else None
+            viol = _hals_csc(H, G, Wy, Xv, l1_c, l2_c, sweeps_h, eps, cross)
+            if it == 1:  # the start's divergence from the first sweep's terms
+                trace.append(max(0.5 * (xx - 2 * cross[0] + float(np.sum(G * HH0))), 0.0))
+            known = None
+            if not update_components:
+                known = max(0.5 * (xx - 2 * cross[1] + float(np.sum(G * (H @ H.T)))), 0.0)
+            else:
+                if extrap:  # H_y = max(0, H + beta (H - H_prev)); H_prev = H
+                    np.subtract(H, Hp, out=step)
+                    Hp[...] = H
+                    step *= b_e
+                    H += step
+                    np.maximum(H, 0, out=H)
+                    Wt[...] = Wy
+                HH = H @ H.T
+                viol += _hals_csc(Wt, HH, H, XvT, l1_w, l2_w, sweeps_w, eps, cross)
+                known = max(0.5 * (xx - 2 * cross[1] + float(np.sum(
+                    np.asarray(Wt @ Wt.T, np.float64) * HH))), 0.0)
+                if extrap:
+                    if known > prev_e:  # restart: drop the extrapolation, smaller beta
+                        H[...] = Hp
+                        Wy[...] = Wt
+                        b_bar, b_e = b_e, b_e / EXTRAPOLATION_ETA
+                        known = None
+                    else:
+                        b_e = min(b_bar, EXTRAPOLATION_GAMMA * b_e)
+                        b_bar = min(1.0, EXTRAPOLATION_GAMMA_BAR * b_bar)
+                        np.subtract(Wt, Wp, out=Wy)
+                        Wy *= b_e
+                        Wy += Wt
+                        np.maximum(Wy, 0, out=Wy)
+                    Wp[...] = Wt
+                    prev_e = min(prev_e, known) if known is not None else prev_e
+            if viol0 is None:
+                viol0 = viol
+            if viol0 == 0 or viol / viol0 <= tol:
+                break
+            if callback is not None and callback(it, Wt, H):
+                break
+        final = known if known is not None and it > 0 else beta_divergence(X, Wt, H, 2)
+        if not trace:
+            trace.append(final if it == 0 else math.nan)
+        trace.append(final)
+        logger.info("NMF (cd%s): %d iterations, divergence %.6g",
+                    ", extrapolated" if extrap else "", it, final)
+        return NMFResult(codes=H, n_iter=it, divergence=final, trace=trace)
+
+    def _extrapolating(self):
+        """bool: ``opts.cd_extrapolate`` resolved (``"auto"``: with ``cd_sweeps="auto"``)."""
+        e = self.opts.cd_extrapolate
+        return self.opts.cd_sweeps == "auto" if e == "auto" else bool(e)
 
     @staticmethod
     def _sum_stats(comm, a, b):
@@ -1238,6 +1397,10 @@ class NMF(_NMFBase):
         ``solver="cd"``: HALS sweeps per product (:class:`NMFOptions`): ``"auto"`` is Gillis
         and Glineur's accelerated HALS (fewer products to the same objective); 1 is
         scikit-learn's algorithm (the same iterates, ``n_iter_`` and result).
+    cd_extrapolate : bool or "auto", default="auto"
+        ``solver="cd"``: Ang and Gillis' extrapolated HALS (:class:`NMFOptions`); ``"auto"``
+        extrapolates with ``cd_sweeps="auto"`` only (so ``cd_sweeps=1`` stays
+        scikit-learn's algorithm).
 
     Attributes
     ----------
@@ -1249,7 +1412,7 @@ class NMF(_NMFBase):
 
     def __init__(self, n_components="auto", *, init=None, solver="cd", beta_loss="frobenius",
                  tol=1e-4, max_iter=200, random_state=None, alpha_W=0.0, alpha_H="same",
-                 l1_ratio=0.0, comm=None, cd_sweeps="auto"):
+                 l1_ratio=0.0, comm=None, cd_sweeps="auto", cd_extrapolate="auto"):
         self.n_components = n_components
         self.init = init
         self.solver = solver
@@ -1262,6 +1425,7 @@ class NMF(_NMFBase):
         self.l1_ratio = l1_ratio
         self.comm = comm
         self.cd_sweeps = cd_sweeps
+        self.cd_extrapolate = cd_extrapolate
 
     def fit_transform(self, X, y=None, W=None, H=None):
         """Fit and return the codes of ``X``.
@@ -1286,7 +1450,8 @@ class NMF(_NMFBase):
             raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or self.tol < 0:
             raise ValueError(f"tol must be a non-negative number, got {self.tol!r}")
-        model = self._model(r, beta, solver, init, aH, Xc.dtype, cd_sweeps=self.cd_sweeps)
+        model = self._model(r, beta, solver, init, aH, Xc.dtype, cd_sweeps=self.cd_sweeps,
+                            cd_extrapolate=self.cd_extrapolate)
         if init == "custom":
             Wt, H0 = self._custom(W, H, Xc, r)
             model.set_parameters(Wt)

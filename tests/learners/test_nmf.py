@@ -115,9 +115,13 @@ def test_fused_hals_equals_the_product_then_the_sweeps(dtype, sparse, p, sweeps)
                         (empty, np.ascontiguousarray(B.T))):
             F = F0.copy(order="F")
             v = np.empty(p)
-            kern(F.T, G, A, *csc, 0.2, 0.1, sweeps, 0.0, 16, v, BT)
+            cross = np.empty((p, 2))
+            kern(F.T, G, A, *csc, 0.2, 0.1, sweeps, 0.0, 16, v, BT, cross)
             np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
             assert v.sum() == pytest.approx(viol_ref, rel=tol)
+            # the objective's cross terms <F, A X> before and after, per column
+            np.testing.assert_allclose(cross[:, 0], np.sum(F0 * B, axis=0), rtol=tol)
+            np.testing.assert_allclose(cross[:, 1], np.sum(ref * B, axis=0), rtol=tol)
 
 
 def test_fused_hals_stops_its_sweeps_by_the_move_rule():
@@ -274,6 +278,72 @@ def test_accelerated_hals_reaches_the_objective_in_fewer_iterations(sweeps, spar
     assert out[sweeps] < out[1] - 40  # 49458 against 49527
 
 
+def _first_reaching(model, X, W0, H0, target, max_iter):
+    """(first iteration whose objective is at most ``target`` (or None), the fit's result)."""
+    hit = []
+
+    def check(it, Wt, H):
+        if np.sqrt(2 * beta_divergence(X, Wt, H, 2)) <= target:
+            hit.append(it)
+            return True
+        return False
+
+    res = model.fit(X, H=np.array(W0.T, order="F"), max_iter=max_iter, tol=0, callback=check)
+    return (hit[0] if hit else None), res
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_extrapolated_hals_reaches_scikit_learns_objective_in_fewer_iterations(sparse):
+    Xr = _sparse_data(2000, 300, seed=9)
+    W0, H0 = _custom(*Xr.shape, 8, seed=10)
+    ref = SKNMF(8, init="custom", solver="cd", tol=0, max_iter=60).fit(Xr, W=W0.copy(),
+                                                                       H=H0.copy())
+    target = ref.reconstruction_err_ * (1 + 1e-9)
+    X = Xr.T.tocsc() if sparse else np.asfortranarray(Xr.T.toarray())
+    its = {}
+    for extrapolate in (False, True):
+        model = NMFModel(n_components=8, solver="cd", dtype="float64", cd_sweeps=1,
+                         cd_extrapolate=extrapolate)
+        model.set_parameters(H0)
+        its[extrapolate], res = _first_reaching(model, X, W0, H0, target, 80)
+        # the divergence from the sweeps' cross terms and the Gram matrices: the returned
+        # factors' own (no extra pass over X)
+        assert res.divergence == pytest.approx(
+            beta_divergence(X, model.components, res.codes, 2), rel=1e-10)
+        assert res.trace[0] == pytest.approx(beta_divergence(
+            X, np.asfortranarray(H0), np.asfortranarray(W0.T), 2), rel=1e-10)
+    # scikit-learn's iterates without extrapolation (60, to rounding); far fewer with it
+    assert its[False] is not None and abs(its[False] - 60) <= 1
+    assert its[True] is not None and its[True] <= 0.6 * its[False]
+
+
+def test_extrapolation_restarts_when_the_objective_rises(monkeypatch):
+    import roofline.learners._nmf as nmf_mod
+
+    Xr = _sparse_data(800, 200, seed=21)
+    X = Xr.T.tocsc()
+    W0, H0 = _custom(*Xr.shape, 6, seed=22)
+    ref = SKNMF(6, init="custom", solver="cd", tol=0, max_iter=100).fit(Xr, W=W0.copy(),
+                                                                        H=H0.copy())
+    # an overshooting weight (beta 1.5, growing 30% a step): the steps must be undone
+    monkeypatch.setattr(nmf_mod, "EXTRAPOLATION_BETA0", 1.5)
+    monkeypatch.setattr(nmf_mod, "EXTRAPOLATION_GAMMA", 1.3)
+    monkeypatch.setattr(nmf_mod, "EXTRAPOLATION_GAMMA_BAR", 1.3)
+    model = NMFModel(n_components=6, solver="cd", dtype="float64", cd_sweeps=1,
+                     cd_extrapolate=True)
+    model.set_parameters(H0)
+    divs = []
+    res = model.fit(X, H=np.array(W0.T, order="F"), max_iter=100, tol=0,
+                    callback=lambda it, Wt, H: divs.append(beta_divergence(X, Wt, H, 2)))
+    assert np.isfinite(res.divergence)
+    assert res.divergence == pytest.approx(divs[-1], rel=1e-10)
+    assert np.sqrt(2 * res.divergence) <= ref.reconstruction_err_ * (1 + 1e-6)
+    # without the restart rule these weights diverge: the objective rose at some step and
+    # was brought back below its earlier best
+    rises = [k for k in range(1, len(divs)) if divs[k] > divs[k - 1] * (1 + 1e-12)]
+    assert rises and min(divs[rises[0]:]) < divs[rises[0] - 1]
+
+
 @pytest.mark.parametrize("sparse", [True, False])
 def test_nmf_estimator_default_reaches_scikit_learns_objective(sparse):
     X = _sparse_data(seed=15)
@@ -288,6 +358,8 @@ def test_nmf_estimator_default_reaches_scikit_learns_objective(sparse):
         NMF(6, cd_sweeps=0).fit(X)
     with pytest.raises(ValueError, match="cd_sweeps"):
         NMFModel(n_components=3, cd_sweeps="fast")
+    with pytest.raises(ValueError, match="cd_extrapolate"):
+        NMFModel(n_components=3, cd_extrapolate="yes")
 
 
 # ---------------------------------------------------------------------------------------------
