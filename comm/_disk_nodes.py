@@ -2127,7 +2127,7 @@ class _SparseRun(_Run):
             wparts, wsels = _split_sorted(wcur, lo, hi, k)
             self.cuts[r][layer] = ([sels[0].start] + [s.stop for s in sels],
                                    [wsels[0].start] + [s.stop for s in wsels])
-            out = [np.concatenate(([p.size], p, w)).astype(np.int64)
+            out = [np.concatenate(([p.size], p, w)).astype(np.int64, copy=False)
                    for p, w in zip(parts, wparts, strict=True)]
             self.send(new, r, layer, out, "config_bytes")
         else:  # the bottom: wanted owner indices in the reduced union (as _configure)
