@@ -451,6 +451,136 @@ _csc_assign_fused_serial = njit(cache=True)(_csc_assign_fused.py_func)
 _elkan_estep_serial = njit(cache=True)(_elkan_estep.py_func)
 
 
+@njit(cache=True)
+def _center_sqnorms(C, out):
+    """``out[c] = ||C[c]||^2`` in float64 for the rows of ``C`` (k x n, Fortran order: the
+    features outer, each feature's ``k`` values contiguous), each row summed in increasing
+    feature order (for ``k >= 2`` the same bits as numpy's ``einsum("ij,ij->i", C, C,
+    dtype=float64)``, whose strided loop adds in that order)."""
+    k, n = C.shape
+    out[:] = 0.0
+    for i in range(n):
+        for c in range(k):
+            v = np.float64(C[c, i])
+            out[c] += v * v
+
+
+#: Statuses of :func:`_elkan_iterations` (why it handed back to Python).
+_EL_MAXITER, _EL_STRICT, _EL_TOL, _EL_NEED_CC, _EL_EMPTY, _EL_ESTEP = 0, 1, 2, 3, 4, 5
+#: Fields of its ``state`` array: the next iteration, flags, where the exact centers' half
+#: distances were computed, the labels moved by the last E-step, the phase to resume at.
+_ST_IT, _ST_FIRST, _ST_FRESH, _ST_HAVE_OLD, _ST_CC_AT, _ST_MOVED, _ST_PHASE = range(7)
+#: Phases: an iteration from its start, from its M-step's sums, from its centers' move.
+_PH_START, _PH_SUMS, _PH_MOVE = 0, 1, 2
+
+
+@njit(cache=True)
+def _elkan_iterations(indptr, indices, data, XT, dense, w, xnorm, mbase, C, cn, labels,
+                      labels_old, U, L, Lmin, cum, cum_at, cc_exact, halfcc, s_half, margin,
+                      counts, sums, wsum, members, delta, order, starts, recomputed, state,
+                      shift_out, eps, tol, max_iter, min_work, trace):
+    """Elkan's iterations (:meth:`KMeansModel._fit_elkan`) in one compiled loop: per
+    iteration the centers' norms, their half distances moved by the drift
+    (:func:`_elkan_half`), the rounding margins, the E-step (:func:`_elkan_estep`, parallel
+    from ``min_work`` multiply-adds), the M-step's sums (afresh, or moved for the examples
+    whose label changed: :func:`_csc_move_sums`), the centers' move (:func:`_lloyd_move`)
+    and the stopping tests.  The kernels and their order are the step-by-step loop's, so the
+    iterates are the same bit for bit.
+
+    It hands back to Python (returning a status, ``state`` saying where to resume) when the
+    exact half distances are due (``_EL_NEED_CC``: every 8 iterations, a BLAS product; ``cn``
+    holds the centers' norms), when a cluster is empty (``_EL_EMPTY``: relocation needs a
+    full E-step), after each E-step when ``trace`` (``_EL_ESTEP``: the tests' record), or
+    when it stops (``_EL_STRICT``: no label changed; ``_EL_TOL``: ``shift_out[0] <= tol``;
+    ``_EL_MAXITER``).  ``recomputed[it]``: dot products of iteration ``it``."""
+    k = C.shape[0]
+    m = labels.shape[0]
+    nnz_per = data.size / max(m, 1)
+    it = state[_ST_IT]
+    phase = state[_ST_PHASE]
+    while it < max_iter:
+        first = state[_ST_FIRST] != 0
+        if phase == _PH_START:
+            _center_sqnorms(C, cn)
+            if not first:
+                if state[_ST_CC_AT] < 0 or it - state[_ST_CC_AT] >= 8:
+                    state[_ST_IT] = it
+                    return _EL_NEED_CC
+                _elkan_half(cc_exact, cum, cum_at, halfcc, s_half)
+            cnmax = -np.inf
+            cummax = -np.inf
+            for c in range(k):
+                cnmax = max(cnmax, cn[c])
+                cummax = max(cummax, cum[c])
+            rc = math.sqrt(cnmax)
+            add = 2 * math.sqrt(64 * eps) * rc + 64 * eps * (cummax + rc)
+            for j in range(m):
+                margin[j] = mbase[j] + add
+            counts[:] = 0
+            work = k * data.size if first else m * k + recomputed[it - 1] * nnz_per
+            if work >= min_work:
+                _elkan_estep(indptr, indices, data, C, cn, xnorm, cum, halfcc, s_half, margin,
+                             first, labels, U, L, counts, Lmin, cummax)
+            else:
+                _elkan_estep_serial(indptr, indices, data, C, cn, xnorm, cum, halfcc, s_half,
+                                    margin, first, labels, U, L, counts, Lmin, cummax)
+            recomputed[it] = counts.sum()
+            state[_ST_FIRST] = 0
+            phase = _PH_SUMS
+            if trace:
+                state[_ST_IT] = it
+                state[_ST_PHASE] = phase
+                return _EL_ESTEP
+        if phase == _PH_SUMS:
+            # the M-step's sums: moved when few labels changed, else afresh (see _fit_elkan)
+            n_moved = m
+            if state[_ST_HAVE_OLD] != 0:
+                n_moved = 0
+                for j in range(m):
+                    if labels[j] != labels_old[j]:
+                        n_moved += 1
+            state[_ST_MOVED] = n_moved
+            if state[_ST_FRESH] != 0 or 4 * n_moved > m or it % 16 == 0:
+                state[_ST_FRESH] = 0
+                sums[:] = 0.0
+                wsum[:] = 0.0
+                if dense:
+                    _cluster_order(labels, k, starts, order)
+                    if XT.size >= min_work:
+                        _dense_cluster_sums(XT, w, order, starts, sums, wsum)
+                    else:
+                        _dense_cluster_sums_serial(XT, w, order, starts, sums, wsum)
+                else:
+                    _csc_cluster_sums(indptr, indices, data, w, labels, sums, wsum)
+                members[:] = 0
+                for j in range(m):
+                    members[labels[j]] += 1
+            elif n_moved:
+                _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum,
+                               members)
+            for c in range(k):
+                if members[c] == 0:
+                    state[_ST_IT] = it
+                    state[_ST_PHASE] = _PH_MOVE
+                    return _EL_EMPTY
+        # the centers, how far each moved and the shift, in one pass
+        shift = _lloyd_move(C, sums, wsum, delta)
+        shift_out[0] = shift
+        for c in range(k):
+            cum[c] += delta[c]
+        it += 1
+        phase = _PH_START
+        state[_ST_IT] = it
+        state[_ST_PHASE] = phase
+        if state[_ST_HAVE_OLD] != 0 and state[_ST_MOVED] == 0:
+            return _EL_STRICT
+        if shift <= tol:
+            return _EL_TOL
+        labels_old[:] = labels
+        state[_ST_HAVE_OLD] = 1
+    return _EL_MAXITER
+
+
 def _pick(parallel, serial, work):
     return parallel if work >= PARALLEL_MIN_WORK else serial
 
@@ -768,7 +898,9 @@ class KMeansModel(CPUFactorModelMixin, Model):
 
     # -- assignment ---------------------------------------------------------------------------
     def _cnorm(self):
-        return np.einsum("ij,ij->i", self.centers, self.centers, dtype=np.float64)
+        out = np.empty(self.opts.n_clusters, np.float64)
+        _center_sqnorms(self.centers, out)
+        return out
 
     def assign(self, X, cache=None, cnorm=None, xnorm=None):
         """Nearest center and squared distance of each example.
@@ -1191,99 +1323,80 @@ class KMeansModel(CPUFactorModelMixin, Model):
                             inertia_trace=[final])
 
     def _fit_elkan(self, X, w, xnorm, max_iter, tol):
-        """Lloyd's iterations with Elkan's bounds (see :meth:`fit`)."""
+        """Lloyd's iterations with Elkan's bounds (see :meth:`fit`), run by the compiled
+        loop :func:`_elkan_iterations`; this method allocates its state and does what the
+        loop hands back: the exact half distances between the centers every 8 iterations
+        (a BLAS product), the relocation of empty clusters, the tests' record of the labels
+        (``self._trace_labels``) and the final labels and inertia."""
         k, m = self.opts.n_clusters, X.shape[1]
         n = X.shape[0]
-        if gmat.is_sparse(X):
-            indptr, indices, data = X.indptr, X.indices, X.data
-        else:  # a dense matrix as CSC arrays (no copy of the values)
+        dense = not gmat.is_sparse(X)
+        if dense:  # a dense matrix as CSC arrays (no copy of the values) and its rows
             Xf = np.asfortranarray(X)
             indptr = np.arange(0, n * m + 1, n, dtype=np.int64)
             indices = np.tile(np.arange(n, dtype=np.int32), m)
             data = Xf.ravel(order="F")
+            XT = X.T if X.T.flags.c_contiguous else np.ascontiguousarray(X.T)
+        else:
+            indptr, indices, data = X.indptr, X.indices, X.data
+            XT = np.empty((0, 0), data.dtype)
         eps = float(np.finfo(self.dtype).eps)
         labels = np.zeros(m, np.int32)
+        labels_old = np.zeros(m, np.int32)
         U = np.zeros(m)
         L = np.zeros((m, k))
         Lmin = np.zeros(m)
         cum = np.zeros(k)
+        cum_at = np.zeros(k)
+        cc_exact = np.zeros((k, k))
         halfcc = np.zeros((k, k))
         s_half = np.zeros(k)
         margin = np.zeros(m)
         mbase = np.sqrt(xnorm) * (math.sqrt(64 * eps) + 64 * eps)  # the margins' own part
-        nblk = (m + 255) // 256
-        counts = np.zeros(max(nblk, 1), np.int64)
+        counts = np.zeros(max((m + 255) // 256, 1), np.int64)
         order = np.empty(m, np.int64)
-        starts = np.empty(k + 1, np.int64)
-        nnz_per = data.size / max(m, 1)
-        labels_old = None
-        converged = strict = False
-        n_iter = 0
-        first = fresh = True
-        cc_exact, cc_at, cum_at = None, 0, cum.copy()
+        starts = np.zeros(k + 1, np.int64)
+        sums = np.zeros((k, n))
+        wsum = np.zeros(k)
+        members = np.zeros(k, np.int64)
         delta = np.zeros(k)
-        self._recomputed = []
-        for it in range(max_iter):
-            cn = self._cnorm()
-            if not first:
-                # the centers' half distances: exact (a k x k x n product) every 8 passes;
-                # in between, lower bounds moved by the drift since (valid for the skips)
-                if it - cc_at >= 8 or cc_exact is None:
-                    C64 = np.asarray(self.centers, np.float64)
-                    cc_exact = cn[:, None] + cn[None, :] - 2.0 * (C64 @ C64.T)
-                    np.maximum(cc_exact, 0.0, out=cc_exact)
-                    np.sqrt(cc_exact, out=cc_exact)
-                    cc_exact *= 0.5
-                    cc_at, cum_at = it, cum.copy()
-                _elkan_half(cc_exact, cum, cum_at, halfcc, s_half)
-            # rounding of the distances (|sqrt(a) - sqrt(b)| <= sqrt(|a - b|), and
-            # sqrt(a + b) <= sqrt(a) + sqrt(b)), of the centers' half distances and of the
-            # bounds' drift sums
-            rc = math.sqrt(float(cn.max()))
-            np.add(mbase, 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc),
-                   out=margin)
-            counts[:] = 0
-            # the parallel kernel only for much work: the full first pass, or as many dot
-            # products as the previous pass (late passes examine few pairs; waking the
-            # workers would cost more)
-            work = k * data.size if first else m * k + self._recomputed[-1] * nnz_per
-            kernel = _pick(_elkan_estep, _elkan_estep_serial, int(work))
-            kernel(indptr, indices, data, self.centers, cn, xnorm, cum, halfcc, s_half, margin,
-                   first, labels, U, L, counts, Lmin, float(cum.max()))
-            self._recomputed.append(int(counts.sum()))
-            if getattr(self, "_trace_labels", None) is not None:  # the tests' record
-                self._trace_labels.append(labels.copy())
-            first = False
-            # the M-step's sums: moved incrementally when few labels changed (the sums of the
-            # other examples are unchanged), else afresh (bounding the rounding drift)
-            n_moved = m if labels_old is None else int(np.count_nonzero(labels != labels_old))
-            if fresh or 4 * n_moved > m or it % 16 == 0:
-                fresh = False
-                sums = np.zeros((k, n))
-                wsum = np.zeros(k)
-                self._sums_into(X, w, labels, sums, wsum, order, starts)
-                # (``starts`` is the cluster order's, built for dense sums only)
-                members = np.bincount(labels, minlength=k)
-            elif n_moved:
-                _csc_move_sums(indptr, indices, data, w, labels, labels_old, sums, wsum,
-                               members)
-            if np.any(members == 0):  # relocation needs exact distances: a full E-step
+        cn = np.zeros(k)
+        recomputed = np.zeros(max_iter, np.int64)
+        shift = np.zeros(1)
+        state = np.zeros(7, np.int64)
+        state[_ST_FIRST] = state[_ST_FRESH] = 1
+        state[_ST_CC_AT] = -1
+        trace = getattr(self, "_trace_labels", None)  # the tests' record of each E-step
+        while True:
+            status = _elkan_iterations(
+                indptr, indices, data, XT, dense, w, xnorm, mbase, self.centers, cn, labels,
+                labels_old, U, L, Lmin, cum, cum_at, cc_exact, halfcc, s_half, margin, counts,
+                sums, wsum, members, delta, order, starts, recomputed, state, shift, eps,
+                float(tol), int(max_iter), PARALLEL_MIN_WORK, trace is not None)
+            if status == _EL_NEED_CC:
+                # the centers' half distances, exact (a k x k x n product) every 8 passes; in
+                # between, lower bounds moved by the drift since (valid for the skips)
+                C64 = np.asarray(self.centers, np.float64)
+                np.subtract(cn[:, None] + cn[None, :], 2.0 * (C64 @ C64.T), out=cc_exact)
+                np.maximum(cc_exact, 0.0, out=cc_exact)
+                np.sqrt(cc_exact, out=cc_exact)
+                cc_exact *= 0.5
+                state[_ST_CC_AT] = state[_ST_IT]
+                cum_at[:] = cum
+            elif status == _EL_ESTEP:
+                trace.append(labels.copy())
+            elif status == _EL_EMPTY:  # relocation needs exact distances: a full E-step
                 self._reassign_relocate(X, w, labels, sums, wsum, order, starts)
-                fresh = True  # the next sums afresh (the relocated examples moved)
-                first = True  # the bounds restart from the new centers
-            # the centers, how far each moved and the shift, in one pass
-            shift = _lloyd_move(self.centers, sums, wsum, delta)
-            self.counts = wsum.copy()
-            cum += delta
-            n_iter = it + 1
-            if labels_old is not None and n_moved == 0:
-                converged = strict = True
+                state[_ST_FRESH] = 1  # the next sums afresh (the relocated examples moved)
+                state[_ST_FIRST] = 1  # the bounds restart from the new centers
+            else:
                 break
-            if shift <= tol:
-                converged = True
-                break
-            labels_old = labels.copy()
-        if strict and gmat.is_sparse(X):
+        n_iter = int(state[_ST_IT])
+        strict = status == _EL_STRICT
+        converged = strict or status == _EL_TOL
+        self.counts = wsum.copy()
+        self._recomputed = [int(r) for r in recomputed[:n_iter]]
+        if strict and not dense:
             # no label changed: these are Lloyd's final labels (Lloyd returns its last pass's),
             # and the inertia needs only each example's own center (nnz multiply-adds, not
             # the k nnz of a full pass; the same keys as Lloyd's, bit for bit)
