@@ -66,8 +66,11 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         The number of ranks (>= 1).
     backend : {"threads", "tcp", "mpi", "disk", "dask"}
         ``"threads"``: threads of this process (Kylix over in-process queues); ``"tcp"``: ``n``
-        local processes joined by Kylix over TCP; ``"mpi"``: ``mpiexec -n n`` (the one beside
-        this Python, from the mpich wheel); ``"disk"``: a cluster simulated in this process,
+        local processes joined by Kylix over TCP (forked from multiprocessing's fork server,
+        which imports numpy, scipy, numba and scikit-learn once and stays up for the next
+        call; each process sees the caller's environment variables); ``"mpi"``:
+        ``mpiexec -n n`` (the one beside this Python, from the mpich wheel); ``"disk"``: a
+        cluster simulated in this process,
         messages as files in a temporary spool directory (:class:`DiskCluster`); ``"dask"``:
         one rank per worker of ``client`` (:func:`run_on_dask`), or of a local cluster of
         ``n`` worker processes started for this call when ``client`` is None.  Or any

@@ -107,3 +107,22 @@ def test_more_ranks_than_cores():
     p = _launch(n, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert _result(p.stdout)["ok"]
+
+
+def _process_facts(comm, name):
+    return os.getppid(), os.environ.get(name), comm.rank
+
+
+def test_tcp_ranks_fork_from_one_server_and_see_the_callers_environment(monkeypatch):
+    """``run(backend="tcp")`` forks its ranks from a fork server that stays up between calls
+    (its preloaded imports are paid once), and each rank sees the environment of the call,
+    not the one the server started with."""
+    name = "ROOFLINE_TEST_RUN_TCP_MARK"
+    monkeypatch.setenv(name, "first")
+    first = run(_process_facts, 2, backend="tcp", args=(name,), timeout=60)
+    monkeypatch.setenv(name, "second")
+    second = run(_process_facts, 2, backend="tcp", args=(name,), timeout=60)
+    parents = {ppid for ppid, _, _ in first + second}
+    assert len(parents) == 1 and os.getpid() not in parents
+    assert [(env, r) for _, env, r in first] == [("first", 0), ("first", 1)]
+    assert [(env, r) for _, env, r in second] == [("second", 0), ("second", 1)]
