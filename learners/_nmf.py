@@ -257,7 +257,7 @@ _BLOCK = 8
 
 @njit(cache=True, parallel=True)
 def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chunk, viol,
-                     BT, cross):
+                     BT, cross, prev, bx, scat):
     """HALS of ``F`` (``FT``: p x r, C order, in place) fused with its right-hand side
     ``B = A X`` (``At``: r x n, Fortran order, the other factor; ``X``: n x p CSC as
     ``indptr``/``indices``/``data``).  Columns of ``F`` are independent given ``G``: in
@@ -270,80 +270,106 @@ def _hals_csc_kernel(FT, G, At, indptr, indices, data, l1, l2, sweeps, eps, chun
     A non-empty ``BT`` (p x r, C order) is ``B^T`` already computed (dense data: one BLAS
     product), read instead of the gather.  ``cross[j]`` (p x 2): ``f . B[:, j]`` of column
     ``j`` before and after its sweeps (the cross term of the objective, so that it needs no
-    other pass over ``X``)."""
+    other pass over ``X``).  A non-empty ``prev`` (p x r, C order) extrapolates on the way
+    out (Ang and Gillis): ``F[:, j] = max(0, f + bx (f - prev[j]))`` and ``prev[j] = f``.  A
+    non-empty ``scat`` (g x n x r, zeroed) receives the other side's product ``(F X^T)^T`` of
+    the written ``F`` in ``g`` parts (a scatter of the column just swept, its nonzeros still
+    in cache: one pass over ``X`` per iteration), part ``k`` from the ``k``-th of ``g`` runs
+    of chunks, in parallel (the same sums whatever thread runs which)."""
     p, r = FT.shape
     nb = _BLOCK
     given = BT.shape[0] > 0
+    extr = prev.shape[0] > 0
+    scatter = scat.shape[0] > 0
     n_chunks = (p + chunk - 1) // chunk
     hinv = np.zeros(r)
     for t in range(r):
         if G[t, t] + l2 != 0.0:
             hinv[t] = 1.0 / (G[t, t] + l2)
-    for c in prange(n_chunks):
+    # with a scatter, slice g of it takes a fixed run of chunks (deterministic sums)
+    n_groups = scat.shape[0] if scatter else n_chunks
+    per_group = (n_chunks + n_groups - 1) // n_groups
+    for g in prange(n_groups):
         ft = np.zeros((r, nb))  # the block's columns side by side: the sweep is SIMD over e
         bt = np.zeros((r, nb))
         b = np.empty(r)
         grad = np.empty(nb)
         vj = np.zeros(nb)
-        lo = c * chunk
-        hi = min(lo + chunk, p)
-        for j0 in range(lo, hi, nb):
-            w = min(nb, hi - j0)
-            for e in range(nb):
-                vj[e] = 0.0
-                if e >= w:  # padding: zero columns stay zero and move nothing
-                    for t in range(r):
-                        ft[t, e] = 0.0
-                        bt[t, e] = 0.0
-                    continue
-                j = j0 + e
-                if given:
-                    for t in range(r):
-                        b[t] = BT[j, t] - l1
-                else:
-                    for t in range(r):
-                        b[t] = -l1
-                    for k in range(indptr[j], indptr[j + 1]):
-                        i = indices[k]
-                        v = data[k]
+        for c in range(g * per_group, min(n_chunks, (g + 1) * per_group)):
+            lo = c * chunk
+            hi = min(lo + chunk, p)
+            for j0 in range(lo, hi, nb):
+                w = min(nb, hi - j0)
+                for e in range(nb):
+                    vj[e] = 0.0
+                    if e >= w:  # padding: zero columns stay zero and move nothing
                         for t in range(r):
-                            b[t] += v * At[t, i]
-                c0 = 0.0
-                for t in range(r):
-                    ft[t, e] = FT[j, t]
-                    bt[t, e] = b[t]
-                    c0 += ft[t, e] * (b[t] + l1)
-                cross[j, 0] = c0
-            first = 0.0
-            for s in range(sweeps):
-                move = 0.0
-                for t in range(r):
-                    for e in range(nb):
-                        grad[e] = l2 * ft[t, e] - bt[t, e]
-                    for q in range(r):
-                        g = G[t, q]
+                            ft[t, e] = 0.0
+                            bt[t, e] = 0.0
+                        continue
+                    j = j0 + e
+                    if given:
+                        for t in range(r):
+                            b[t] = BT[j, t] - l1
+                    else:
+                        for t in range(r):
+                            b[t] = -l1
+                        for k in range(indptr[j], indptr[j + 1]):
+                            i = indices[k]
+                            v = data[k]
+                            for t in range(r):
+                                b[t] += v * At[t, i]
+                    c0 = 0.0
+                    for t in range(r):
+                        ft[t, e] = FT[j, t]
+                        bt[t, e] = b[t]
+                        c0 += ft[t, e] * (b[t] + l1)
+                    cross[j, 0] = c0
+                first = 0.0
+                for s in range(sweeps):
+                    move = 0.0
+                    for t in range(r):
                         for e in range(nb):
-                            grad[e] += g * ft[q, e]
-                    ht = hinv[t]
-                    for e in range(nb):
-                        v = ft[t, e]
-                        gr = grad[e]
-                        if s == 0:
-                            vj[e] += abs(min(gr, 0.0) if v == 0.0 else gr)
-                        nv = max(v - gr * ht, 0.0)
-                        move += (nv - v) * (nv - v)
-                        ft[t, e] = nv
-                if s == 0:
-                    first = move
-                elif move <= eps * eps * first:
-                    break
-            for e in range(w):
-                viol[j0 + e] = vj[e]
-                c1 = 0.0
-                for t in range(r):
-                    FT[j0 + e, t] = ft[t, e]
-                    c1 += ft[t, e] * (bt[t, e] + l1)
-                cross[j0 + e, 1] = c1
+                            grad[e] = l2 * ft[t, e] - bt[t, e]
+                        for q in range(r):
+                            gtq = G[t, q]
+                            for e in range(nb):
+                                grad[e] += gtq * ft[q, e]
+                        ht = hinv[t]
+                        for e in range(nb):
+                            v = ft[t, e]
+                            gr = grad[e]
+                            if s == 0:
+                                vj[e] += abs(min(gr, 0.0) if v == 0.0 else gr)
+                            nv = max(v - gr * ht, 0.0)
+                            move += (nv - v) * (nv - v)
+                            ft[t, e] = nv
+                    if s == 0:
+                        first = move
+                    elif move <= eps * eps * first:
+                        break
+                for e in range(w):
+                    j = j0 + e
+                    viol[j] = vj[e]
+                    c1 = 0.0
+                    for t in range(r):
+                        fn = ft[t, e]
+                        c1 += fn * (bt[t, e] + l1)
+                        if extr:
+                            y = fn + bx * (fn - prev[j, t])
+                            prev[j, t] = fn
+                            FT[j, t] = y if y > 0.0 else 0.0
+                        else:
+                            FT[j, t] = fn
+                        b[t] = FT[j, t]
+                    cross[j, 1] = c1
+                    if scatter:
+                        sc = scat[g]
+                        for k in range(indptr[j], indptr[j + 1]):
+                            i = indices[k]
+                            v = data[k]
+                            for t in range(r):
+                                sc[i, t] += v * b[t]
 
 
 @njit(cache=True, parallel=True)
@@ -397,33 +423,49 @@ _mu_codes_kernel_serial = njit(cache=True)(_mu_codes_kernel.py_func)
 _hals_csc_kernel_serial = njit(cache=True)(_hals_csc_kernel.py_func)
 
 
-def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0, cross=None):
+def _hals_csc(F, G, A, X, l1=0.0, l2=0.0, sweeps=1, eps=0.0, cross=None, prev=None,
+              beta=0.0, scatter=None, B=None):
     """HALS of ``F`` (r x p, Fortran order, in place) against ``1/2 tr(F^T G F) - tr(F^T A X)``
     with the product ``A X`` (``A``: r x n Fortran; ``X``: n x p CSC) fused into the sweep
     (:func:`_hals_csc_kernel`: one gather per column, no ``r x p`` block), or for a dense ``X``
     (Fortran order) one BLAS product then the same blocked sweeps; up to ``sweeps`` sweeps per
     column, stopping a block of columns once a sweep moves it by at most ``eps`` times its
     first sweep's move.  Returns the first sweep's projected-gradient sum (as :func:`_hals`);
-    a given ``cross`` (2 floats) receives ``<F, A X>`` before and after the sweeps."""
+    a given ``cross`` (2 floats) receives ``<F, A X>`` before and after the sweeps.
+
+    ``B`` (r x p, Fortran order): ``A X`` already computed (``X`` then unused).  ``prev``
+    (r x p, Fortran order): extrapolate the written ``F`` by ``beta`` from it (and store the
+    swept ``F`` in it).  ``scatter`` (an array of ``(g, n, r)``, zeroed; sparse ``X``):
+    receives in ``g`` parts ``(F X^T)^T`` of the written ``F``; their sum is the other side's
+    ``B^T`` (``g``: the threads that scatter)."""
     p = F.shape[1]
     viol = np.empty(p)
     if p == 0:
         if cross is not None:
             cross[:] = 0.0
         return 0.0
-    if gmat.is_sparse(X):
-        nnz, BT = int(X.indptr[-1]), np.empty((0, F.shape[0]))
+    r = F.shape[0]
+    sparse = X is not None and gmat.is_sparse(X)
+    if sparse:
         indptr, indices, data = X.indptr, X.indices, X.data
-    else:  # B^T = X^T A^T, p x r, C order
-        nnz, BT = 0, np.asarray(X.T @ A.T, np.float64, order="C")
+    else:
         indptr, indices, data = (np.zeros(1, np.int64), np.zeros(0, np.int32),
-                                 np.zeros(0, X.dtype))
+                                 np.zeros(0, F.dtype))
+    nnz = int(indptr[-1])
+    if B is not None:
+        BT = np.asarray(B.T, np.float64, order="C")
+    elif sparse:
+        BT = np.empty((0, r))
+    else:  # B^T = X^T A^T, p x r, C order
+        BT = np.asarray(X.T @ A.T, np.float64, order="C")
     work = F.shape[0] * (nnz + F.size * int(sweeps))
     kern = _hals_csc_kernel if work >= FUSED_PARALLEL_MIN_WORK else _hals_csc_kernel_serial
     chunk = _BLOCK * max(1, min(32, p // (8 * _BLOCK * get_num_threads())))
     cr = np.empty((p, 2))
+    prev = np.empty((0, r), F.dtype) if prev is None else prev.T
+    scatter = np.empty((0, 0, r)) if scatter is None or not sparse else scatter
     kern(F.T, np.asarray(G, np.float64), A, indptr, indices, data, float(l1), float(l2),
-         int(sweeps), float(eps), chunk, viol, BT, cr)
+         int(sweeps), float(eps), chunk, viol, BT, cr, prev, float(beta), scatter)
     if cross is not None:
         cross[:] = cr.sum(axis=0)
     return float(viol.sum())
@@ -451,8 +493,10 @@ HALS_ALPHA = 0.5
 
 #: Ang and Gillis' extrapolated HALS (2019): the first extrapolation weight ``beta_0``, its
 #: decrease on a restart (``beta / eta``) and growth otherwise (``gamma``; its cap grows by
-#: ``gamma_bar``).
-EXTRAPOLATION_BETA0 = 0.5
+#: ``gamma_bar``).  ``beta_0`` 0.25 rather than the paper's 0.5: fewer iterations to
+#: scikit-learn's objective from NNDSVDa on the benchmark's data (power-law 8e5 nonzeros 12
+#: against 15, digits 17 against 18, power-law 8e6 nonzeros 22 both).
+EXTRAPOLATION_BETA0 = 0.25
 EXTRAPOLATION_ETA = 1.5
 EXTRAPOLATION_GAMMA = 1.05
 EXTRAPOLATION_GAMMA_BAR = 1.01
@@ -1083,46 +1127,55 @@ class NMFModel(CPUFactorModelMixin, Model):
         o = self.opts
         l1_c, l2_c, l1_w, l2_w = regs
         eps = o.cd_sweep_tol
-        if gmat.is_sparse(X):
+        sparse = gmat.is_sparse(X)
+        if sparse:
             xx = float(np.dot(X.data[: int(X.indptr[-1])], X.data[: int(X.indptr[-1])]))
             Xv = X
-            XvT = _transpose_plan(X)[0] if update_components else None
+            # the components' product H X^T scattered by the codes' sweep (per thread)
+            scat = (np.empty((get_num_threads(), X.shape[0], H.shape[0]))
+                    if update_components else None)
         else:
             xx = float(np.einsum("ij,ij->", X, X, dtype=np.float64))
             Xv = np.asfortranarray(X)
             XvT = np.asfortranarray(X.T) if update_components else None
+            scat = None
         extrap = update_components and self._extrapolating()
         cross = np.empty(2)
         trace = []
         viol0 = None
         it = 0
         known = None  # the divergence of the current (Wt, H), when the sweeps gave it
-        if extrap:  # Ang and Gillis (2019): beta_0 0.5, eta 1.5, gamma 1.05, gamma_bar 1.01
+        Hp = None
+        b_e = 0.0
+        if extrap:  # Ang and Gillis (2019): eta 1.5, gamma 1.05, gamma_bar 1.01; beta_0 0.25
             b_e, b_bar = EXTRAPOLATION_BETA0, 1.0
             Hp, Wp, Wy = H.copy(order="F"), Wt.copy(order="F"), Wt.copy(order="F")
-            step = np.empty_like(H)
             prev_e = math.inf
         else:
             Wy = Wt
         for it in range(1, max_iter + 1):
             G = Wy @ Wy.T
             HH0 = H @ H.T if it == 1 else None
-            viol = _hals_csc(H, G, Wy, Xv, l1_c, l2_c, sweeps_h, eps, cross)
+            if scat is not None:
+                scat[...] = 0.0
+            # the codes' sweeps; with extrapolation H leaves as H_y = max(0, H + beta (H -
+            # H_prev)) and Hp as the swept H
+            viol = _hals_csc(H, G, Wy, Xv, l1_c, l2_c, sweeps_h, eps, cross, prev=Hp,
+                             beta=b_e, scatter=scat)
             if it == 1:  # the start's divergence from the first sweep's terms
                 trace.append(max(0.5 * (xx - 2 * cross[0] + float(np.sum(G * HH0))), 0.0))
             known = None
             if not update_components:
                 known = max(0.5 * (xx - 2 * cross[1] + float(np.sum(G * (H @ H.T)))), 0.0)
             else:
-                if extrap:  # H_y = max(0, H + beta (H - H_prev)); H_prev = H
-                    np.subtract(H, Hp, out=step)
-                    Hp[...] = H
-                    step *= b_e
-                    H += step
-                    np.maximum(H, 0, out=H)
+                if extrap:
                     Wt[...] = Wy
                 HH = H @ H.T
-                viol += _hals_csc(Wt, HH, H, XvT, l1_w, l2_w, sweeps_w, eps, cross)
+                if sparse:
+                    viol += _hals_csc(Wt, HH, H, None, l1_w, l2_w, sweeps_w, eps, cross,
+                                      B=scat.sum(axis=0).T)
+                else:
+                    viol += _hals_csc(Wt, HH, H, XvT, l1_w, l2_w, sweeps_w, eps, cross)
                 known = max(0.5 * (xx - 2 * cross[1] + float(np.sum(
                     np.asarray(Wt @ Wt.T, np.float64) * HH))), 0.0)
                 if extrap:
@@ -1131,15 +1184,15 @@ class NMFModel(CPUFactorModelMixin, Model):
                         Wy[...] = Wt
                         b_bar, b_e = b_e, b_e / EXTRAPOLATION_ETA
                         known = None
-                    else:
-                        b_e = min(b_bar, EXTRAPOLATION_GAMMA * b_e)
-                        b_bar = min(1.0, EXTRAPOLATION_GAMMA_BAR * b_bar)
+                    else:  # W_y = max(0, W + beta (W - W_prev)), then beta grows
                         np.subtract(Wt, Wp, out=Wy)
                         Wy *= b_e
                         Wy += Wt
                         np.maximum(Wy, 0, out=Wy)
+                        b_e = min(b_bar, EXTRAPOLATION_GAMMA * b_e)
+                        b_bar = min(1.0, EXTRAPOLATION_GAMMA_BAR * b_bar)
+                        prev_e = known
                     Wp[...] = Wt
-                    prev_e = min(prev_e, known) if known is not None else prev_e
             if viol0 is None:
                 viol0 = viol
             if viol0 == 0 or viol / viol0 <= tol:

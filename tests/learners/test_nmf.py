@@ -116,12 +116,36 @@ def test_fused_hals_equals_the_product_then_the_sweeps(dtype, sparse, p, sweeps)
             F = F0.copy(order="F")
             v = np.empty(p)
             cross = np.empty((p, 2))
-            kern(F.T, G, A, *csc, 0.2, 0.1, sweeps, 0.0, 16, v, BT, cross)
+            kern(F.T, G, A, *csc, 0.2, 0.1, sweeps, 0.0, 16, v, BT, cross,
+                 np.empty((0, 6), dtype), 0.0, np.empty((0, 0, 6)))
             np.testing.assert_allclose(F, ref, rtol=tol, atol=tol)
             assert v.sum() == pytest.approx(viol_ref, rel=tol)
             # the objective's cross terms <F, A X> before and after, per column
             np.testing.assert_allclose(cross[:, 0], np.sum(F0 * B, axis=0), rtol=tol)
             np.testing.assert_allclose(cross[:, 1], np.sum(ref * B, axis=0), rtol=tol)
+
+
+@pytest.mark.parametrize("p", [5, 203])
+def test_fused_hals_extrapolates_and_scatters_the_other_sides_product(p):
+    from numba import get_num_threads
+
+    X, A, F0, G, B = _fused_case(np.float64, p)
+    swept = F0.copy(order="F")
+    _hals_csc(swept, G, A, X, 0.2, 0.1, 2, 0.0)
+    prev0 = np.asfortranarray(np.random.default_rng(5).uniform(size=F0.shape))
+    want = np.maximum(swept + 0.7 * (swept - prev0), 0)
+    assert (want == 0).any() and (want != swept).any()
+    F, prev = F0.copy(order="F"), prev0.copy(order="F")
+    scat = np.zeros((get_num_threads(), X.shape[0], F.shape[0]))
+    _hals_csc(F, G, A, X, 0.2, 0.1, 2, 0.0, prev=prev, beta=0.7, scatter=scat)
+    np.testing.assert_allclose(F, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(prev, swept, rtol=1e-12)
+    # the components' right-hand side (F X^T)^T of the written (extrapolated) F
+    np.testing.assert_allclose(scat.sum(axis=0), X.toarray() @ want.T, rtol=1e-12)
+    # the product given instead of the gather: the same sweep
+    F2 = F0.copy(order="F")
+    _hals_csc(F2, G, A, None, 0.2, 0.1, 2, 0.0, B=np.asfortranarray(B))
+    np.testing.assert_allclose(F2, swept, rtol=1e-12, atol=1e-14)
 
 
 def test_fused_hals_stops_its_sweeps_by_the_move_rule():
