@@ -70,11 +70,11 @@ def run(fn, n: int, *, backend: str = "threads", args=(), kwargs=None,
         which imports numpy, scipy, numba and scikit-learn once and stays up for the next
         call; each process sees the caller's environment variables); ``"mpi"``:
         ``mpiexec -n n`` (the one beside this Python, from the mpich wheel); ``"disk"``: a
-        cluster simulated in this process,
-        messages as files in a temporary spool directory (:class:`DiskCluster`); ``"dask"``:
-        one rank per worker of ``client`` (:func:`run_on_dask`), or of a local cluster of
-        ``n`` worker processes started for this call when ``client`` is None.  Or any
-        backend added with :func:`~roofline.comm.register_backend`.
+        cluster simulated in this process, messages as files in a temporary spool directory
+        (:class:`DiskCluster`); ``"dask"``: one rank per worker of ``client``
+        (:func:`run_on_dask`), or of a local cluster of ``n`` worker processes started for this
+        call when ``client`` is None.  Or any backend added with
+        :func:`~roofline.comm.register_backend`.
     args : tuple
         Further positional arguments of ``fn``.
     kwargs : dict, optional
