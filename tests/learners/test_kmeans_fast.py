@@ -204,3 +204,20 @@ def test_compiled_loop_equals_the_step_by_step_loop_on_digits(sparse):
     np.testing.assert_array_equal(mnew.centers, mref.centers)
     assert new.inertia == ref.inertia
     assert mnew._recomputed == mref._recomputed
+
+
+@pytest.mark.parametrize("zeros", [0.0, 0.5, 0.9])
+def test_dense_zeros_skipped_keep_the_bits(zeros):
+    """Dense data with signed values and a fraction of exact zeros (the compiled loop drops
+    them when they are at least a fifth of the values): the same fit bit for bit."""
+    rng = np.random.default_rng(int(10 * zeros))
+    Xd = rng.normal(size=(900, 40)) * (rng.uniform(size=(900, 40)) >= zeros)
+    X = np.asfortranarray(Xd.T)
+    C = Xd[rng.choice(900, 8, replace=False)] + 0.01
+    ref, mref = _fit(X, C, np.ones(900), 0.0, 300, reference=True)
+    new, mnew = _fit(X, C, np.ones(900), 0.0, 300, reference=False)
+    assert new.n_iter == ref.n_iter > 3
+    np.testing.assert_array_equal(new.labels, ref.labels)
+    np.testing.assert_array_equal(mnew.centers, mref.centers)
+    assert new.inertia == ref.inertia
+    assert mnew._recomputed == mref._recomputed
