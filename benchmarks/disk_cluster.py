@@ -32,7 +32,9 @@ For each cluster size one fresh process (so that its peak resident memory is its
 4. **sparse Kylix all-reduce** of power-law feature sets (Zipf indices over ``--features``
    hashed features, as Kylix's power-law graphs): configuration, reduce down and sums up per
    layer, bytes per layer and the later layers' share of the first (the seed: ~50%); its time
-   per round from the steady rounds (round 0 also loads numba's loops, reported apart).
+   per round from the steady rounds (round 0 also loads numba's cached loops and compiles
+   the receive's, which call libc and ISA-L through ctypes and cannot be cached: about 0.9
+   CPU s a process; reported apart).
 
 Degrees come from the disk roofline (``DiskNodeCluster.choose_degrees``: messages of at least
 ``packet_bytes``).  ``--packet synced`` (default) takes the synced corner, the seed's design
@@ -307,7 +309,7 @@ def _table(res):
               f"{dn['files_written']}, {sp['files_written']}; opened for reading "
               f"{dn['files_read']}, {sp['files_read']}; messages and states read "
               f"{dn['slices_read']}, {sp['slices_read']}; the sparse job's first round "
-              f"(numba's loops loaded) {sp['first_round_cpu_s']:.2f} CPU s"]
+              f"(numba's loops loaded or compiled) {sp['first_round_cpu_s']:.2f} CPU s"]
     lines += ["", f"sparse: {sp['nnz_mean']:.0f} distinct features per node; bytes sent "
               "between distinct nodes per layer (the seed: later layers ~50% of the first):",
               "", "| layer | degree | config MB | reduce down MB | sums up MB | down / layer 0 |",
