@@ -1,13 +1,15 @@
-"""Elkan's compiled loop (learners/_kmeans.py: ``_elkan_iterations``) against the step-by-step
-loop it replaced (kept here as the reference): the same labels, centers, inertia, iteration
-count and skipped distances, bit for bit, on dense and sparse data with empty clusters, sample
-weights and both dtypes; the centers' norms against numpy's."""
+"""Elkan's compiled loop (learners/_kmeans.py: ``_elkan_iterations``, with its E-step's
+one-candidate pair of products and dense data without zeros) against the step-by-step loop
+and E-step it replaced (kept here as the reference): the same labels, centers, inertia,
+iteration count and skipped distances, bit for bit, on dense and sparse data with empty
+clusters, sample weights and both dtypes; the centers' norms against numpy's."""
 
 import math
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
 
 from roofline import gmat
 from roofline.learners._kmeans import (
@@ -16,13 +18,81 @@ from roofline.learners._kmeans import (
     _center_sqnorms,
     _csc_label_dists,
     _csc_move_sums,
-    _elkan_estep,
-    _elkan_estep_serial,
+    _dot_col,
+    _elkan_all,
     _elkan_half,
     _lloyd_move,
-    _pick,
     _sqnorms,
 )
+
+
+@njit
+def _reference_estep(indptr, indices, data, C, cnorm, xnorm, cum, halfcc, s, margin, first,
+                     labels, U, L, counts, Lmin, cummax):
+    """``_elkan_estep`` as it was before the one-candidate pair of products (serial)."""
+    m = labels.shape[0]
+    k = C.shape[0]
+    nblk = (m + 255) // 256
+    for b in range(nblk):
+        acc = np.empty(k, np.float64)
+        cnt = 0
+        for j in range(b * 256, min(m, (b + 1) * 256)):
+            xn = xnorm[j]
+            if first:
+                _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L,
+                           Lmin)
+                cnt += k
+                continue
+            a = labels[j]
+            mg = margin[j]
+            u = U[j] + cum[a]
+            if u + mg < s[a] or u + mg < Lmin[j] - cummax:
+                continue
+            n_cand = 0
+            for c in range(k):
+                if c != a and u + mg >= L[j, c] - cum[c] and u + mg >= halfcc[a, c]:
+                    n_cand += 1
+            if n_cand == 0:
+                continue
+            if n_cand > 1:  # every distance at once: k values per gathered feature
+                _elkan_all(indptr, indices, data, C, cnorm, xn, cum, j, acc, labels, U, L,
+                           Lmin)
+                cnt += k
+                continue
+            tight = False
+            ea = 0.0
+            for c in range(k):
+                if c == a:
+                    continue
+                lc = L[j, c] - cum[c]
+                if u + mg < lc or u + mg < halfcc[a, c]:
+                    continue
+                if not tight:
+                    ea = cnorm[a] - 2.0 * _dot_col(indptr, indices, data, C, j, a)
+                    d = ea + xn
+                    u = math.sqrt(d if d > 0.0 else 0.0)
+                    L[j, a] = u + cum[a]
+                    tight = True
+                    cnt += 1
+                    if u + mg < lc or u + mg < halfcc[a, c]:
+                        continue
+                ec = cnorm[c] - 2.0 * _dot_col(indptr, indices, data, C, j, c)
+                cnt += 1
+                d = ec + xn
+                dc = math.sqrt(d if d > 0.0 else 0.0)
+                L[j, c] = dc + cum[c]
+                if ec < ea or (ec == ea and c < a):
+                    a = c
+                    ea = ec
+                    u = dc
+            labels[j] = a
+            U[j] = u - cum[a]
+            lm = np.inf
+            for c in range(k):
+                if c != a and L[j, c] < lm:
+                    lm = L[j, c]
+            Lmin[j] = lm
+        counts[b] = cnt
 
 
 def _einsum_cnorm(model):
@@ -31,7 +101,8 @@ def _einsum_cnorm(model):
 
 def _reference_fit_elkan(model, X, w, xnorm, max_iter, tol):
     """The step-by-step Elkan loop (one Python iteration per pass, numpy's ``einsum`` for the
-    centers' norms), as ``KMeansModel._fit_elkan`` was before the compiled loop."""
+    centers' norms, the E-step above, the dense data with its zeros), as
+    ``KMeansModel._fit_elkan`` was before the compiled loop."""
     k, m = model.opts.n_clusters, X.shape[1]
     n = X.shape[0]
     if gmat.is_sparse(X):
@@ -48,7 +119,6 @@ def _reference_fit_elkan(model, X, w, xnorm, max_iter, tol):
     mbase = np.sqrt(xnorm) * (math.sqrt(64 * eps) + 64 * eps)
     counts = np.zeros(max((m + 255) // 256, 1), np.int64)
     order, starts = np.empty(m, np.int64), np.empty(k + 1, np.int64)
-    nnz_per = data.size / max(m, 1)
     labels_old = None
     converged = strict = False
     n_iter = 0
@@ -71,10 +141,8 @@ def _reference_fit_elkan(model, X, w, xnorm, max_iter, tol):
         np.add(mbase, 2 * math.sqrt(64 * eps) * rc + 64 * eps * (float(cum.max()) + rc),
                out=margin)
         counts[:] = 0
-        work = k * data.size if first else m * k + recomputed[-1] * nnz_per
-        _pick(_elkan_estep, _elkan_estep_serial, int(work))(
-            indptr, indices, data, model.centers, cn, xnorm, cum, halfcc, s_half, margin,
-            first, labels, U, L, counts, Lmin, float(cum.max()))
+        _reference_estep(indptr, indices, data, model.centers, cn, xnorm, cum, halfcc, s_half,
+                         margin, first, labels, U, L, counts, Lmin, float(cum.max()))
         recomputed.append(int(counts.sum()))
         first = False
         n_moved = m if labels_old is None else int(np.count_nonzero(labels != labels_old))
