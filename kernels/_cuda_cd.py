@@ -26,7 +26,6 @@ the CPU optimum.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
@@ -46,7 +45,6 @@ SIM_CD_THREADS = 4
 
 #: Blocks of a launch under the simulator (where they run one after the other).
 SIM_BLOCKS = 2
-_SIM_SWITCH_S = 2e-5
 
 
 def cuda_ready() -> bool:
@@ -196,19 +194,11 @@ def gpu_dual_tpa_epoch(indptr, indices, data, y, alpha, v, colsq, order, loss, l
         kern[blocks, _threads()](*_cp._args(indptr, indices, data, y, alpha, v, colsq, order),
                                  int(loss), float(lam_n), float(icpt), float(damp))
         return
-    # the simulator runs a block's threads as Python threads, which its launcher polls while
-    # holding the interpreter lock: at the default switch interval (5 ms) every syncthreads
-    # waits out one, ~30x the run (measured: 120 coordinates in 9 s, 0.3 s at 20 us); its
-    # blocks run one after the other, so two blocks exercise the grid stride at the cost of
-    # one more set of threads
+    # the simulator runs the blocks one after the other: two exercise the grid stride at the
+    # cost of one more set of threads (a Python thread each)
     blocks = int(blocks) or min(n, SIM_BLOCKS)
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(_SIM_SWITCH_S)
-    try:
-        kern[blocks, _threads()](indptr, indices, data, y, alpha, v, colsq, order, int(loss),
-                                 float(lam_n), float(icpt), float(damp))
-    finally:
-        sys.setswitchinterval(old)
+    _cp._launch(kern, blocks, _threads(), indptr, indices, data, y, alpha, v, colsq, order,
+                int(loss), float(lam_n), float(icpt), float(damp))
 
 
 def gpu_dual_tpa(indptr, indices, data, y, alpha, v, colsq, loss, lam_n, *, epochs=10,
