@@ -761,8 +761,6 @@ def _decode_array(buf):
 
 #: An array message's header with one dimension (``_AHEAD`` and the length).
 _AHEAD1 = struct.Struct("<4sB3xq")
-_AHEAD1_DTYPE = np.dtype([("code", "S4"), ("ndim", "u1"), ("pad", "V3"), ("len", "<i8")])
-_AHEAD1_RANGE = np.arange(_AHEAD1.size)
 
 
 def _encode1(a):
@@ -776,32 +774,6 @@ def _encode1(a):
                 _AHEAD1.size + a.nbytes
     bufs = _encode(a)
     return bufs, len(bufs[0]) + bufs[1].nbytes
-
-
-def _decode_arrays(buf, starts, lens):
-    """The arrays of the payloads ``buf[starts[i]:starts[i] + lens[i]]`` (views when aligned),
-    as :func:`_decode_array` decodes each; 1-D messages of one dtype (the common case) are
-    checked together."""
-    m = len(starts)
-    if m and int(lens.min()) >= _AHEAD1.size:
-        h = buf[starts[:, None] + _AHEAD1_RANGE].view(_AHEAD1_DTYPE)[:, 0]
-        code = h["code"][0]
-        dtype = _DTYPES.get(code.ljust(4))
-        if dtype is not None and bool((h["code"] == code).all()) and bool(
-                (h["ndim"] == 1).all()):
-            beg = starts + _AHEAD1.size
-            if bool((h["len"] * dtype.itemsize == lens - _AHEAD1.size).all()) and not (
-                    (beg + buf.ctypes.data) % dtype.alignment).any():
-                end = beg + lens - _AHEAD1.size
-                isz = dtype.itemsize
-                if not (beg % isz).any():  # one view of the buffer, sliced per message
-                    whole = buf[:buf.size - buf.size % isz].view(dtype)
-                    return [whole[b:e] for b, e in zip((beg // isz).tolist(),
-                                                       (end // isz).tolist(), strict=True)]
-                return [buf[b:e].view(dtype) for b, e in zip(beg.tolist(), end.tolist(),
-                                                               strict=True)]
-    return [_decode_array(buf[b:b + n]) for b, n in zip(starts.tolist(), lens.tolist(),
-                                                       strict=True)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1265,7 +1237,9 @@ class _Spool:
                 beg //= isz
                 return [whole[b:e] for b, e in zip(beg.tolist(), (beg + elems).tolist(),
                                                    strict=True)]
-        return _decode_arrays(buf, ats + mh, lens - mh)
+        # anything else (several dtypes, n-d arrays): each message by the general decoding
+        return [_decode_array(buf[b:b + n]) for b, n in zip((ats + mh).tolist(),
+                                                            (lens - mh).tolist(), strict=True)]
 
     @staticmethod
     def _pread_into(fd, buf, at, where):
